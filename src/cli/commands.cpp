@@ -1,0 +1,9 @@
+#include "cli/commands.h"
+
+namespace cadenza::cli {
+
+std::vector<Command> all_commands() {
+  return {};
+}
+
+}  // namespace cadenza::cli

@@ -1,0 +1,29 @@
+// Scalar reference (de)quantization for every compute-supported DType, following the GGUF block
+// layouts bit for bit (see tensor/blocks.h). These are the ground truth that SIMD kernels are
+// tested against; they favour clarity over speed.
+//
+// Shapes: n is the number of elements of a row and must be a multiple of the type's block size
+// (callers check with row_bytes()). src/dst buffers must hold row_bytes(t, n) bytes / n floats.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace cadenza {
+
+// IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN).
+float fp16_to_fp32(uint16_t h);
+uint16_t fp32_to_fp16(float f);
+float bf16_to_fp32(uint16_t h);
+uint16_t fp32_to_bf16(float f);
+
+// Decodes n elements of type t at src into dst. t must be compute_supported.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+
+// Encodes n floats into type t at dst. t must be compute_supported. Quantized types choose scales
+// the way the reference implementation's *_ref quantizers do (round-to-nearest for the 32-blocks;
+// the searched scales/mins for the K-quants).
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+}  // namespace cadenza

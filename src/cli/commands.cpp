@@ -3,7 +3,7 @@
 namespace cadenza::cli {
 
 std::vector<Command> all_commands() {
-  return {};
+  return {run_command(), info_command(), synth_command()};
 }
 
 }  // namespace cadenza::cli

@@ -3,7 +3,11 @@
 // tested against; they favour clarity over speed.
 //
 // Shapes: n is the number of elements of a row and must be a multiple of the type's block size
-// (callers check with row_bytes()). src/dst buffers must hold row_bytes(t, n) bytes / n floats.
+// (callers check with row_bytes()). src/dst buffers must hold row_bytes(t, n) bytes / n floats;
+// quantized buffers need no alignment (blocks are copied in and out with memcpy).
+// Types: every compute_supported type, plus the activation formats Q8_1 and Q8_K (not
+// compute_supported because they never hold weights). Anything else asserts.
+// Floats given to quantize_row must be finite. Accuracy bounds per type: src/tensor/README.md.
 #pragma once
 
 #include <cstdint>
@@ -12,16 +16,17 @@
 
 namespace cadenza {
 
-// IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN).
+// IEEE half and bfloat16 conversions (round to nearest even; NaN stays NaN and keeps as much of
+// its payload as fits; overflow goes to infinity; fp16 subnormals are exact).
 float fp16_to_fp32(uint16_t h);
 uint16_t fp32_to_fp16(float f);
 float bf16_to_fp32(uint16_t h);
 uint16_t fp32_to_bf16(float f);
 
-// Decodes n elements of type t at src into dst. t must be compute_supported.
+// Decodes n elements of type t at src into dst (t: see "Types" above).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
-// Encodes n floats into type t at dst. t must be compute_supported. Quantized types choose scales
+// Encodes n floats into type t at dst (t: see "Types" above). Quantized types choose scales
 // the way the reference implementation's *_ref quantizers do (round-to-nearest for the 32-blocks;
 // the searched scales/mins for the K-quants).
 void quantize_row(DType t, const float* src, void* dst, int64_t n);

@@ -1,0 +1,85 @@
+// quant.h's row entry points: contract checks, the plain float types, and dispatch to the
+// per-type block code (quant_legacy.cpp, quant_kquants.cpp).
+#include "tensor/quant.h"
+
+#include <cassert>
+#include <cstring>
+
+#include "tensor/quant_impl.h"
+
+namespace cadenza {
+namespace {
+
+namespace qd = quant_detail;
+
+// Whole blocks in a row of n elements of t, checking quant.h's contract.
+int64_t block_count(DType t, int64_t n) {
+  const DTypeTraits& tr = traits(t);
+  assert(n >= 0 && n % tr.block_size == 0 && "row length must be a multiple of the block size");
+  return n / tr.block_size;
+}
+
+}  // namespace
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  const int64_t nb = block_count(t, n);
+  if (n == 0) return;  // src/dst may then be null, which memcpy does not allow
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, s, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16:
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, s + 2 * i, 2);
+        dst[i] = t == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+      }
+      return;
+    case DType::Q4_0: return qd::dequantize_q4_0(s, dst, nb);
+    case DType::Q4_1: return qd::dequantize_q4_1(s, dst, nb);
+    case DType::Q5_0: return qd::dequantize_q5_0(s, dst, nb);
+    case DType::Q5_1: return qd::dequantize_q5_1(s, dst, nb);
+    case DType::Q8_0: return qd::dequantize_q8_0(s, dst, nb);
+    case DType::Q8_1: return qd::dequantize_q8_1(s, dst, nb);
+    case DType::Q4_K: return qd::dequantize_q4_K(s, dst, nb);
+    case DType::Q5_K: return qd::dequantize_q5_K(s, dst, nb);
+    case DType::Q6_K: return qd::dequantize_q6_K(s, dst, nb);
+    case DType::Q8_K: return qd::dequantize_q8_K(s, dst, nb);
+    default:
+      assert(false && "dequantize_row: unsupported type");
+  }
+}
+
+void quantize_row(DType t, const float* src, void* dst, int64_t n) {
+  auto* d = static_cast<uint8_t*>(dst);
+  const int64_t nb = block_count(t, n);
+  if (n == 0) return;  // src/dst may then be null, which memcpy does not allow
+  switch (t) {
+    case DType::F32:
+      std::memcpy(d, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16:
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = t == DType::F16 ? fp32_to_fp16(src[i]) : fp32_to_bf16(src[i]);
+        std::memcpy(d + 2 * i, &h, 2);
+      }
+      return;
+    case DType::Q4_0: return qd::quantize_q4_0(src, d, nb);
+    case DType::Q4_1: return qd::quantize_q4_1(src, d, nb);
+    case DType::Q5_0: return qd::quantize_q5_0(src, d, nb);
+    case DType::Q5_1: return qd::quantize_q5_1(src, d, nb);
+    case DType::Q8_0: return qd::quantize_q8_0(src, d, nb);
+    case DType::Q8_1: return qd::quantize_q8_1(src, d, nb);
+    case DType::Q4_K: return qd::quantize_q4_K(src, d, nb);
+    case DType::Q5_K: return qd::quantize_q5_K(src, d, nb);
+    case DType::Q6_K: return qd::quantize_q6_K(src, d, nb);
+    case DType::Q8_K: return qd::quantize_q8_K(src, d, nb);
+    default:
+      assert(false && "quantize_row: unsupported type");
+  }
+}
+
+}  // namespace cadenza

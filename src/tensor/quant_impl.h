@@ -1,0 +1,72 @@
+// Internal to src/tensor: per-type block (de)quantizers behind quant.h's dispatch, and the
+// helpers they share. Not for use outside this folder; callers go through quant.h.
+//
+// Every function takes a count of whole blocks (nb >= 0) and raw byte pointers: src/dst hold
+// nb * sizeof(Block) bytes with no alignment requirement (blocks are memcpy'd, see blocks.h).
+// Float inputs must be finite; the quantizers never invoke undefined behaviour on other inputs
+// but their output is then unspecified.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/blocks.h"
+
+namespace cadenza::quant_detail {
+
+template <typename Block>
+Block load_block(const uint8_t* src, int64_t i) {
+  Block b;
+  std::memcpy(&b, src + i * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+  return b;
+}
+
+template <typename Block>
+void store_block(uint8_t* dst, int64_t i, const Block& b) {
+  std::memcpy(dst + i * static_cast<int64_t>(sizeof(Block)), &b, sizeof(Block));
+}
+
+// round-half-to-even(v) clamped to [lo, hi], defined for every float: the clamp happens before
+// the float -> int conversion (so huge values and infinities cannot overflow it) and NaN maps to
+// the value nearest 0. Same result as the reference's nearest_int() followed by MIN/MAX.
+inline int round_clamp(float v, int lo, int hi) {
+  if (std::isnan(v)) return lo > 0 ? lo : (hi < 0 ? hi : 0);
+  if (v <= static_cast<float>(lo)) return lo;
+  if (v >= static_cast<float>(hi)) return hi;
+  return static_cast<int>(std::nearbyint(v));  // default rounding mode: nearest even
+}
+
+// Truncation of a value known to be >= 0 (the legacy quantizers' "(int8_t)(x + 0.5f)"), clamped
+// to [0, hi] before converting.
+inline int trunc_clamp(float v, int hi) {
+  if (!(v > 0.0f)) return 0;  // also NaN
+  if (v >= static_cast<float>(hi)) return hi;
+  return static_cast<int>(v);
+}
+
+// 32-element families (quant_legacy.cpp).
+void dequantize_q4_0(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q4_1(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q5_0(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q5_1(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q8_0(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q8_1(const uint8_t* src, float* dst, int64_t nb);
+void quantize_q4_0(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q4_1(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q5_0(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q5_1(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q8_0(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q8_1(const float* src, uint8_t* dst, int64_t nb);
+
+// K-quants, 256-element super-blocks (quant_kquants.cpp).
+void dequantize_q4_K(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q5_K(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q6_K(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q8_K(const uint8_t* src, float* dst, int64_t nb);
+void quantize_q4_K(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q5_K(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q6_K(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q8_K(const float* src, uint8_t* dst, int64_t nb);
+
+}  // namespace cadenza::quant_detail

@@ -10,6 +10,7 @@
 // Ownership: GgufFile owns its mapping; TensorInfo::data points into it and lives as long as it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,6 +30,15 @@ class MappedFile;
 }
 
 namespace cadenza::gguf {
+
+// Reader limits (see src/gguf/README.md). They bound work and memory on hostile input; real files
+// are far below them.
+inline constexpr uint32_t kMaxArrayDepth = 8;            // arrays nested inside arrays
+inline constexpr uint64_t kMaxArrayElements = 1u << 24;  // all array items of a file, summed
+inline constexpr uint64_t kMaxKeyBytes = 65535;          // metadata key length (GGUF spec)
+inline constexpr uint64_t kMaxTensorNameBytes = 1024;    // spec says 64; we are lenient
+inline constexpr uint32_t kMaxDims = 4;
+inline constexpr uint64_t kDefaultAlignment = 32;
 
 enum class ValueType : uint32_t {
   UINT8 = 0,
@@ -81,8 +91,12 @@ class Value {
   const std::string* as_string() const;
   const std::vector<Value>* as_array() const;
 
-  // Human-readable rendering; arrays show at most `max_items` items then "... (N items)".
-  std::string to_display(size_t max_items = 8) const;
+  // Human-readable rendering; arrays show at most `max_items` items then "... (N items)";
+  // strings are quoted with control characters escaped and cut after `max_string_bytes` bytes.
+  std::string to_display(size_t max_items = 8, size_t max_string_bytes = SIZE_MAX) const;
+
+  // Deep equality (type, element type and contents; floats compare as doubles, so NaN != NaN).
+  bool operator==(const Value& other) const;
 
  private:
   using Storage = std::variant<std::monostate, uint64_t, int64_t, double, bool, std::string,
@@ -101,8 +115,9 @@ struct TensorInfo {
   uint64_t nbytes = 0;          // validated: inside the file
   const uint8_t* data = nullptr;  // into the mapping (nullptr only for nbytes == 0)
 
-  int64_t num_elements() const;
+  int64_t num_elements() const;  // validated at open: no overflow
   int64_t rows() const { return shape.empty() || shape[0] == 0 ? 0 : num_elements() / shape[0]; }
+  std::span<const uint8_t> bytes() const { return {data, static_cast<size_t>(nbytes)}; }
 };
 
 class GgufFile {
@@ -146,7 +161,7 @@ class GgufFile {
 
  private:
   GgufFile() = default;
-  friend class Parser;
+  friend class Parser;  // reader.cpp fills the fields below
   std::string name_;
   std::unique_ptr<MappedFile> mapping_;
   std::span<const uint8_t> bytes_;
@@ -161,12 +176,16 @@ class GgufFile {
 // models can be written one tensor at a time without holding them all in memory.
 class GgufWriter {
  public:
-  // Fills exactly the tensor's byte size into `out`.
+  // Fills exactly the tensor's byte size into `out` (zero-initialised). Called once per tensor, in
+  // add order, from write()/to_bytes() on the calling thread.
   using Fill = std::function<void(std::span<uint8_t> out)>;
 
-  explicit GgufWriter(uint64_t alignment = 32);
+  // An alignment other than 32 is recorded as the `general.alignment` key (u32). It must be a
+  // power of two <= 2^31; write() reports an invalid one.
+  explicit GgufWriter(uint64_t alignment = kDefaultAlignment);
 
-  // Adds or replaces a metadata key (file order is insertion order).
+  // Adds or replaces a metadata key (file order is insertion order; a replaced key keeps its
+  // place). Setting `general.alignment` changes the alignment the writer uses.
   void set(std::string key, Value value);
   // Adds a tensor; shape in ggml order. Returns an error for a duplicate name, a bad shape, or a
   // shape whose row is not a multiple of the type's block size.
@@ -174,8 +193,13 @@ class GgufWriter {
   Status add_tensor(std::string name, DType type, std::vector<int64_t> shape,
                     std::vector<uint8_t> bytes);
 
+  // Writes `path.tmp.<pid>` then renames it over `path`, so readers never see a partial file.
+  // Errors (invalid metadata such as an array item of the wrong type or a bad alignment, I/O
+  // failures) name the path; the temp file is removed.
   Status write(const std::string& path) const;
-  std::vector<uint8_t> to_bytes() const;  // for tests; holds everything in memory
+  // The file image in memory, for tests and fuzz seeds. Empty when write() would report invalid
+  // metadata.
+  std::vector<uint8_t> to_bytes() const;
 
  private:
   struct PendingTensor {

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages Cadenza builds with. Safe to run again; skips apt when all are there.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build g++ pkg-config ccache git
+  libcli11-dev nlohmann-json3-dev libpcre2-dev libfmt-dev libspdlog-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  clang libclang-rt-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

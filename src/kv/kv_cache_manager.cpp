@@ -1,0 +1,213 @@
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace cadenza::kv {
+
+KvCacheManager::KvCacheManager(const KvCacheConfig& config)
+    : config_(config), pool_(config.num_blocks) {
+  assert(config.num_blocks > 0 && config.block_size > 0);
+}
+
+int32_t KvCacheManager::blocks_for(int32_t tokens) const {
+  return static_cast<int32_t>((static_cast<int64_t>(tokens) + config_.block_size - 1) / config_.block_size);
+}
+
+void KvCacheManager::ensure_hash(RequestState& st, int32_t i, std::span<const int32_t> tokens) const {
+  const auto bs = static_cast<size_t>(config_.block_size);
+  for (auto j = static_cast<int32_t>(st.hashes.size()); j <= i; ++j) {
+    const BlockHash& parent = j == 0 ? st.root : st.hashes[static_cast<size_t>(j - 1)];
+    st.hashes.push_back(chain_hash(parent, tokens.subspan(static_cast<size_t>(j) * bs, bs)));
+  }
+}
+
+int32_t KvCacheManager::find_cached_prefix(RequestId id, std::span<const int32_t> tokens,
+                                           std::string_view extra_key) {
+  auto existing = requests_.find(id);
+  assert((existing == requests_.end() || !existing->second.allocated) &&
+         "find_cached_prefix on a request that already holds blocks");
+  if (!config_.enable_prefix_caching) {
+    if (existing != requests_.end()) requests_.erase(existing);
+    return 0;
+  }
+  RequestState& st = requests_[id];
+  st = RequestState{};
+  st.caching = true;
+  st.root = root_hash(extra_key);
+
+  // At most (n - 1) / block_size blocks: a fully cached prompt would leave no token to compute,
+  // and the last prompt token's logits are what the first sampled token comes from.
+  const int32_t max_blocks =
+      tokens.empty() ? 0 : static_cast<int32_t>((tokens.size() - 1) / static_cast<size_t>(config_.block_size));
+  int32_t found = 0;
+  while (found < max_blocks) {
+    ensure_hash(st, found, tokens);
+    if (pool_.lookup(st.hashes[static_cast<size_t>(found)]) < 0) break;
+    ++found;
+  }
+  st.num_found_blocks = found;
+  st.num_tokens = st.num_computed = found * config_.block_size;
+
+  ++stats_.queries;
+  stats_.query_tokens += static_cast<int64_t>(tokens.size());
+  if (found > 0) {
+    ++stats_.hits;
+    stats_.hit_tokens += st.num_tokens;
+  }
+  return st.num_tokens;
+}
+
+KvCacheManager::Plan KvCacheManager::plan(const RequestState* st, int32_t total_tokens) const {
+  assert(total_tokens >= 0);
+  const int32_t needed = blocks_for(total_tokens);
+  Plan p;
+  int32_t free_available = pool_.num_free();
+  if (st == nullptr) {
+    p.new_blocks = needed;
+  } else if (st->allocated) {
+    p.new_blocks = std::max(0, needed - static_cast<int32_t>(st->blocks.size()));
+  } else {
+    assert(total_tokens >= st->num_found_blocks * config_.block_size);
+    for (int32_t i = 0; i < st->num_found_blocks; ++i) {
+      const int32_t b = pool_.lookup(st->hashes[static_cast<size_t>(i)]);
+      if (b < 0) {
+        p.status = AllocStatus::kStalePrefix;
+        return p;
+      }
+      // A free cached block we are about to take is no longer available for new blocks.
+      if (pool_.ref_count(b) == 0) --free_available;
+    }
+    p.new_blocks = needed - st->num_found_blocks;
+  }
+  p.status = p.new_blocks <= free_available ? AllocStatus::kOk : AllocStatus::kNoRoom;
+  return p;
+}
+
+bool KvCacheManager::can_allocate(RequestId id, int32_t num_new_tokens) const {
+  auto it = requests_.find(id);
+  const RequestState* st = it == requests_.end() ? nullptr : &it->second;
+  const int32_t base = st == nullptr ? 0 : st->num_tokens;
+  return plan(st, base + num_new_tokens).status == AllocStatus::kOk;
+}
+
+Allocation KvCacheManager::allocate(RequestId id, int32_t total_tokens) {
+  auto it = requests_.find(id);
+  const Plan p = plan(it == requests_.end() ? nullptr : &it->second, total_tokens);
+  if (p.status != AllocStatus::kOk) return Allocation{p.status, {}};
+
+  // From here on nothing can fail.
+  RequestState& st = it == requests_.end() ? requests_[id] : it->second;
+  if (!st.allocated) {
+    // Found blocks first: pulling them off the free queue before drawing new blocks is what keeps
+    // the new blocks from evicting them.
+    for (int32_t i = 0; i < st.num_found_blocks; ++i) {
+      const int32_t b = pool_.lookup(st.hashes[static_cast<size_t>(i)]);
+      pool_.acquire(b);
+      st.blocks.push_back(b);
+    }
+    st.num_registered = st.num_found_blocks;
+    st.allocated = true;
+  }
+  for (int32_t i = 0; i < p.new_blocks; ++i) st.blocks.push_back(pool_.allocate());
+  st.num_tokens = std::max(st.num_tokens, total_tokens);
+  return Allocation{AllocStatus::kOk, st.blocks};
+}
+
+void KvCacheManager::mark_computed(RequestId id, int32_t num_computed_tokens,
+                                   std::span<const int32_t> tokens) {
+  auto it = requests_.find(id);
+  assert(it != requests_.end() && it->second.allocated);
+  RequestState& st = it->second;
+  assert(num_computed_tokens >= st.num_computed && num_computed_tokens <= st.num_tokens);
+  assert(tokens.size() >= static_cast<size_t>(num_computed_tokens));
+  st.num_computed = num_computed_tokens;
+  if (!st.caching || !config_.enable_prefix_caching) return;
+
+  const int32_t full = num_computed_tokens / config_.block_size;
+  for (int32_t i = st.num_registered; i < full; ++i) {
+    ensure_hash(st, i, tokens);
+    const int32_t b = st.blocks[static_cast<size_t>(i)];
+    // A block found by hash already carries this hash. Otherwise try to register; if another
+    // block holds the same content already, this one simply stays private (a duplicate).
+    // (Blocks at i >= num_registered are this request's own, so a cached one carries our hash.)
+    assert(!pool_.is_cached(b) || pool_.hash(b) == st.hashes[static_cast<size_t>(i)]);
+    if (!pool_.is_cached(b)) pool_.cache(b, st.hashes[static_cast<size_t>(i)]);
+  }
+  st.num_registered = std::max(st.num_registered, full);
+}
+
+void KvCacheManager::free(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;
+  const std::vector<int32_t>& blocks = it->second.blocks;
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.release(*b);
+  requests_.erase(it);
+}
+
+ForkResult KvCacheManager::fork(RequestId parent, RequestId child) {
+  auto pit = requests_.find(parent);
+  assert(pit != requests_.end() && pit->second.allocated && "fork of a request without blocks");
+  assert(requests_.count(child) == 0 && "fork into an existing request id");
+  const RequestState& ps = pit->second;
+  const int32_t shared = ps.num_computed / config_.block_size;
+  const int32_t fresh = static_cast<int32_t>(ps.blocks.size()) - shared;
+  if (fresh > pool_.num_free()) return ForkResult{};
+
+  RequestState cs;
+  cs.root = ps.root;
+  cs.caching = ps.caching;
+  cs.allocated = true;
+  cs.num_tokens = ps.num_tokens;
+  cs.num_computed = ps.num_computed;
+  cs.num_registered = std::min(ps.num_registered, shared);
+  cs.hashes = ps.hashes;  // content hashes of the tokens both share so far
+  cs.blocks.reserve(ps.blocks.size());
+  for (int32_t i = 0; i < shared; ++i) {
+    const int32_t b = ps.blocks[static_cast<size_t>(i)];
+    pool_.acquire(b);
+    cs.blocks.push_back(b);
+  }
+  for (int32_t i = 0; i < fresh; ++i) cs.blocks.push_back(pool_.allocate());
+
+  ForkResult r;
+  r.status = AllocStatus::kOk;
+  if (const int32_t partial = ps.num_computed % config_.block_size; partial > 0) {
+    r.copy = BlockCopy{ps.blocks[static_cast<size_t>(shared)], cs.blocks[static_cast<size_t>(shared)], partial};
+  }
+  RequestState& inserted = requests_[child];
+  inserted = std::move(cs);
+  r.block_table = inserted.blocks;
+  return r;
+}
+
+void KvCacheManager::reset_prefix_cache() {
+  pool_.clear_cache();
+}
+
+std::span<const int32_t> KvCacheManager::block_table(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? std::span<const int32_t>{} : std::span<const int32_t>(it->second.blocks);
+}
+
+int32_t KvCacheManager::num_tokens(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? 0 : it->second.num_tokens;
+}
+
+int32_t KvCacheManager::num_computed(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? 0 : it->second.num_computed;
+}
+
+double KvCacheManager::usage() const {
+  return static_cast<double>(pool_.num_blocks() - pool_.num_free()) / pool_.num_blocks();
+}
+
+KvCacheStats KvCacheManager::stats() const {
+  KvCacheStats s = stats_;
+  s.evictions = pool_.evictions();
+  return s;
+}
+
+}  // namespace cadenza::kv

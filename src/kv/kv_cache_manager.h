@@ -1,0 +1,172 @@
+// KvCacheManager: hands out KV blocks to requests and shares full blocks between requests with
+// the same prefix (automatic prefix caching). It is the only owner of block ids; the scheduler sees
+// a request's block table and token counts, nothing of the pool.
+//
+// How the scheduler uses it (one engine step):
+//   waiting request, first time:
+//     cached = find_cached_prefix(id, prompt, extra_key);   // tokens it need not compute
+//     n      = min(prompt.size() - cached, token budget);   // >= 1 by construction
+//     a      = allocate(id, cached + n);                    // kNoRoom: stop admitting (or preempt)
+//     request.num_computed_tokens = cached;
+//   running request:  a = allocate(id, num_computed + n);   // kNoRoom: preempt someone, retry
+//   after the forward pass:  mark_computed(id, num_computed_after, all_tokens_so_far);
+//   finished / aborted / preempted:  free(id);
+// Block tables: position p of a request lives in block table[p / block_size] at p % block_size,
+// exactly model::Batch's contract; pass block_table(id) with each batch.
+//
+// Sharing rules (why this is safe without copy-on-write): only blocks that are full of computed
+// tokens are ever shared (by hash, or by fork()); such blocks are immutable, since a request only
+// writes positions >= its num_computed_tokens. A request's partial last block is always private.
+//
+// Ownership: bookkeeping only, no KV memory (that is model::KvCache, built with the same
+// num_blocks and block_size). Thread-safety: none; used by the engine thread only. Spans returned
+// stay valid until the next call that mutates the same request (allocate, fork of it, free).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+
+namespace cadenza::kv {
+
+using RequestId = uint64_t;
+
+struct KvCacheConfig {
+  int32_t num_blocks = 0;             // > 0; the same as model::KvCacheOptions::num_blocks
+  int32_t block_size = 16;            // tokens per block, > 0
+  bool enable_prefix_caching = true;  // off: no lookups, no registration, no sharing by hash
+};
+
+struct KvCacheStats {
+  int64_t queries = 0;       // find_cached_prefix calls
+  int64_t hits = 0;          // ... that found at least one block
+  int64_t query_tokens = 0;  // prompt tokens looked up
+  int64_t hit_tokens = 0;    // ... found cached (hit rate = hit_tokens / query_tokens)
+  int64_t evictions = 0;     // cached blocks reused for other content
+};
+
+enum class AllocStatus {
+  kOk,
+  kNoRoom,       // not enough free blocks; nothing changed
+  // The blocks find_cached_prefix reported were evicted (by other allocations, or
+  // reset_prefix_cache) before this request's first allocate. Nothing changed: call
+  // find_cached_prefix again and use its new count. Cannot happen when allocate follows find
+  // for the same request with no other allocate in between.
+  kStalePrefix,
+};
+
+struct Allocation {
+  AllocStatus status = AllocStatus::kNoRoom;
+  std::span<const int32_t> block_table;  // the whole table when kOk, empty otherwise
+  explicit operator bool() const { return status == AllocStatus::kOk; }
+};
+
+// A KV copy the engine must perform before the child of fork() runs: in every layer, slots
+// [0, num_tokens) of block `src` to the same slots of block `dst` (keys and values).
+struct BlockCopy {
+  int32_t src = -1;
+  int32_t dst = -1;
+  int32_t num_tokens = 0;  // 0: nothing to copy
+};
+
+struct ForkResult {
+  AllocStatus status = AllocStatus::kNoRoom;  // kOk or kNoRoom (nothing changed)
+  std::span<const int32_t> block_table;       // the child's table
+  BlockCopy copy;
+  explicit operator bool() const { return status == AllocStatus::kOk; }
+};
+
+class KvCacheManager {
+ public:
+  explicit KvCacheManager(const KvCacheConfig& config);
+
+  // How many leading tokens of `tokens` (the prompt) are already cached under `extra_key`:
+  // a multiple of block_size, always < tokens.size() (the last token is computed so that its
+  // logits exist). Records the found blocks for this request's first allocate (they are not
+  // pinned: see kStalePrefix). Counts a query. Precondition: the request holds no blocks yet
+  // (calling it again before allocate replaces the earlier result). Returns 0 when caching is
+  // off (and records nothing: no stats move).
+  int32_t find_cached_prefix(RequestId id, std::span<const int32_t> tokens,
+                             std::string_view extra_key = {});
+
+  // Whether allocate(id, num_tokens(id) + num_new_tokens) would return kOk.
+  bool can_allocate(RequestId id, int32_t num_new_tokens) const;
+
+  // Grows the request's block table to cover `total_tokens` token positions (whole blocks; it
+  // never shrinks) and returns it. The first call for a request takes the blocks recorded by
+  // find_cached_prefix (total_tokens must be >= that count) before drawing new ones, so its own
+  // new blocks never evict them. A request never seen by find_cached_prefix does not take part in
+  // prefix caching. On kNoRoom / kStalePrefix nothing changes.
+  Allocation allocate(RequestId id, int32_t total_tokens);
+
+  // The request has computed the KV of positions [0, num_computed_tokens); `tokens` holds at least
+  // that many (prompt followed by generated tokens). Blocks that became full are registered by
+  // hash so that later requests can share them. Precondition: allocated, monotone count,
+  // num_computed_tokens <= num_tokens(id).
+  void mark_computed(RequestId id, int32_t num_computed_tokens, std::span<const int32_t> tokens);
+
+  // Releases the request's blocks, tail first, so that under pressure a request's last blocks
+  // are evicted before its first ones (the first ones are the most shareable). Unknown ids are
+  // ignored (abort of a request that never got blocks).
+  void free(RequestId id);
+
+  // n > 1 sampling: `child` (a new id) gets `parent`'s table at its current state. Full computed
+  // blocks are shared (ref_count + 1); every other block of the parent's table gets a fresh block,
+  // and if the parent's last computed block is partial, `copy` says which KV slots the engine
+  // must copy into the child's block before the child's next step. The child continues with the
+  // same tokens and counts as the parent; from there they diverge.
+  ForkResult fork(RequestId parent, RequestId child);
+
+  // Forgets every cached hash: later lookups miss until blocks are computed again. Running
+  // requests are unaffected (they keep their blocks); blocks found but not yet allocated go stale.
+  void reset_prefix_cache();
+
+  bool contains(RequestId id) const { return requests_.count(id) != 0; }
+  std::span<const int32_t> block_table(RequestId id) const;  // empty when unknown
+  int32_t num_tokens(RequestId id) const;     // positions covered by allocate (or found so far)
+  int32_t num_computed(RequestId id) const;   // last mark_computed count (or found so far)
+
+  int32_t block_size() const { return config_.block_size; }
+  int32_t num_blocks() const { return pool_.num_blocks(); }
+  int32_t num_free_blocks() const { return pool_.num_free(); }  // includes evictable cached ones
+  double usage() const;  // used blocks / all blocks, in [0, 1]
+  KvCacheStats stats() const;
+  bool prefix_caching() const { return config_.enable_prefix_caching; }
+  const BlockPool& pool() const { return pool_; }  // read-only view for tests and metrics
+
+ private:
+  struct RequestState {
+    std::vector<int32_t> blocks;    // the block table
+    std::vector<BlockHash> hashes;  // hashes[i]: chain hash of full block i, computed lazily
+    BlockHash root;                 // parent of hashes[0]
+    bool caching = false;           // takes part in prefix caching (went through find)
+    bool allocated = false;         // false: only a find result so far
+    int32_t num_found_blocks = 0;   // find's result, taken by the first allocate
+    int32_t num_tokens = 0;
+    int32_t num_computed = 0;
+    int32_t num_registered = 0;     // blocks [0, num_registered) have been offered to the index
+  };
+
+  struct Plan {
+    AllocStatus status = AllocStatus::kNoRoom;
+    int32_t new_blocks = 0;
+  };
+
+  int32_t blocks_for(int32_t tokens) const;
+  // What allocate(id, total_tokens) would do; `st` may be null (an unknown request).
+  Plan plan(const RequestState* st, int32_t total_tokens) const;
+  // Extends st.hashes to cover full block `i` of `tokens`.
+  void ensure_hash(RequestState& st, int32_t i, std::span<const int32_t> tokens) const;
+
+  KvCacheConfig config_;
+  BlockPool pool_;
+  std::unordered_map<RequestId, RequestState> requests_;
+  KvCacheStats stats_;
+};
+
+}  // namespace cadenza::kv

@@ -1,0 +1,103 @@
+#include "synth/presets.h"
+
+namespace cadenza::synth {
+namespace {
+
+ModelShape dense(std::string preset, std::string display, std::string arch, int64_t vocab,
+                 int64_t ctx, int64_t embd, int64_t layers, int64_t heads, int64_t kv_heads,
+                 int64_t ff, double rope_base, double eps, bool tied) {
+  ModelShape s;
+  s.preset = std::move(preset);
+  s.display_name = std::move(display);
+  s.arch = std::move(arch);
+  s.n_vocab = vocab;
+  s.n_ctx = ctx;
+  s.n_embd = embd;
+  s.n_layer = layers;
+  s.n_head = heads;
+  s.n_head_kv = kv_heads;
+  s.head_dim = embd / heads;
+  s.n_ff = ff;
+  s.rope_base = rope_base;
+  s.rms_eps = eps;
+  s.tied_output = tied;
+  return s;
+}
+
+std::vector<ModelShape> make_presets() {
+  std::vector<ModelShape> out;
+
+  ModelShape qwen25 = dense("qwen2.5-0.5b", "Qwen2.5-0.5B", "qwen2", 151936, 32768, 896, 24, 14, 2,
+                            4864, 1e6, 1e-6, true);
+  qwen25.qkv_bias = true;
+  qwen25.vocab_style = "qwen2 byte-level BPE";
+  out.push_back(qwen25);
+
+  ModelShape qwen3 = dense("qwen3-0.6b", "Qwen3-0.6B", "qwen3", 151936, 40960, 1024, 28, 16, 8,
+                           3072, 1e6, 1e-6, true);
+  qwen3.head_dim = 128;
+  qwen3.qk_norm = true;
+  qwen3.vocab_style = "qwen2 byte-level BPE";
+  out.push_back(qwen3);
+
+  ModelShape llama32 = dense("llama-3.2-1b", "Llama-3.2-1B", "llama", 128256, 131072, 2048, 16, 32,
+                             8, 8192, 500000.0, 1e-5, true);
+  llama32.rope_scale_factor = 32;
+  llama32.rope_low_freq_factor = 1;
+  llama32.rope_high_freq_factor = 4;
+  llama32.rope_original_ctx = 8192;
+  llama32.vocab_style = "Llama 3 byte-level BPE";
+  out.push_back(llama32);
+
+  ModelShape tinyllama = dense("tinyllama-1.1b", "TinyLlama-1.1B", "llama", 32000, 2048, 2048, 22,
+                               32, 4, 5632, 10000.0, 1e-5, false);
+  tinyllama.vocab_style = "SentencePiece (Llama 2)";
+  out.push_back(tinyllama);
+
+  ModelShape llama2 = dense("llama-2-7b", "Llama-2-7B", "llama", 32000, 4096, 4096, 32, 32, 32,
+                            11008, 10000.0, 1e-5, false);
+  llama2.vocab_style = "SentencePiece (Llama 2)";
+  out.push_back(llama2);
+
+  // A small Mixtral-layout MoE (llama architecture with expert tensors).
+  ModelShape mixtral = dense("mixtral-small", "Mixtral-style MoE (small)", "llama", 32000, 4096,
+                             1024, 8, 16, 4, 2048, 1e6, 1e-5, false);
+  mixtral.n_expert = 8;
+  mixtral.n_expert_used = 2;
+  mixtral.n_ff_expert = 2048;
+  mixtral.vocab_style = "SentencePiece (Llama 2)";
+  out.push_back(mixtral);
+
+  // The Qwen3-MoE-shaped model of the MoE benchmark: 16 experts, 4 used, expert FFN 512.
+  ModelShape qwen3moe = dense("qwen3moe-small", "Qwen3-MoE-style (small)", "qwen3moe", 151936,
+                              32768, 1024, 8, 16, 4, 3072, 1e6, 1e-6, false);
+  qwen3moe.head_dim = 128;
+  qwen3moe.qk_norm = true;
+  qwen3moe.n_expert = 16;
+  qwen3moe.n_expert_used = 4;
+  qwen3moe.n_ff_expert = 512;
+  qwen3moe.vocab_style = "qwen2 byte-level BPE";
+  out.push_back(qwen3moe);
+
+  // A tiny model for quick starts and tests: runs instantly anywhere.
+  ModelShape demo = dense("demo", "Cadenza demo (tiny)", "llama", 0, 2048, 256, 4, 8, 2, 768,
+                          10000.0, 1e-5, true);
+  demo.vocab_style = "built-in byte-level";
+  out.push_back(demo);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<ModelShape>& presets() {
+  static const std::vector<ModelShape> kPresets = make_presets();
+  return kPresets;
+}
+
+std::optional<ModelShape> find_preset(std::string_view name) {
+  for (const auto& p : presets())
+    if (p.preset == name) return p;
+  return std::nullopt;
+}
+
+}  // namespace cadenza::synth

@@ -1,0 +1,44 @@
+// Architecture presets for `cadenza synth`: the shapes of real open-weight models, so that a
+// random-weight file has the same size, memory traffic and compute per token as the real one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cadenza::synth {
+
+struct ModelShape {
+  std::string preset;          // preset name, e.g. "qwen2.5-0.5b"
+  std::string display_name;    // e.g. "Qwen2.5-0.5B"
+  std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe
+  int64_t n_vocab = 0;
+  int64_t n_ctx = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;        // key/value length per head
+  int64_t n_ff = 0;            // dense FFN width (MoE: shared/unused)
+  int64_t n_expert = 0;        // 0 for dense models
+  int64_t n_expert_used = 0;
+  int64_t n_ff_expert = 0;     // per-expert FFN width
+  double rope_base = 10000.0;
+  double rms_eps = 1e-5;
+  bool tied_output = false;    // no output.weight; the embedding matrix is reused
+  bool qkv_bias = false;       // qwen2
+  bool qk_norm = false;        // qwen3, qwen3moe
+  // Llama 3 rope scaling, written as a rope_freqs.weight tensor (factor 0 = none).
+  double rope_scale_factor = 0;
+  double rope_low_freq_factor = 1;
+  double rope_high_freq_factor = 4;
+  int64_t rope_original_ctx = 8192;
+  std::string vocab_style;     // the real model's tokenizer family, for the help text
+};
+
+const std::vector<ModelShape>& presets();
+std::optional<ModelShape> find_preset(std::string_view name);
+
+}  // namespace cadenza::synth

@@ -1,0 +1,348 @@
+#include "synth/synth.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <thread>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+
+namespace cadenza::synth {
+namespace {
+
+using gguf::Value;
+using gguf::ValueType;
+
+// splitmix64: a tiny, high-quality generator; seeded per row so that rows can be made in
+// parallel and the file is the same whatever the thread count.
+struct SplitMix {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
+};
+
+uint64_t hash_name(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+// Fills `out` with N(0, std^2) using Box-Muller.
+void fill_normal(SplitMix& rng, float std_dev, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; i += 2) {
+    double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
+    double r = std::sqrt(-2.0 * std::log(u1)) * std_dev;
+    out[i] = static_cast<float>(r * std::cos(2 * M_PI * u2));
+    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(2 * M_PI * u2));
+  }
+}
+
+enum class Init { kNormal, kOnes, kSmall };
+
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // ggml order
+  DType type;
+  Init init;
+};
+
+// The type a K-quant falls back to when a row is not a multiple of 256 (what the reference
+// quantizer does, so file sizes match its output).
+DType fit_row(DType t, int64_t row) {
+  if (row % traits(t).block_size == 0) return t;
+  switch (t) {
+    case DType::Q4_K: return DType::Q5_0;
+    case DType::Q5_K: return DType::Q5_1;
+    case DType::Q6_K: return DType::Q8_0;
+    default: break;
+  }
+  return row % 32 == 0 ? DType::Q8_0 : DType::F16;
+}
+
+// Whether layer i gets more bits in the Q4_K_M mixture (first and last eighth, every third).
+bool use_more_bits(int64_t i, int64_t n) {
+  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+struct TypeScheme {
+  DType base;
+  bool k_mix = false;  // q4_k_m
+  uint32_t file_type = 1;
+};
+
+Result<TypeScheme> parse_scheme(const std::string& name) {
+  std::string n = name;
+  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (n == "q4_k_m") return TypeScheme{DType::Q4_K, true, 15};
+  struct Known { const char* name; DType t; uint32_t ftype; };
+  static const Known kKnown[] = {
+      {"f32", DType::F32, 0},   {"f16", DType::F16, 1},   {"bf16", DType::BF16, 32},
+      {"q8_0", DType::Q8_0, 7}, {"q4_0", DType::Q4_0, 2}, {"q4_1", DType::Q4_1, 3},
+      {"q5_0", DType::Q5_0, 8}, {"q5_1", DType::Q5_1, 9}, {"q4_k", DType::Q4_K, 14},
+      {"q5_k", DType::Q5_K, 16}, {"q6_k", DType::Q6_K, 18},
+  };
+  for (const auto& k : kKnown)
+    if (n == k.name) return TypeScheme{k.t, false, k.ftype};
+  return make_error("unknown weight type '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
+                    "q5_1, q4_k, q5_k, q6_k or q4_k_m)", name);
+}
+
+bool is_quantized(DType t) { return traits(t).block_size > 1; }
+
+// The type of the output projection (and of a tied embedding): the reference quantizer keeps it
+// at Q6_K for the 4- and 5-bit schemes, since it matters most for quality.
+DType output_type(const TypeScheme& s) {
+  if (!is_quantized(s.base) || s.base == DType::Q8_0 || s.base == DType::Q6_K) return s.base;
+  return DType::Q6_K;
+}
+
+std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,
+                                     int64_t n_vocab) {
+  std::vector<TensorPlan> t;
+  const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
+  auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
+    t.push_back({std::move(name), {in, out}, fit_row(type, in), Init::kNormal});
+  };
+  auto vec = [&](std::string name, int64_t n, Init init) {
+    t.push_back({std::move(name), {n}, DType::F32, init});
+  };
+  matrix("token_embd.weight", m.n_embd, n_vocab,
+         m.tied_output ? output_type(scheme) : scheme.base);
+  if (m.rope_scale_factor > 0) vec("rope_freqs.weight", m.head_dim / 2, Init::kOnes);
+  for (int64_t i = 0; i < m.n_layer; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    const bool more = scheme.k_mix && use_more_bits(i, m.n_layer);
+    vec(p + "attn_norm.weight", m.n_embd, Init::kOnes);
+    matrix(p + "attn_q.weight", m.n_embd, q_dim, scheme.base);
+    matrix(p + "attn_k.weight", m.n_embd, kv_dim, scheme.base);
+    matrix(p + "attn_v.weight", m.n_embd, kv_dim, more ? DType::Q6_K : scheme.base);
+    if (m.qkv_bias) {
+      vec(p + "attn_q.bias", q_dim, Init::kSmall);
+      vec(p + "attn_k.bias", kv_dim, Init::kSmall);
+      vec(p + "attn_v.bias", kv_dim, Init::kSmall);
+    }
+    if (m.qk_norm) {
+      vec(p + "attn_q_norm.weight", m.head_dim, Init::kOnes);
+      vec(p + "attn_k_norm.weight", m.head_dim, Init::kOnes);
+    }
+    matrix(p + "attn_output.weight", q_dim, m.n_embd, scheme.base);
+    vec(p + "ffn_norm.weight", m.n_embd, Init::kOnes);
+    if (m.n_expert > 0) {
+      t.push_back({p + "ffn_gate_inp.weight", {m.n_embd, m.n_expert}, DType::F32, Init::kNormal});
+      const DType e = scheme.base;
+      t.push_back({p + "ffn_gate_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
+                   fit_row(e, m.n_embd), Init::kNormal});
+      t.push_back({p + "ffn_up_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
+                   fit_row(e, m.n_embd), Init::kNormal});
+      t.push_back({p + "ffn_down_exps.weight", {m.n_ff_expert, m.n_embd, m.n_expert},
+                   fit_row(more ? DType::Q6_K : e, m.n_ff_expert), Init::kNormal});
+    } else {
+      matrix(p + "ffn_gate.weight", m.n_embd, m.n_ff, scheme.base);
+      matrix(p + "ffn_up.weight", m.n_embd, m.n_ff, scheme.base);
+      matrix(p + "ffn_down.weight", m.n_ff, m.n_embd, more ? DType::Q6_K : scheme.base);
+    }
+  }
+  vec("output_norm.weight", m.n_embd, Init::kOnes);
+  if (!m.tied_output) matrix("output.weight", m.n_embd, n_vocab, output_type(scheme));
+  return t;
+}
+
+// Llama 3 rope scaling as per-frequency divisors (what a rope_freqs tensor holds).
+std::vector<float> llama3_rope_freqs(const ModelShape& m) {
+  std::vector<float> f(static_cast<size_t>(m.head_dim / 2));
+  const double low_wavelen = m.rope_original_ctx / m.rope_low_freq_factor;
+  const double high_wavelen = m.rope_original_ctx / m.rope_high_freq_factor;
+  for (size_t i = 0; i < f.size(); ++i) {
+    const double freq = 1.0 / std::pow(m.rope_base, 2.0 * i / m.head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      f[i] = 1.0f;
+    } else if (wavelen > low_wavelen) {
+      f[i] = static_cast<float>(m.rope_scale_factor);
+    } else {
+      const double smooth = (m.rope_original_ctx / wavelen - m.rope_low_freq_factor) /
+                            (m.rope_high_freq_factor - m.rope_low_freq_factor);
+      f[i] = static_cast<float>(1.0 / ((1 - smooth) / m.rope_scale_factor + smooth));
+    }
+  }
+  return f;
+}
+
+// GPT-2's byte-to-unicode table: printable bytes map to themselves, the rest to U+0100 upwards.
+std::vector<std::string> byte_level_tokens() {
+  std::vector<int> cps(256, -1);
+  for (int b = 0; b < 256; ++b)
+    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) cps[b] = b;
+  int next = 256;
+  for (int b = 0; b < 256; ++b)
+    if (cps[b] < 0) cps[b] = next++;
+  std::vector<std::string> out;
+  for (int cp : cps) {
+    std::string s;
+    if (cp < 0x80) {
+      s.push_back(static_cast<char>(cp));
+    } else {
+      s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+void set_builtin_vocab(gguf::GgufWriter& w, int64_t n_vocab) {
+  std::vector<std::string> tokens = byte_level_tokens();
+  std::vector<int32_t> types(256, 1);  // normal
+  const int32_t bos = 256, eos = 257;
+  tokens.push_back("<|begin_of_text|>");
+  tokens.push_back("<|end_of_text|>");
+  types.push_back(3);  // control
+  types.push_back(3);
+  for (int64_t i = static_cast<int64_t>(tokens.size()); i < n_vocab; ++i) {
+    tokens.push_back("<|unused_" + std::to_string(i) + "|>");
+    types.push_back(5);  // unused
+  }
+  w.set("tokenizer.ggml.model", Value::string("gpt2"));
+  w.set("tokenizer.ggml.pre", Value::string("default"));
+  w.set("tokenizer.ggml.tokens", Value::string_array(tokens));
+  w.set("tokenizer.ggml.token_type", Value::i32_array(types));
+  w.set("tokenizer.ggml.merges", Value::string_array({}));
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(bos));
+  w.set("tokenizer.ggml.eos_token_id", Value::u32(eos));
+  w.set("tokenizer.ggml.add_bos_token", Value::boolean(true));
+}
+
+// Copies every tokenizer.* key of `path`; returns its vocabulary size.
+Result<int64_t> copy_vocab(gguf::GgufWriter& w, const std::string& path) {
+  auto src = gguf::GgufFile::open(path);
+  if (!src) return src.error_value();
+  auto tokens = (*src)->get_string_array("tokenizer.ggml.tokens");
+  if (!tokens) return make_error("--vocab-from {}: {}", path, tokens.error());
+  for (const auto& [key, value] : (*src)->metadata())
+    if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+  return static_cast<int64_t>(tokens->size());
+}
+
+void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
+  const std::string a = m.arch + ".";
+  w.set("general.architecture", Value::string(m.arch));
+  w.set("general.name", Value::string(m.display_name + " shape, random weights (cadenza synth)"));
+  w.set(a + "context_length", Value::u32(static_cast<uint32_t>(m.n_ctx)));
+  w.set(a + "embedding_length", Value::u32(static_cast<uint32_t>(m.n_embd)));
+  w.set(a + "block_count", Value::u32(static_cast<uint32_t>(m.n_layer)));
+  w.set(a + "feed_forward_length", Value::u32(static_cast<uint32_t>(m.n_ff)));
+  w.set(a + "attention.head_count", Value::u32(static_cast<uint32_t>(m.n_head)));
+  w.set(a + "attention.head_count_kv", Value::u32(static_cast<uint32_t>(m.n_head_kv)));
+  w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(m.rms_eps)));
+  w.set(a + "rope.freq_base", Value::f32(static_cast<float>(m.rope_base)));
+  w.set(a + "rope.dimension_count", Value::u32(static_cast<uint32_t>(m.head_dim)));
+  if (m.head_dim * m.n_head != m.n_embd) {
+    w.set(a + "attention.key_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
+    w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
+  }
+  if (m.n_expert > 0) {
+    w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
+    w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));
+    if (m.arch != "llama")
+      w.set(a + "expert_feed_forward_length", Value::u32(static_cast<uint32_t>(m.n_ff_expert)));
+  }
+}
+
+Status validate_shape(const ModelShape& m) {
+  if (m.n_embd <= 0 || m.n_layer <= 0 || m.n_head <= 0 || m.n_head_kv <= 0 || m.head_dim <= 0 ||
+      m.n_ctx <= 0)
+    return make_error("synth: preset '{}' has a non-positive dimension", m.preset);
+  if (m.n_head % m.n_head_kv != 0)
+    return make_error("synth: head count {} is not a multiple of the KV head count {}", m.n_head,
+                      m.n_head_kv);
+  if (m.head_dim % 2 != 0) return make_error("synth: head dimension {} is odd", m.head_dim);
+  if (m.n_embd % 32 != 0) return make_error("synth: embedding {} is not a multiple of 32", m.n_embd);
+  if (m.n_expert == 0 && (m.n_ff <= 0 || m.n_ff % 32 != 0))
+    return make_error("synth: FFN width {} is not a positive multiple of 32", m.n_ff);
+  if (m.n_expert > 0 && (m.n_expert_used <= 0 || m.n_expert_used > m.n_expert ||
+                         m.n_ff_expert <= 0 || m.n_ff_expert % 32 != 0))
+    return make_error("synth: bad expert configuration ({} experts, {} used, width {})",
+                      m.n_expert, m.n_expert_used, m.n_ff_expert);
+  return {};
+}
+
+}  // namespace
+
+Result<SynthSummary> write_synthetic_model(const SynthOptions& options, const std::string& path,
+                                           const std::function<void(size_t, size_t)>& progress) {
+  const ModelShape& m = options.shape;
+  if (auto st = validate_shape(m); !st) return st.error_value();
+  auto scheme = parse_scheme(options.weight_type);
+  if (!scheme) return scheme.error_value();
+
+  gguf::GgufWriter w;
+  set_arch_metadata(w, m);
+  w.set("general.file_type", Value::u32(scheme->file_type));
+  if (is_quantized(scheme->base)) w.set("general.quantization_version", Value::u32(2));
+
+  int64_t n_vocab = m.n_vocab > 0 ? m.n_vocab : 258;
+  if (!options.vocab_from.empty()) {
+    auto v = copy_vocab(w, options.vocab_from);
+    if (!v) return v.error_value();
+    n_vocab = *v;
+  } else {
+    set_builtin_vocab(w, n_vocab);
+  }
+
+  SynthSummary summary;
+  summary.n_vocab = n_vocab;
+  const std::vector<float> rope_freqs = llama3_rope_freqs(m);
+  const int threads = std::max(1, options.threads);
+  const std::vector<TensorPlan> plans = plan_tensors(m, *scheme, n_vocab);
+  for (size_t index = 0; index < plans.size(); ++index) {
+    const TensorPlan& plan = plans[index];
+    const int64_t row = plan.shape[0];
+    int64_t rows = 1;
+    for (size_t d = 1; d < plan.shape.size(); ++d) rows *= plan.shape[d];
+    summary.n_params += row * rows;
+    const uint64_t row_size = *row_bytes(plan.type, row);
+    const uint64_t seed = options.seed ^ hash_name(plan.name);
+    const size_t total = plans.size();
+    gguf::GgufWriter::Fill fill = [plan, row, rows, row_size, seed, threads, index, total,
+                                   &rope_freqs, &progress](std::span<uint8_t> out) {
+      auto make_rows = [&](int64_t begin, int64_t end) {
+        std::vector<float> buf(static_cast<size_t>(row));
+        for (int64_t r = begin; r < end; ++r) {
+          SplitMix rng{seed + static_cast<uint64_t>(r) * 0x632be59bd9b4e019ULL};
+          if (plan.name == "rope_freqs.weight") {
+            std::copy(rope_freqs.begin(), rope_freqs.end(), buf.begin());
+          } else if (plan.init == Init::kOnes) {
+            std::fill(buf.begin(), buf.end(), 1.0f);
+          } else {
+            const float sd = plan.init == Init::kSmall ? 0.02f : 1.0f / std::sqrt(float(row));
+            fill_normal(rng, sd, buf.data(), row);
+          }
+          quantize_row(plan.type, buf.data(), out.data() + r * row_size, row);
+        }
+      };
+      std::vector<std::thread> pool;
+      const int64_t per = (rows + threads - 1) / threads;
+      for (int t = 1; t < threads && t * per < rows; ++t)
+        pool.emplace_back(make_rows, t * per, std::min(rows, (t + 1) * per));
+      make_rows(0, std::min(rows, per));
+      for (auto& th : pool) th.join();
+      if (progress) progress(index + 1, total);
+    };
+    if (auto st = w.add_tensor(plan.name, plan.type, plan.shape, std::move(fill)); !st)
+      return st.error_value();
+  }
+  if (auto st = w.write(path); !st) return st.error_value();
+  std::error_code ec;
+  summary.file_bytes = std::filesystem::file_size(path, ec);
+  return summary;
+}
+
+}  // namespace cadenza::synth

@@ -1,0 +1,45 @@
+#include "kv/block_hash.h"
+
+#include <string_view>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace cadenza::kv {
+namespace {
+
+std::string hex(const BlockHash& h) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (uint8_t b : h.bytes) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+TEST(BlockHash, Sha256KnownAnswers) {
+  // FIPS 180-2 examples.
+  const std::string_view abc = "abc";
+  EXPECT_EQ(hex(sha256({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()})),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(hex(sha256({})), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST(BlockHash, ChainDependsOnParentTokensAndOrder) {
+  const BlockHash root = root_hash("");
+  const std::vector<int32_t> a = {1, 2, 3, 4}, b = {1, 2, 4, 3};
+  EXPECT_EQ(chain_hash(root, a), chain_hash(root_hash(""), a));  // deterministic
+  EXPECT_NE(chain_hash(root, a), chain_hash(root, b));
+  const BlockHash h1 = chain_hash(root, a);
+  EXPECT_NE(chain_hash(h1, a), h1);                             // same tokens, later position
+  EXPECT_NE(chain_hash(root_hash("lora"), a), chain_hash(root, a));  // extra key
+  EXPECT_NE(root_hash("a"), root_hash("b"));
+  EXPECT_NE(root_hash(""), root_hash(std::string_view("\0", 1)));
+  // Token ids are hashed as 32-bit values, not truncated to bytes.
+  EXPECT_NE(chain_hash(root, std::vector<int32_t>{256}), chain_hash(root, std::vector<int32_t>{0}));
+  EXPECT_NE(chain_hash(root, std::vector<int32_t>{-1}), chain_hash(root, std::vector<int32_t>{0x7fffffff}));
+}
+
+}  // namespace
+}  // namespace cadenza::kv

@@ -1,0 +1,322 @@
+#include "kv/kv_cache_manager.h"
+
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace cadenza::kv {
+namespace {
+
+std::vector<int32_t> random_tokens(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> d(0, 151000);
+  std::vector<int32_t> v(n);
+  for (auto& t : v) t = d(rng);
+  return v;
+}
+
+std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+std::vector<int32_t> vec(std::span<const int32_t> s) { return {s.begin(), s.end()}; }
+
+void expect_ok(const KvCacheManager& m) {
+  Status st = m.pool().check_invariants();
+  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error());
+}
+
+// Admits `tokens` as the scheduler would (lookup, allocate the rest, compute it all). Returns the
+// cached token count.
+int32_t run_prompt(KvCacheManager& m, RequestId id, const std::vector<int32_t>& tokens,
+                   std::string_view extra = {}) {
+  const int32_t cached = m.find_cached_prefix(id, tokens, extra);
+  const auto n = static_cast<int32_t>(tokens.size());
+  EXPECT_TRUE(m.allocate(id, n));
+  m.mark_computed(id, n, tokens);
+  return cached;
+}
+
+TEST(KvCacheManager, SecondRequestWithSameThousandTokenPrefixHits992) {
+  KvCacheManager m({.num_blocks = 256, .block_size = 16});
+  const auto prefix = random_tokens(1000, 1);
+  EXPECT_EQ(run_prompt(m, 1, prefix), 0);
+  EXPECT_EQ(m.pool().num_cached(), 62);  // 62 full blocks; the 63rd holds 8 tokens
+  // Same prompt: 62 full blocks = 992 tokens (all the full blocks there are).
+  EXPECT_EQ(run_prompt(m, 2, prefix), 992);
+  const std::span<const int32_t> t1 = m.block_table(1), t2 = m.block_table(2);
+  ASSERT_EQ(t2.size(), 63u);
+  for (size_t i = 0; i < 62; ++i) {
+    EXPECT_EQ(t1[i], t2[i]);
+    EXPECT_EQ(m.pool().ref_count(t1[i]), 2);
+  }
+  EXPECT_NE(t1[62], t2[62]);  // the partial block is private
+  // Same prefix, different continuation: the same 62 blocks.
+  EXPECT_EQ(m.find_cached_prefix(3, concat(prefix, random_tokens(24, 2))), 992);
+  const KvCacheStats s = m.stats();
+  EXPECT_EQ(s.queries, 3);
+  EXPECT_EQ(s.hits, 2);
+  EXPECT_EQ(s.query_tokens, 3024);
+  EXPECT_EQ(s.hit_tokens, 1984);
+  EXPECT_EQ(s.evictions, 0);
+  m.free(1);
+  m.free(2);
+  m.free(3);
+  EXPECT_EQ(m.num_free_blocks(), 256);
+  expect_ok(m);
+}
+
+// Data-driven: request A computes `computed` tokens; B asks with the first `query` of the same
+// tokens. The answer is the full cached blocks, capped so that B's last token is computed.
+TEST(KvCacheManager, CachedPrefixTable) {
+  struct Case {
+    int32_t computed, query, expected;
+  } cases[] = {
+      {1000, 1000, 992}, {1008, 1008, 992}, {1008, 1009, 1008}, {1008, 2000, 1008},
+      {16, 16, 0},       {16, 17, 16},      {15, 100, 0},       {32, 1, 0},
+      {32, 0, 0},        {100, 50, 48},     {100, 49, 48},      {100, 48, 32},
+  };
+  const auto tokens = random_tokens(2000, 3);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(testing::Message() << "computed " << c.computed << " query " << c.query);
+    KvCacheManager m({.num_blocks = 256, .block_size = 16});
+    run_prompt(m, 1, {tokens.begin(), tokens.begin() + c.computed});
+    m.free(1);  // cached blocks stay findable after their request ends
+    EXPECT_EQ(m.find_cached_prefix(2, std::span(tokens).first(static_cast<size_t>(c.query))), c.expected);
+    EXPECT_EQ(m.num_tokens(2), c.expected);
+    EXPECT_EQ(m.stats().hits, c.expected > 0 ? 1 : 0);
+  }
+}
+
+TEST(KvCacheManager, EvictsLeastRecentlyFreedAndTailBlocksFirst) {
+  KvCacheManager m({.num_blocks = 8, .block_size = 4});
+  const auto a = random_tokens(16, 10), b = random_tokens(8, 11);
+  run_prompt(m, 1, a);                                     // blocks 0 1 2 3, all full and cached
+  EXPECT_EQ(vec(m.block_table(1)), (std::vector<int32_t>{0, 1, 2, 3}));
+  m.free(1);
+  run_prompt(m, 2, b);                                     // blocks 4 5
+  m.free(2);
+  EXPECT_EQ(m.pool().free_queue(), (std::vector<int32_t>{6, 7, 3, 2, 1, 0, 5, 4}));
+  EXPECT_EQ(m.pool().num_cached(), 6);
+
+  // Three uncached blocks: the never-used ones, then A's tail block.
+  ASSERT_TRUE(m.allocate(3, 12));
+  EXPECT_EQ(vec(m.block_table(3)), (std::vector<int32_t>{6, 7, 3}));
+  EXPECT_EQ(m.stats().evictions, 1);
+  EXPECT_EQ(m.find_cached_prefix(4, concat(a, {1})), 12);  // A's first three blocks survive
+  EXPECT_EQ(m.find_cached_prefix(5, concat(b, {1})), 8);
+  m.free(4);
+  m.free(5);
+
+  // Three more: A's remaining blocks go before B's (A was freed earlier).
+  ASSERT_TRUE(m.allocate(3, 24));
+  EXPECT_EQ(vec(m.block_table(3)), (std::vector<int32_t>{6, 7, 3, 2, 1, 0}));
+  EXPECT_EQ(m.stats().evictions, 4);
+  EXPECT_EQ(m.find_cached_prefix(4, concat(a, {1})), 0);
+  EXPECT_EQ(m.find_cached_prefix(5, concat(b, {1})), 8);
+  m.free(4);
+  m.free(5);
+  m.free(3);  // uncached blocks go to the head: the next allocation reuses them, evicting nothing
+  ASSERT_TRUE(m.allocate(6, 4));
+  EXPECT_EQ(vec(m.block_table(6)), (std::vector<int32_t>{6}));
+  EXPECT_EQ(m.stats().evictions, 4);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, CachingOffNeverHits) {
+  KvCacheManager m({.num_blocks = 64, .block_size = 16, .enable_prefix_caching = false});
+  const auto p = random_tokens(300, 4);
+  EXPECT_EQ(run_prompt(m, 1, p), 0);
+  EXPECT_EQ(run_prompt(m, 2, p), 0);
+  m.free(1);
+  EXPECT_EQ(run_prompt(m, 3, p), 0);
+  EXPECT_EQ(m.pool().num_cached(), 0);
+  const KvCacheStats s = m.stats();
+  EXPECT_EQ(s.hits, 0);
+  EXPECT_EQ(s.hit_tokens, 0);
+  EXPECT_EQ(s.evictions, 0);
+  for (int32_t b : m.block_table(2)) EXPECT_EQ(m.pool().ref_count(b), 1);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, ExtraKeySeparatesIdenticalPrefixes) {
+  KvCacheManager m({.num_blocks = 64, .block_size = 16});
+  const auto p = random_tokens(100, 5);
+  run_prompt(m, 1, p, "lora-1");
+  EXPECT_EQ(m.find_cached_prefix(2, p, ""), 0);
+  EXPECT_EQ(m.find_cached_prefix(3, p, "lora-2"), 0);
+  EXPECT_EQ(m.find_cached_prefix(4, p, "lora-1"), 96);
+  run_prompt(m, 5, p, "");
+  EXPECT_EQ(m.find_cached_prefix(6, p, ""), 96);
+  EXPECT_EQ(m.pool().num_cached(), 12);  // two separate chains of 6
+}
+
+TEST(KvCacheManager, FailedAllocationLeavesNoPartialState) {
+  KvCacheManager m({.num_blocks = 8, .block_size = 4});
+  const auto x = random_tokens(8, 6);
+  run_prompt(m, 1, x);  // blocks 0 1, cached
+  m.free(1);
+  ASSERT_TRUE(m.allocate(2, 20));  // blocks 2..6; free: 7, then cached 1, 0
+  EXPECT_EQ(m.pool().free_queue(), (std::vector<int32_t>{7, 1, 0}));
+
+  // A new request without a prefix.
+  EXPECT_FALSE(m.can_allocate(3, 16));
+  EXPECT_EQ(m.allocate(3, 16).status, AllocStatus::kNoRoom);
+  EXPECT_FALSE(m.contains(3));
+  // A running request that cannot grow keeps its table.
+  EXPECT_EQ(m.allocate(2, 36).status, AllocStatus::kNoRoom);
+  EXPECT_EQ(m.block_table(2).size(), 5u);
+  EXPECT_EQ(m.num_tokens(2), 20);
+  // A request whose found prefix sits in the free queue: those blocks count against the room.
+  const auto y = concat(x, random_tokens(9, 7));  // 17 tokens: 2 cached blocks + 3 new
+  EXPECT_EQ(m.find_cached_prefix(4, y), 8);
+  EXPECT_FALSE(m.can_allocate(4, 9));
+  EXPECT_EQ(m.allocate(4, 17).status, AllocStatus::kNoRoom);
+  EXPECT_EQ(m.pool().free_queue(), (std::vector<int32_t>{7, 1, 0}));
+  EXPECT_EQ(m.pool().num_cached(), 2);
+  EXPECT_TRUE(m.block_table(4).empty());
+  EXPECT_EQ(m.stats().evictions, 0);
+  expect_ok(m);
+  // A smaller step fits: the found blocks are taken first, then one new block.
+  EXPECT_TRUE(m.can_allocate(4, 4));
+  Allocation a = m.allocate(4, 12);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(vec(a.block_table), (std::vector<int32_t>{0, 1, 7}));
+  EXPECT_EQ(m.num_free_blocks(), 0);
+  EXPECT_EQ(m.usage(), 1.0);
+  m.free(2);
+  m.free(4);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, FoundPrefixEvictedBeforeAllocateIsReportedStale) {
+  KvCacheManager m({.num_blocks = 4, .block_size = 4});
+  const auto x = random_tokens(8, 8);
+  run_prompt(m, 1, x);
+  m.free(1);
+  EXPECT_EQ(m.find_cached_prefix(2, concat(x, {5})), 8);
+  ASSERT_TRUE(m.allocate(3, 16));  // every block, evicting x's
+  EXPECT_EQ(m.stats().evictions, 2);
+  m.free(3);
+  EXPECT_FALSE(m.can_allocate(2, 1));
+  EXPECT_EQ(m.allocate(2, 9).status, AllocStatus::kStalePrefix);
+  EXPECT_TRUE(m.block_table(2).empty());
+  EXPECT_EQ(m.num_free_blocks(), 4);
+  EXPECT_EQ(m.find_cached_prefix(2, concat(x, {5})), 0);  // look again
+  EXPECT_TRUE(m.allocate(2, 9));
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, TablesGrowByWholeBlocks) {
+  KvCacheManager m({.num_blocks = 16, .block_size = 16});
+  struct Step {
+    int32_t total;
+    size_t blocks;
+  } steps[] = {{1, 1}, {16, 1}, {17, 2}, {32, 2}, {33, 3}, {20, 3}, {48, 3}, {49, 4}};
+  std::vector<int32_t> before;
+  for (const Step& s : steps) {
+    SCOPED_TRACE(s.total);
+    Allocation a = m.allocate(1, s.total);
+    ASSERT_TRUE(a);
+    ASSERT_EQ(a.block_table.size(), s.blocks);
+    EXPECT_TRUE(std::equal(before.begin(), before.end(), a.block_table.begin()));  // prefix kept
+    before = vec(a.block_table);
+  }
+  EXPECT_EQ(m.num_tokens(1), 49);
+  EXPECT_TRUE(m.can_allocate(1, 16 * 16 - 49));  // exactly the whole pool
+  EXPECT_FALSE(m.can_allocate(1, 16 * 16 - 48));
+  EXPECT_NEAR(m.usage(), 4.0 / 16, 1e-12);
+}
+
+TEST(KvCacheManager, ForkSharesFullBlocksAndCopiesThePartialOne) {
+  KvCacheManager m({.num_blocks = 10, .block_size = 4});
+  const auto p = random_tokens(10, 9);
+  run_prompt(m, 1, p);  // blocks 0 1 full and cached, 2 holds 2 tokens
+  ASSERT_TRUE(m.allocate(1, 14));  // one block ahead: 3
+  ForkResult f = m.fork(1, 2);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(vec(f.block_table), (std::vector<int32_t>{0, 1, 4, 5}));
+  EXPECT_EQ(f.copy.src, 2);
+  EXPECT_EQ(f.copy.dst, 4);
+  EXPECT_EQ(f.copy.num_tokens, 2);
+  EXPECT_EQ(m.pool().ref_count(0), 2);
+  EXPECT_EQ(m.pool().ref_count(2), 1);
+  EXPECT_EQ(m.num_tokens(2), 14);
+  EXPECT_EQ(m.num_computed(2), 10);
+  // The child continues on its own: its next full block gets its own hash.
+  auto child_tokens = concat(p, {7, 7});
+  m.mark_computed(2, 12, child_tokens);
+  EXPECT_TRUE(m.pool().is_cached(4));
+  EXPECT_EQ(m.find_cached_prefix(3, concat(child_tokens, {1})), 12);
+  m.free(3);
+
+  // Block-aligned parent: nothing to copy.
+  run_prompt(m, 4, random_tokens(8, 10));  // blocks 6 7
+  ForkResult g = m.fork(4, 5);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g.copy.num_tokens, 0);
+  EXPECT_EQ(vec(g.block_table), vec(m.block_table(4)));
+
+  // No room for the fresh blocks: nothing changes.
+  ASSERT_TRUE(m.allocate(4, 16));  // takes the last two free blocks
+  EXPECT_EQ(m.num_free_blocks(), 0);
+  EXPECT_EQ(m.fork(1, 6).status, AllocStatus::kNoRoom);  // 1 needs two fresh blocks
+  EXPECT_EQ(m.pool().ref_count(0), 2);
+  EXPECT_FALSE(m.contains(6));
+  for (RequestId id : {1, 2, 4, 5}) m.free(id);
+  EXPECT_EQ(m.num_free_blocks(), 10);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, ConcurrentIdenticalPromptsRegisterOnce) {
+  KvCacheManager m({.num_blocks = 16, .block_size = 4});
+  const auto p = random_tokens(13, 12);
+  EXPECT_EQ(m.find_cached_prefix(1, p), 0);
+  EXPECT_EQ(m.find_cached_prefix(2, p), 0);  // neither has computed anything yet
+  ASSERT_TRUE(m.allocate(1, 13));
+  ASSERT_TRUE(m.allocate(2, 13));
+  m.mark_computed(1, 13, p);
+  m.mark_computed(2, 13, p);
+  EXPECT_EQ(m.pool().num_cached(), 3);  // request 1's copies; request 2's stay private
+  for (int32_t b : m.block_table(2)) EXPECT_FALSE(m.pool().is_cached(b));
+  m.free(2);
+  m.free(1);
+  EXPECT_EQ(m.find_cached_prefix(3, p), 12);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, ResetPrefixCacheForgetsHashesButNotRunningRequests) {
+  KvCacheManager m({.num_blocks = 32, .block_size = 4});
+  const auto p = random_tokens(20, 13);
+  run_prompt(m, 1, p);
+  EXPECT_EQ(m.find_cached_prefix(2, p), 16);
+  m.reset_prefix_cache();
+  EXPECT_EQ(m.pool().num_cached(), 0);
+  EXPECT_EQ(m.allocate(2, 20).status, AllocStatus::kStalePrefix);
+  EXPECT_EQ(m.find_cached_prefix(2, p), 0);
+  // Request 1 keeps running; its later full blocks are registered again.
+  ASSERT_TRUE(m.allocate(1, 24));
+  m.mark_computed(1, 24, concat(p, {1, 2, 3, 4}));
+  EXPECT_EQ(m.pool().num_cached(), 1);
+  m.free(1);
+  m.free(2);
+  EXPECT_EQ(m.num_free_blocks(), 32);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, FreeOfUnknownOrPendingRequestIsHarmless) {
+  KvCacheManager m({.num_blocks = 4, .block_size = 4});
+  m.free(42);
+  EXPECT_EQ(m.find_cached_prefix(1, random_tokens(9, 14)), 0);
+  EXPECT_TRUE(m.contains(1));
+  m.free(1);
+  EXPECT_FALSE(m.contains(1));
+  EXPECT_EQ(m.num_free_blocks(), 4);
+}
+
+}  // namespace
+}  // namespace cadenza::kv

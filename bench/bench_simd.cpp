@@ -1,0 +1,234 @@
+// bench_simd: GEMV throughput per weight type and ISA level, batched GEMM, activation quantization.
+//
+//   bench_simd --benchmark_min_time=0.2 [--benchmark_filter=gemv/q4_K]
+//
+// GEMV runs on 4096 x 4096 matrices. "cold": each iteration takes the next 4096-row window of a
+// pool of at least 96 MiB, so the weights come from DRAM as in decoding a model that does not fit
+// in the last-level cache; "hot": the same window every time (L3-resident when it fits).
+// bytes_per_second counts weight bytes (what bounds decoding). Levels above what the CPU has are
+// reported as errors ("not available") rather than silently run at a lower level.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "kernels/simd/isa.h"
+#include "kernels/simd/kernels.h"
+#include "tensor/quant.h"
+
+namespace cadenza::simd {
+namespace {
+
+constexpr int64_t kRows = 4096, kK = 4096;
+constexpr int64_t kPoolBytes = int64_t{96} << 20;
+
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::BF16};
+const Isa kLevels[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni};
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Weights with random quants and sane scales (no NaN/denormal scales to slow the float path).
+std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t k) {
+  const int64_t rb = static_cast<int64_t>(*row_bytes(t, k));
+  std::vector<uint8_t> w(static_cast<size_t>(rows * rb));
+  uint64_t s = 12345;
+  for (size_t i = 0; i + 8 <= w.size(); i += 8) {
+    const uint64_t v = splitmix(s);
+    std::memcpy(&w[i], &v, 8);
+  }
+  const uint16_t d = fp32_to_fp16(0.01f);
+  const size_t bs = traits(t).type_size;
+  if (t == DType::F16 || t == DType::BF16) {
+    std::mt19937 rng(1);
+    std::normal_distribution<float> nd(0.0f, 0.05f);
+    for (int64_t i = 0; i < rows * k; ++i) {
+      const float f = nd(rng);
+      const uint16_t h = t == DType::F16 ? fp32_to_fp16(f) : fp32_to_bf16(f);
+      std::memcpy(&w[2 * i], &h, 2);
+    }
+  } else {
+    for (size_t b = 0; b < w.size() / bs; ++b) {
+      uint8_t* p = &w[b * bs];
+      if (t == DType::Q6_K) {
+        std::memcpy(p + 208, &d, 2);
+      } else {
+        std::memcpy(p, &d, 2);
+        if (t == DType::Q4_K) std::memcpy(p + 2, &d, 2);
+      }
+    }
+  }
+  return w;
+}
+
+// One pool at a time (the current type's), kept across the benchmark's repeated calls.
+struct Pool {
+  DType type = DType::F32;
+  int64_t windows = 0, window_bytes = 0;
+  std::vector<uint8_t> w;
+};
+Pool& pool_for(DType t) {
+  static Pool p;
+  if (p.type != t || p.w.empty()) {
+    p.type = t;
+    p.window_bytes = static_cast<int64_t>(*row_bytes(t, kK)) * kRows;
+    p.windows = std::max<int64_t>(3, (kPoolBytes + p.window_bytes - 1) / p.window_bytes);
+    p.w.clear();
+    p.w.shrink_to_fit();
+    p.w = make_weights(t, kRows * p.windows, kK);
+  }
+  return p;
+}
+
+struct Act {
+  std::vector<float> x;
+  std::vector<uint8_t> q;
+  const void* ptr() const { return q.empty() ? static_cast<const void*>(x.data()) : q.data(); }
+};
+Act make_act(DType t, int64_t n) {
+  Act a;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  a.x.resize(static_cast<size_t>(n * kK));
+  for (auto& v : a.x) v = nd(rng);
+  const int64_t arb = *activation_row_bytes(t, kK);
+  if (t != DType::F16 && t != DType::BF16) {
+    a.q.resize(static_cast<size_t>(n * arb));
+    if (!quantize_activations(t, a.x.data(), kK, n, a.q.data()).ok()) a.q.clear();
+  }
+  return a;
+}
+
+bool use_level(benchmark::State& state, Isa isa) {
+  if (isa > detected_isa()) {
+    state.SkipWithError((std::string(isa_name(isa)) + " not available on this CPU").c_str());
+    return false;
+  }
+  set_isa(isa);
+  return true;
+}
+
+// GEMV (n == 1) or batched GEMM over one 4096 x 4096 window per iteration.
+// threads > 1: the window's rows are split between that many threads (the caller's job in the
+// engine), so bytes/s is the aggregate.
+void BM_gemm(benchmark::State& state, DType t, Isa isa, int64_t n, bool cold, int threads) {
+  if (!use_level(state, isa)) return;
+  Pool& p = pool_for(t);
+  Act a = make_act(t, n);
+  std::vector<float> out(static_cast<size_t>(n * kRows));
+  const int64_t wrb = static_cast<int64_t>(*row_bytes(t, kK));
+  int64_t window = 0;
+  auto run_rows = [&](const uint8_t* w, int64_t r0, int64_t r1) {
+    Status s = gemm(t, w + r0 * wrb, r1 - r0, kK, a.ptr(), n, out.data() + r0, kRows);
+    if (!s.ok()) std::abort();
+  };
+  for (auto _ : state) {
+    const uint8_t* w = p.w.data() + window * p.window_bytes;
+    if (cold) window = (window + 1) % p.windows;
+    if (threads == 1) {
+      run_rows(w, 0, kRows);
+    } else {
+      std::vector<std::thread> pool;
+      const int64_t per = kRows / threads;
+      for (int i = 1; i < threads; ++i) pool.emplace_back(run_rows, w, i * per, i == threads - 1 ? kRows : (i + 1) * per);
+      run_rows(w, 0, per);
+      for (auto& th : pool) th.join();
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * p.window_bytes);
+  set_isa(detected_isa());
+}
+
+// The machine's single-core read ceiling on the same pool: sums 64-bit words (baseline x86-64
+// code, four independent chains), nothing else.
+void BM_read(benchmark::State& state, bool cold) {
+  Pool& p = pool_for(DType::Q8_0);
+  int64_t window = 0;
+  for (auto _ : state) {
+    const uint8_t* w = p.w.data() + window * p.window_bytes;
+    if (cold) window = (window + 1) % p.windows;
+    uint64_t s[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i + 32 <= p.window_bytes; i += 32)
+      for (int c = 0; c < 4; ++c) {
+        uint64_t v;
+        std::memcpy(&v, w + i + 8 * c, 8);
+        s[c] += v;
+      }
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetBytesProcessed(state.iterations() * p.window_bytes);
+}
+
+void BM_quantize(benchmark::State& state, DType act, Isa isa) {
+  if (!use_level(state, isa)) return;
+  std::vector<float> x(kK);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);
+  std::vector<uint8_t> q(static_cast<size_t>(*row_bytes(act, kK)));
+  for (auto _ : state) {
+    if (act == DType::Q8_0)
+      quantize_q8_0(x.data(), kK, q.data());
+    else
+      quantize_q8_k(x.data(), kK, q.data());
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.SetBytesProcessed(state.iterations() * kK * 4);
+  set_isa(detected_isa());
+}
+
+void register_all() {
+  benchmark::RegisterBenchmark("read/cold", BM_read, true)->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("read/hot", BM_read, false)->Unit(benchmark::kMicrosecond);
+  const Isa best = detected_isa() >= Isa::avx512_vnni ? Isa::avx512_vnni : detected_isa();
+  for (DType t : kTypes) {
+    const std::string tn(dtype_name(t));
+    for (Isa isa : kLevels) {
+      const std::string ln(isa_name(isa));
+      benchmark::RegisterBenchmark(("gemv/" + tn + "/" + ln + "/cold").c_str(), BM_gemm, t, isa, 1, true, 1)
+          ->Unit(benchmark::kMicrosecond);
+    }
+    benchmark::RegisterBenchmark(("gemv/" + tn + "/" + std::string(isa_name(best)) + "/hot").c_str(),
+                                 BM_gemm, t, best, 1, false, 1)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("gemv/" + tn + "/" + std::string(isa_name(best)) + "/cold/2threads").c_str(),
+                                 BM_gemm, t, best, 1, true, 2)
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+    for (int64_t n : {4, 8})
+      benchmark::RegisterBenchmark(
+          ("gemm_n" + std::to_string(n) + "/" + tn + "/" + std::string(isa_name(best)) + "/cold").c_str(), BM_gemm,
+          t, best, n, true, 1)
+          ->Unit(benchmark::kMicrosecond);
+  }
+  for (DType act : {DType::Q8_0, DType::Q8_K})
+    for (Isa isa : kLevels)
+      benchmark::RegisterBenchmark(
+          ("quantize/" + std::string(dtype_name(act)) + "/" + std::string(isa_name(isa))).c_str(), BM_quantize, act,
+          isa);
+}
+
+}  // namespace
+}  // namespace cadenza::simd
+
+int main(int argc, char** argv) {
+  cadenza::simd::register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::AddCustomContext("simd", cadenza::simd::isa_report());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,35 @@
+// AVX-512 VNNI kernels: the integer dot products use vpdpbusd (u8 x s8, 4 products per int32 lane)
+// and vpdpwssd (s16 x s16 pairs). Compiled with the avx512 flags plus -mavx512vnni; not with
+// -mavx512bf16, which Cascade Lake (VNNI, no BF16) lacks: BF16 weights need only a shift to f32.
+// The code is kernels_x512.inc.
+// GCC 12 flags the deliberately self-initialised _mm512_undefined_*() inside its own intrinsic
+// headers as uninitialised once inlined deep enough (a false positive): silence it for the header
+// only, our code keeps the warning.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+
+#include "kernels/simd/internal.h"
+
+#define CADENZA_X512_VNNI 1
+
+namespace cadenza::simd::detail {
+namespace {
+#include "kernels/simd/kernels_x512.inc"
+}  // namespace
+
+const KernelTable& avx512_vnni_table() {
+  static const KernelTable t{"avx512_vnni", quantize_q8_0, quantize_q8_k, gemm_q8_0, gemm_q4_0,
+                             gemm_q4_k,     gemm_q6_k,     gemm_f16,      gemm_bf16};
+  return t;
+}
+
+}  // namespace cadenza::simd::detail

@@ -1,0 +1,193 @@
+// Scalar reference kernels (the `scalar` ISA level). Written for clarity: each dot product is
+// computed in the order the block math reads (see docs/kernels.md), integer sums in int32, one
+// float term per block added to a single float accumulator in block order. The activation
+// quantizers are tensor/quant.h's quantize_row (the SIMD ones reproduce it bit for bit).
+#include <cassert>
+#include <cstring>
+
+#include "kernels/simd/internal.h"
+#include "kernels/simd/kernels.h"
+#include "tensor/blocks.h"
+#include "tensor/quant.h"
+
+namespace cadenza::simd::ref {
+namespace {
+
+float half_to_float(uint16_t h) { return fp16_to_fp32(h); }
+
+template <typename Block>
+Block load_block(const void* base, int64_t i) {
+  Block b;
+  std::memcpy(&b, static_cast<const uint8_t*>(base) + i * static_cast<int64_t>(sizeof(Block)),
+              sizeof b);
+  return b;
+}
+
+// Dot products of one weight row with one activation row.
+float dot_q8_0(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ8_0 wb = load_block<BlockQ8_0>(w, b);
+    const BlockQ8_0 ab = load_block<BlockQ8_0>(a, b);
+    int32_t sumi = 0;
+    for (int i = 0; i < kQK; ++i) sumi += int32_t{wb.qs[i]} * int32_t{ab.qs[i]};
+    sum += (half_to_float(wb.d) * half_to_float(ab.d)) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+float dot_q4_0(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_0 wb = load_block<BlockQ4_0>(w, b);
+    const BlockQ8_0 ab = load_block<BlockQ8_0>(a, b);
+    int32_t sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      sumi += ((wb.qs[j] & 0xF) - 8) * int32_t{ab.qs[j]};
+      sumi += ((wb.qs[j] >> 4) - 8) * int32_t{ab.qs[j + kQK / 2]};
+    }
+    sum += (half_to_float(wb.d) * half_to_float(ab.d)) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// Per super-block: sumq = sum_j sc[j] * dot(q, a over sub-block j),
+// summ = sum_j mn[j] * (sum of a over sub-block j, from bsums);
+// term = (da * d) * sumq - (da * dmin) * summ.
+float dot_q4_k(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ4_K wb = load_block<BlockQ4_K>(w, b);
+    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
+    int32_t sumq = 0, summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      int sc = 0, mn = 0;
+      unpack_scale_min_k4(j, wb.scales, &sc, &mn);
+      const int c = j / 2;         // 64-element chunk
+      const int shift = (j % 2) * 4;  // low nibbles: first 32 of the chunk
+      int32_t dot = 0;
+      for (int l = 0; l < 32; ++l)
+        dot += ((wb.qs[32 * c + l] >> shift) & 0xF) * int32_t{ab.qs[32 * j + l]};
+      sumq += sc * dot;
+      summ += mn * (int32_t{ab.bsums[2 * j]} + int32_t{ab.bsums[2 * j + 1]});
+    }
+    sum += (ab.d * half_to_float(wb.d)) * static_cast<float>(sumq) -
+           (ab.d * half_to_float(wb.dmin)) * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+// Per super-block: sumi = sum_j sc[j] * dot(q - 32, a over 16-element sub-block j);
+// term = (da * d) * sumi.
+float dot_q6_k(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K wb = load_block<BlockQ6_K>(w, b);
+    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
+    int32_t sumi = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t dot = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
+        const int h = e / 128, g = (e % 128) / 32, l = e % 32;
+        const uint8_t lo_byte = wb.ql[64 * h + l + 32 * (g & 1)];
+        const int lo = g < 2 ? (lo_byte & 0xF) : (lo_byte >> 4);
+        const int hi = (wb.qh[32 * h + l] >> (2 * g)) & 3;
+        dot += ((lo | (hi << 4)) - 32) * int32_t{ab.qs[e]};
+      }
+      sumi += int32_t{wb.scales[j]} * dot;
+    }
+    sum += (ab.d * half_to_float(wb.d)) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+template <float (*Convert)(uint16_t)>
+float dot_half(const void* w, const float* x, int64_t k) {
+  const uint8_t* p = static_cast<const uint8_t*>(w);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < k; ++i) {
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, sizeof h);
+    sum += Convert(h) * x[i];
+  }
+  return sum;
+}
+
+float f16_value(uint16_t h) { return half_to_float(h); }
+float bf16_value(uint16_t h) { return bf16_to_fp32(h); }
+
+template <float (*Dot)(const void*, const void*, int64_t)>
+void gemm_blocks(const void* weights, int64_t rows, int64_t nb, int64_t wbytes, const void* act,
+                 int64_t abytes, int64_t n, float* out, int64_t ldo) {
+  const auto* w = static_cast<const uint8_t*>(weights);
+  const auto* a = static_cast<const uint8_t*>(act);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      out[j * ldo + r] = Dot(w + r * nb * wbytes, a + j * nb * abytes, nb);
+}
+
+}  // namespace
+
+void quantize_q8_0(const float* x, int64_t k, void* dst) {
+  assert(k % kQK == 0);
+  quantize_row(DType::Q8_0, x, dst, k);
+}
+
+void quantize_q8_k(const float* x, int64_t k, void* dst) {
+  assert(k % kQK_K == 0);
+  quantize_row(DType::Q8_K, x, dst, k);
+}
+
+void gemm_q8_0(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+               int64_t ldo) {
+  assert(k % kQK == 0);
+  gemm_blocks<dot_q8_0>(w, rows, k / kQK, sizeof(BlockQ8_0), act, sizeof(BlockQ8_0), n, out, ldo);
+}
+
+void gemm_q4_0(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+               int64_t ldo) {
+  assert(k % kQK == 0);
+  gemm_blocks<dot_q4_0>(w, rows, k / kQK, sizeof(BlockQ4_0), act, sizeof(BlockQ8_0), n, out, ldo);
+}
+
+void gemm_q4_k(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+               int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_q4_k>(w, rows, k / kQK_K, sizeof(BlockQ4_K), act, sizeof(BlockQ8_K), n, out,
+                        ldo);
+}
+
+void gemm_q6_k(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+               int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_q6_k>(w, rows, k / kQK_K, sizeof(BlockQ6_K), act, sizeof(BlockQ8_K), n, out,
+                        ldo);
+}
+
+void gemm_f16(const void* w, int64_t rows, int64_t k, const float* x, int64_t n, float* out,
+              int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      out[j * ldo + r] = dot_half<f16_value>(static_cast<const uint8_t*>(w) + r * k * 2, x + j * k, k);
+}
+
+void gemm_bf16(const void* w, int64_t rows, int64_t k, const float* x, int64_t n, float* out,
+               int64_t ldo) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      out[j * ldo + r] =
+          dot_half<bf16_value>(static_cast<const uint8_t*>(w) + r * k * 2, x + j * k, k);
+}
+
+}  // namespace cadenza::simd::ref
+
+namespace cadenza::simd::detail {
+
+const KernelTable& scalar_table() {
+  static const KernelTable t{"scalar",       ref::quantize_q8_0, ref::quantize_q8_k,
+                             ref::gemm_q8_0, ref::gemm_q4_0,     ref::gemm_q4_k,
+                             ref::gemm_q6_k, ref::gemm_f16,      ref::gemm_bf16};
+  return t;
+}
+
+}  // namespace cadenza::simd::detail

@@ -1,0 +1,120 @@
+#include "tokenizer/bpe.h"
+
+#include <algorithm>
+
+#include "tokenizer/unicode_bytes.h"
+
+namespace cadenza::tok {
+
+namespace {
+
+constexpr int32_t kDead = -2;  // symbol token of a symbol merged into its left neighbour
+
+// Heap order: the top is the lowest rank, and among equal ranks the leftmost pair.
+bool lower_priority(const BpeModel::Scratch::Candidate& a, const BpeModel::Scratch::Candidate& b) {
+  return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+}
+
+}  // namespace
+
+Result<BpeModel> BpeModel::build(const Vocab& vocab, std::string_view file_name) {
+  BpeModel m;
+  m.merges_.reserve(vocab.merges.size());
+  std::string joined;
+  for (size_t i = 0; i < vocab.merges.size(); ++i) {
+    const std::string& rule = vocab.merges[i];
+    // The separator is the first space after the first character, as the reference reads it
+    // (a left part can never be empty).
+    const size_t sp = rule.find(' ', 1);
+    if (sp == std::string::npos || sp + 1 >= rule.size()) {
+      return make_error("{}: tokenizer.ggml.merges[{}] '{}' is not two tokens separated by a space",
+                        file_name, i, rule);
+    }
+    const std::string_view left = std::string_view(rule).substr(0, sp);
+    const std::string_view right = std::string_view(rule).substr(sp + 1);
+    const auto l = vocab.find(left);
+    const auto r = vocab.find(right);
+    if (!l || !r) {
+      return make_error("{}: tokenizer.ggml.merges[{}] '{}' references '{}', which is not in the "
+                        "vocabulary",
+                        file_name, i, rule, l ? right : left);
+    }
+    joined.assign(left);
+    joined.append(right);
+    const auto merged = vocab.find(joined);
+    if (!merged) {
+      return make_error("{}: tokenizer.ggml.merges[{}] '{}' produces '{}', which is not in the "
+                        "vocabulary",
+                        file_name, i, rule, joined);
+    }
+    // A repeated rule keeps its first (lowest) rank, as in the reference.
+    m.merges_.insert(*l, *r, Merge{static_cast<int32_t>(i), *merged});
+  }
+  return m;
+}
+
+void BpeModel::push_candidate(Scratch& s, int32_t left, int32_t right) const {
+  if (left < 0 || right < 0) return;
+  const int32_t lt = s.symbols[left].token, rt = s.symbols[right].token;
+  if (lt < 0 || rt < 0) return;
+  const Merge* m = merges_.find(lt, rt);
+  if (m == nullptr) return;
+  s.heap.push_back({m->rank, left, right, lt, rt, m->merged});
+  std::push_heap(s.heap.begin(), s.heap.end(), lower_priority);
+}
+
+void BpeModel::encode_piece(std::string_view piece, const Vocab& vocab, Scratch& s,
+                            std::vector<int32_t>& out) const {
+  // Symbol indices are int32: an absurdly long piece is merged in chunks (see spm.cpp).
+  constexpr size_t kMaxChunk = size_t{1} << 28;
+  while (piece.size() > kMaxChunk) {
+    encode_piece(piece.substr(0, kMaxChunk), vocab, s, out);
+    piece.remove_prefix(kMaxChunk);
+  }
+  if (piece.empty()) return;
+  if (vocab.ignore_merges && piece.size() > 1) {
+    s.mapped.clear();
+    for (char c : piece) s.mapped += byte_to_unicode(static_cast<uint8_t>(c));
+    if (auto id = vocab.find(s.mapped)) {
+      out.push_back(*id);
+      return;
+    }
+  }
+
+  const auto n = static_cast<int32_t>(piece.size());
+  s.symbols.clear();
+  s.heap.clear();
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t tok = vocab.byte_tokens[static_cast<uint8_t>(piece[i])];
+    s.symbols.push_back({tok, i - 1, i + 1 < n ? i + 1 : -1});
+  }
+  for (int32_t i = 1; i < n; ++i) push_candidate(s, i - 1, i);
+
+  while (!s.heap.empty()) {
+    std::pop_heap(s.heap.begin(), s.heap.end(), lower_priority);
+    const Scratch::Candidate c = s.heap.back();
+    s.heap.pop_back();
+    Scratch::Symbol& left = s.symbols[c.left];
+    Scratch::Symbol& right = s.symbols[c.right];
+    // Stale: one side was merged since this pair was queued (a token's text only grows, so an
+    // unchanged token id means an unchanged symbol).
+    if (left.token != c.left_tok || right.token != c.right_tok || left.next != c.right) continue;
+    left.token = c.merged;
+    left.next = right.next;
+    if (right.next >= 0) s.symbols[right.next].prev = c.left;
+    right.token = kDead;
+    push_candidate(s, left.prev, c.left);
+    push_candidate(s, c.left, left.next);
+  }
+
+  for (int32_t i = 0; i >= 0; i = s.symbols[i].next) {
+    const int32_t tok = s.symbols[i].token;
+    if (tok >= 0) {
+      out.push_back(tok);
+    } else if (vocab.unk >= 0) {
+      out.push_back(vocab.unk);
+    }
+  }
+}
+
+}  // namespace cadenza::tok

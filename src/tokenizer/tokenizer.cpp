@@ -1,0 +1,197 @@
+#include "tokenizer/tokenizer.h"
+
+#include "tokenizer/bpe.h"
+#include "tokenizer/pretokenizer.h"
+#include "tokenizer/special_tokens.h"
+#include "tokenizer/spm.h"
+#include "tokenizer/unicode_bytes.h"
+#include "tokenizer/vocab.h"
+
+namespace cadenza {
+
+using tok::TokenType;
+using tok::VocabKind;
+
+struct Tokenizer::Impl {
+  tok::Vocab vocab;
+  std::optional<tok::BpeModel> bpe;        // kBpe only
+  std::optional<tok::PreTokenizer> pre;    // kBpe only
+  std::optional<tok::SpecialTokenSplitter> specials;
+  // Piece of every token as rendered with render_special = true (computed once: byte-level
+  // pieces need the stand-in characters mapped back to bytes).
+  std::vector<std::string> pieces;
+
+  bool renders_as_special(int32_t id) const {
+    const TokenType t = vocab.types[id];
+    return t == TokenType::kControl || t == TokenType::kUnknown;
+  }
+
+  std::string piece_of(int32_t id) const;
+  void encode_spm(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                  std::vector<int32_t>& out) const;
+  void encode_bpe(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                  std::vector<int32_t>& out) const;
+};
+
+std::string Tokenizer::Impl::piece_of(int32_t id) const {
+  const std::string& text = vocab.texts[id];
+  switch (vocab.types[id]) {
+    case TokenType::kNormal:
+      if (vocab.kind == VocabKind::kSpm) {
+        // U+2581 stands for a space in SentencePiece vocabularies.
+        std::string out;
+        for (size_t i = 0; i < text.size();) {
+          if (text.compare(i, 3, "\xE2\x96\x81") == 0) {
+            out.push_back(' ');
+            i += 3;
+          } else {
+            out.push_back(text[i++]);
+          }
+        }
+        return out;
+      }
+      return tok::unicode_to_bytes(text);
+    case TokenType::kByte:
+      return std::string(1, static_cast<char>(*tok::parse_byte_token(text)));
+    case TokenType::kControl:
+    case TokenType::kUnknown:
+    case TokenType::kUserDefined:
+      return text;  // stored verbatim, never escaped
+    case TokenType::kUnused:
+    case TokenType::kUndefined:
+      break;
+  }
+  return {};  // the reference renders unused/undefined tokens as nothing
+}
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& file) {
+  auto vocab = tok::load_vocab(file);
+  if (!vocab) return vocab.error_value();
+  auto impl = std::make_unique<Impl>();
+  impl->vocab = std::move(*vocab);
+  tok::Vocab& v = impl->vocab;
+
+  if (v.kind == VocabKind::kBpe) {
+    auto bpe = tok::BpeModel::build(v, file.name());
+    if (!bpe) return bpe.error_value();
+    impl->bpe = std::move(*bpe);
+    std::vector<std::string>().swap(v.merges);  // indexed now; free the strings
+    const tok::PreTokenizerSpec* spec = tok::find_pretokenizer(v.pre);  // checked by load_vocab
+    auto pre = tok::PreTokenizer::compile(*spec);
+    if (!pre) return make_error("{}: {}", file.name(), pre.error());
+    impl->pre = std::move(*pre);
+  }
+  impl->specials.emplace(v);
+  impl->pieces.reserve(v.texts.size());
+  for (int32_t id = 0; id < v.size(); ++id) impl->pieces.push_back(impl->piece_of(id));
+  return std::unique_ptr<Tokenizer>(new Tokenizer(std::move(impl)));
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::~Tokenizer() = default;
+
+void Tokenizer::Impl::encode_spm(std::string_view text,
+                                 const std::vector<tok::Fragment>& fragments,
+                                 std::vector<int32_t>& out) const {
+  // As the reference: a space is prepended to the first text fragment and to every fragment
+  // that follows a special token.
+  bool after_special = true;
+  std::string escaped;
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    escaped.clear();
+    if (vocab.add_space_prefix && after_special) escaped = "\xE2\x96\x81";
+    tok::spm_escape_spaces(text.substr(f.begin, f.end - f.begin), escaped);
+    tok::spm_encode(vocab, escaped, out);
+    after_special = false;
+  }
+}
+
+void Tokenizer::Impl::encode_bpe(std::string_view text,
+                                 const std::vector<tok::Fragment>& fragments,
+                                 std::vector<int32_t>& out) const {
+  std::vector<std::string_view> pieces;
+  tok::BpeModel::Scratch scratch;
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      continue;
+    }
+    pieces.clear();
+    pre->split(text.substr(f.begin, f.end - f.begin), pieces);
+    for (std::string_view piece : pieces) bpe->encode_piece(piece, vocab, scratch, out);
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
+                                       bool parse_special) const {
+  const Impl& m = *impl_;
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3 + 2);
+  if (add_special && m.vocab.add_bos) out.push_back(m.vocab.bos);
+  std::vector<tok::Fragment> fragments;
+  m.specials->split(m.vocab, text, parse_special, fragments);
+  if (m.vocab.kind == VocabKind::kSpm) {
+    m.encode_spm(text, fragments, out);
+  } else {
+    m.encode_bpe(text, fragments, out);
+  }
+  if (add_special && m.vocab.add_eos) out.push_back(m.vocab.eos);
+  return out;
+}
+
+std::string Tokenizer::token_piece(int32_t id, bool render_special) const {
+  const Impl& m = *impl_;
+  if (!m.vocab.valid_id(id)) return {};
+  if (!render_special && m.renders_as_special(id)) return {};
+  return m.pieces[id];
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special) const {
+  const Impl& m = *impl_;
+  std::string out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const int32_t id = ids[i];
+    if (!m.vocab.valid_id(id)) continue;
+    if (!render_special && m.renders_as_special(id)) continue;
+    const std::string& piece = m.pieces[id];
+    // The reference removes one leading space from the first token only (even when that token
+    // renders as nothing, e.g. a BOS: then no space is removed at all).
+    if (i == 0 && m.vocab.add_space_prefix && !piece.empty() && piece[0] == ' ') {
+      out.append(piece, 1);
+    } else {
+      out += piece;
+    }
+  }
+  return out;
+}
+
+int32_t Tokenizer::n_vocab() const { return impl_->vocab.size(); }
+int32_t Tokenizer::bos_id() const { return impl_->vocab.bos; }
+int32_t Tokenizer::eos_id() const { return impl_->vocab.eos; }
+int32_t Tokenizer::unk_id() const { return impl_->vocab.unk; }
+bool Tokenizer::add_bos() const { return impl_->vocab.add_bos; }
+bool Tokenizer::add_eos() const { return impl_->vocab.add_eos; }
+
+bool Tokenizer::is_end_of_generation(int32_t id) const {
+  return impl_->vocab.valid_id(id) && impl_->vocab.end_of_generation[id] != 0;
+}
+
+bool Tokenizer::is_control(int32_t id) const {
+  return impl_->vocab.valid_id(id) && impl_->vocab.types[id] == TokenType::kControl;
+}
+
+const std::string& Tokenizer::token_text(int32_t id) const {
+  static const std::string kEmpty;
+  return impl_->vocab.valid_id(id) ? impl_->vocab.texts[id] : kEmpty;
+}
+
+std::optional<int32_t> Tokenizer::find_token(std::string_view text) const {
+  return impl_->vocab.find(text);
+}
+
+}  // namespace cadenza

@@ -1,0 +1,270 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace cadenza::engine {
+
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
+                                                       const Tokenizer& tokenizer,
+                                                       const EngineConfig& config) {
+  EngineConfig c = config;
+  const int64_t context = model.config().context_length;
+  if (c.block_size < 1) return make_error("engine: block_size must be >= 1 (got {})", c.block_size);
+  if (c.max_model_len < 0) return make_error("engine: max_model_len must be >= 0");
+  if (c.max_model_len == 0) c.max_model_len = static_cast<int32_t>(std::min<int64_t>(context, 4096));
+  if (c.max_model_len > context)
+    return make_error("engine: max_model_len {} exceeds the model's context length {}",
+                      c.max_model_len, context);
+  if (c.max_model_len < 2) return make_error("engine: max_model_len must be >= 2");
+  Status sv = sched::validate({c.max_num_batched_tokens, c.max_num_seqs});
+  if (!sv) return sv.error_value();
+  const int64_t seq_blocks = ceil_div(c.max_model_len, c.block_size);
+  if (c.num_kv_blocks < 0) return make_error("engine: num_kv_blocks must be >= 0");
+  if (c.num_kv_blocks == 0)
+    c.num_kv_blocks = static_cast<int32_t>(seq_blocks * std::min(c.max_num_seqs, 8));
+  if (c.num_kv_blocks < seq_blocks)
+    return make_error(
+        "engine: {} KV blocks of {} tokens cannot hold one {}-token sequence (need {}); lower "
+        "max_model_len or add blocks",
+        c.num_kv_blocks, c.block_size, c.max_model_len, seq_blocks);
+  if (tokenizer.n_vocab() > model.config().n_vocab)
+    return make_error("engine: the tokenizer's vocabulary ({}) is larger than the model's ({})",
+                      tokenizer.n_vocab(), model.config().n_vocab);
+  auto kv = model.create_kv_cache(
+      {.num_blocks = c.num_kv_blocks, .block_size = c.block_size, .type = c.kv_type});
+  if (!kv) return make_error("engine: KV cache: {}", kv.error());
+  return std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, std::move(*kv)));
+}
+
+EngineCore::EngineCore(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
+                       std::unique_ptr<model::KvCache> kv_cache)
+    : model_(model),
+      tokenizer_(tokenizer),
+      config_(config),
+      n_vocab_(static_cast<int32_t>(model.config().n_vocab)),
+      kv_cache_(std::move(kv_cache)) {
+  kv_manager_ = std::make_unique<kv::KvCacheManager>(
+      kv::KvCacheConfig{.num_blocks = config_.num_kv_blocks,
+                        .block_size = config_.block_size,
+                        .enable_prefix_caching = config_.enable_prefix_caching});
+  scheduler_ = std::make_unique<sched::Scheduler>(
+      sched::SchedulerConfig{.max_num_batched_tokens = config_.max_num_batched_tokens,
+                             .max_num_seqs = config_.max_num_seqs},
+      *kv_manager_);
+}
+
+EngineCore::~EngineCore() = default;
+
+Status EngineCore::validate(std::span<const int32_t> prompt, const SamplingParams& p) const {
+  if (prompt.empty()) return make_error("request: the prompt is empty");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || prompt[i] >= n_vocab_)
+      return make_error("request: prompt token {} at index {} is outside the vocabulary [0, {})",
+                        prompt[i], i, n_vocab_);
+  if (p.max_tokens < 1) return make_error("request: max_tokens must be >= 1 (got {})", p.max_tokens);
+  const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
+  if (total > config_.max_model_len)
+    return make_error(
+        "request: prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum length {}",
+        prompt.size(), p.max_tokens, total, config_.max_model_len);
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    return make_error("request: temperature must be finite and >= 0 (got {})", p.temperature);
+  if (!(p.top_p > 0 && p.top_p <= 1))
+    return make_error("request: top_p must be in (0, 1] (got {})", p.top_p);
+  if (!(p.min_p >= 0 && p.min_p <= 1))
+    return make_error("request: min_p must be in [0, 1] (got {})", p.min_p);
+  for (const std::string& s : p.stop)
+    if (s.empty()) return make_error("request: stop strings must not be empty");
+  for (int32_t id : p.stop_token_ids)
+    if (id < 0 || id >= n_vocab_)
+      return make_error("request: stop token id {} is outside the vocabulary [0, {})", id, n_vocab_);
+  return {};
+}
+
+Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const SamplingParams& params,
+                                          int32_t priority, std::string cache_salt) {
+  if (Status s = validate(prompt, params); !s) return s.error_value();
+  auto r = std::make_unique<Request>();
+  r->id = next_id_++;
+  r->num_prompt_tokens = static_cast<int32_t>(prompt.size());
+  r->tokens = std::move(prompt);
+  r->params = params;
+  r->priority = priority;
+  r->arrival_time = Clock::now();
+  r->cache_salt = std::move(cache_salt);
+  auto stream = std::make_unique<Stream>(Stream{Sampler(params), StreamingDetokenizer(tokenizer_),
+                                                StopStringFilter(params.stop), false, false, {}, {}});
+  stream->metrics.num_prompt_tokens = r->num_prompt_tokens;
+  const RequestId id = r->id;
+  streams_.emplace(id, std::move(stream));
+  scheduler_->add(std::move(r));
+  return id;
+}
+
+bool EngineCore::abort(RequestId id) { return scheduler_->abort(id); }
+
+void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out) {
+  std::unique_ptr<Request> r = scheduler_->finish(id, reason);
+  out.finished = true;
+  out.finish_reason = reason;
+  auto it = streams_.find(id);
+  if (it != streams_.end()) {
+    out.metrics = std::move(it->second->metrics);
+    streams_.erase(it);
+  }
+  if (r) {
+    out.metrics.num_output_tokens = r->num_output_tokens();
+    out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
+    out.metrics.num_preemptions = r->num_preemptions;
+  }
+  ++totals_.num_finished;
+}
+
+bool EngineCore::process_token(Request& r, Stream& s, int32_t token, RequestOutput& out) {
+  const Clock::time_point now = Clock::now();
+  r.tokens.push_back(token);
+  out.new_token_ids.push_back(token);
+  ++totals_.num_generated_tokens;
+  if (!s.has_token) {
+    s.metrics.ttft_s = seconds(now - r.arrival_time);
+    totals_.ttft.add(s.metrics.ttft_s);
+    s.has_token = true;
+  } else {
+    const double gap = seconds(now - s.last_token);
+    s.metrics.inter_token_s.push_back(gap);
+    totals_.inter_token.add(gap);
+  }
+  s.last_token = now;
+
+  const SamplingParams& p = r.params;
+  const bool stop_token =
+      (!p.ignore_eos && tokenizer_.is_end_of_generation(token)) ||
+      std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(), token) != p.stop_token_ids.end();
+  if (stop_token) {  // its text is not returned; flush what was held back
+    StopStringFilter::Output o = s.stops.finish(s.detokenizer.finish());
+    out.text += o.text;
+    return true;
+  }
+  const bool length = r.num_output_tokens() >= p.max_tokens || r.num_tokens() >= config_.max_model_len;
+  const std::string piece = s.detokenizer.push(token);
+  StopStringFilter::Output o =
+      length ? s.stops.finish(piece + s.detokenizer.finish()) : s.stops.push(piece);
+  out.text += o.text;
+  if (o.stopped) {
+    out.finish_reason = FinishReason::kStop;
+    return true;
+  }
+  if (length) out.finish_reason = FinishReason::kLength;
+  return length;
+}
+
+std::vector<RequestOutput> EngineCore::step() {
+  std::vector<RequestOutput> outputs;
+  sched::SchedulePlan plan = scheduler_->schedule();
+
+  for (std::unique_ptr<Request>& r : plan.aborted) {
+    RequestOutput out;
+    out.id = r->id;
+    out.finished = true;
+    out.finish_reason = FinishReason::kAbort;
+    if (auto it = streams_.find(r->id); it != streams_.end()) {
+      out.metrics = std::move(it->second->metrics);
+      streams_.erase(it);
+    }
+    out.metrics.num_output_tokens = r->num_output_tokens();
+    out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
+    out.metrics.num_preemptions = r->num_preemptions;
+    ++totals_.num_finished;
+    outputs.push_back(std::move(out));
+  }
+  if (plan.empty()) return outputs;
+
+  // One ragged batch over every scheduled request.
+  tokens_.clear();
+  positions_.clear();
+  seq_index_.clear();
+  logit_rows_.clear();
+  tables_.clear();
+  const Clock::time_point now = Clock::now();
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const sched::ScheduledRequest& e = plan.scheduled[i];
+    const Request& r = *e.request;
+    for (int32_t p = e.start; p < e.start + e.num_tokens; ++p) {
+      tokens_.push_back(r.tokens[static_cast<size_t>(p)]);
+      positions_.push_back(p);
+      seq_index_.push_back(static_cast<int32_t>(i));
+    }
+    tables_.push_back(e.block_table);
+    if (e.sample) logit_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+    Stream& s = *streams_.at(r.id);
+    if (!s.scheduled) {
+      s.scheduled = true;
+      s.metrics.queue_time_s = seconds(now - r.arrival_time);
+      totals_.queue_time.add(s.metrics.queue_time_s);
+    }
+  }
+  logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
+  model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_};
+  Status status = model_.forward(batch, *kv_cache_, logits_);
+  if (!status) {
+    // Nothing was computed; every scheduled request fails with the reason.
+    for (const sched::ScheduledRequest& e : plan.scheduled) {
+      RequestOutput out;
+      out.id = e.request->id;
+      out.error = status.error();
+      finish(out.id, FinishReason::kError, out);
+      outputs.push_back(std::move(out));
+    }
+    return outputs;
+  }
+  ++totals_.num_steps;
+  totals_.num_computed_tokens += plan.num_batched_tokens;
+  scheduler_->commit(plan);
+
+  size_t row = 0;
+  for (const sched::ScheduledRequest& e : plan.scheduled) {
+    if (!e.sample) continue;
+    Request& r = *e.request;
+    Stream& s = *streams_.at(r.id);
+    const std::span<const float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
+                                        static_cast<size_t>(n_vocab_));
+    ++row;
+    RequestOutput out;
+    out.id = r.id;
+    const int32_t token = s.sampler.sample(logits);
+    if (process_token(r, s, token, out)) {
+      const FinishReason reason =
+          out.finish_reason == FinishReason::kNone ? FinishReason::kStop : out.finish_reason;
+      finish(r.id, reason, out);
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+EngineStats EngineCore::stats() const {
+  EngineStats s = totals_;
+  const sched::SchedulerStats ss = scheduler_->stats();
+  s.num_running = ss.num_running;
+  s.num_waiting = ss.num_waiting;
+  s.num_preemptions = ss.num_preemptions;
+  s.kv_usage = kv_manager_->usage();
+  const kv::KvCacheStats ks = kv_manager_->stats();
+  s.prefix_cache_queries = ks.queries;
+  s.prefix_cache_hits = ks.hits;
+  s.prefix_cache_query_tokens = ks.query_tokens;
+  s.prefix_cache_hit_tokens = ks.hit_tokens;
+  return s;
+}
+
+}  // namespace cadenza::engine

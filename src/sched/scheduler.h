@@ -1,0 +1,141 @@
+// Scheduler: continuous batching over the requests of one engine. Each step it decides which
+// requests compute how many tokens, within a token budget and a cap on running sequences, and
+// gets their KV blocks from the KvCacheManager (preempting when blocks run out).
+//
+// One engine step:
+//   SchedulePlan plan = sched.schedule();      // applies pending aborts, allocates blocks
+//   ... run plan.scheduled through the model (block tables from the plan) ...
+//   sched.commit(plan);                        // advances num_computed_tokens, registers blocks
+//   ... append sampled tokens to the requests whose entry has `sample` set ...
+//   sched.finish(id, reason);                  // for each request that ended
+//
+// Policies (details and the no-starvation argument in README.md):
+//   - order: priority class (lower value first), then arrival (FCFS); a preempted request keeps
+//     its arrival, so it goes back to the front of its class;
+//   - running requests first: one token for every decoding request, then prompt chunks for
+//     running requests still in their prompt, then new admissions from the waiting queue;
+//   - chunked prefill: a chunk is bounded by the budget left, so a long prompt never stalls decodes;
+//   - admission looks up the prefix cache and starts num_computed_tokens after the cached part;
+//     it is strictly in order: the first waiting request that does not fit stops admission;
+//   - a running request that needs a block when none is free preempts the least important running
+//     request (lowest priority class, latest arrival), possibly itself: its blocks are freed, its
+//     computed count reset to 0, and it recomputes later. No admissions in a step that preempted.
+//
+// Ownership: owns the live requests; a Request* stays valid until finish() or an abort is applied
+// by schedule(). Uses the KvCacheManager, which must outlive it and must not be mutated by others
+// for scheduled requests. Thread-safety: none; the engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "engine/request.h"
+#include "kv/kv_cache_manager.h"
+#include "util/result.h"
+
+namespace cadenza::sched {
+
+using engine::FinishReason;
+using engine::Request;
+using engine::RequestId;
+using engine::RequestStatus;
+
+struct SchedulerConfig {
+  int32_t max_num_batched_tokens = 2048;  // token budget per step, >= max_num_seqs
+  int32_t max_num_seqs = 64;              // running requests at most, >= 1
+};
+
+// Checks the config's own bounds.
+Status validate(const SchedulerConfig& config);
+
+// One request's share of a step: compute tokens [start, start + num_tokens) of request->tokens.
+struct ScheduledRequest {
+  Request* request = nullptr;
+  int32_t start = 0;       // == request->num_computed_tokens at schedule()
+  int32_t num_tokens = 0;  // >= 1
+  // The last scheduled token is the sequence's last token: its logits give the next token.
+  bool sample = false;
+  // The request's whole block table; valid until the next schedule() or finish().
+  std::span<const int32_t> block_table;
+};
+
+struct SchedulePlan {
+  std::vector<ScheduledRequest> scheduled;  // in scheduling order
+  int32_t num_batched_tokens = 0;           // sum of num_tokens, <= max_num_batched_tokens
+  std::vector<RequestId> preempted;         // preempted during this schedule()
+  // Requests whose abort was applied: blocks freed, status kFinished / kAbort. Owned by the caller.
+  std::vector<std::unique_ptr<Request>> aborted;
+  bool empty() const { return scheduled.empty(); }
+};
+
+struct SchedulerStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;  // waiting and preempted
+  int64_t num_preemptions = 0;
+  int64_t num_steps = 0;    // schedule() calls that scheduled something
+};
+
+class Scheduler {
+ public:
+  Scheduler(const SchedulerConfig& config, kv::KvCacheManager& kv);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request (status kWaiting). Preconditions (the engine validates): unique id, at least
+  // one token, num_prompt_tokens == tokens.size(), num_computed_tokens == 0, and the request fits
+  // the KV pool on its own. Sets arrival_seq.
+  Request& add(std::unique_ptr<Request> request);
+
+  // Marks a live request for abort; schedule() applies it (frees its blocks, returns it in
+  // plan.aborted). False when the id is unknown or already finished.
+  bool abort(RequestId id);
+
+  // Builds the next step's plan. See the header comment for the policies.
+  SchedulePlan schedule();
+
+  // The plan ran: every scheduled request has computed its tokens. Advances num_computed_tokens
+  // and registers newly full blocks with the prefix cache. Call before appending sampled tokens
+  // or finishing requests of this plan.
+  void commit(const SchedulePlan& plan);
+
+  // Ends a live request: frees its blocks, removes it from the queues, status kFinished with
+  // `reason`, and hands it back. Null when the id is unknown.
+  std::unique_ptr<Request> finish(RequestId id, FinishReason reason);
+
+  Request* find(RequestId id);
+  bool has_work() const { return !requests_.empty(); }
+  std::span<Request* const> running() const { return running_; }
+  std::span<Request* const> waiting() const { return waiting_; }
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return config_; }
+  kv::KvCacheManager& kv() const { return kv_; }
+
+ private:
+  struct StepState;
+  // Schedules `n` tokens of running request `r`, preempting the least important running
+  // requests while blocks are missing. False when `r` itself was preempted.
+  bool schedule_running(Request* r, int32_t n, StepState& step);
+  void preempt(Request* victim, StepState& step);
+  void insert_waiting(Request* r);
+  void insert_running(Request* r);
+  void remove_from(std::vector<Request*>& queue, Request* r);
+  // Tokens `r` (allocated) can still grow by without new blocks beyond the free ones.
+  int32_t room_for(const Request* r) const;
+
+  SchedulerConfig config_;
+  kv::KvCacheManager& kv_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  std::vector<Request*> running_;  // sorted: priority, then arrival_seq
+  std::vector<Request*> waiting_;  // sorted: priority, then arrival_seq
+  std::unordered_set<RequestId> pending_aborts_;
+  uint64_t next_arrival_seq_ = 0;
+  int64_t num_preemptions_ = 0;
+  int64_t num_steps_ = 0;
+};
+
+}  // namespace cadenza::sched

@@ -1,0 +1,256 @@
+// Backend: the seam between model code (src/model) and the code that computes (src/kernels/cpu,
+// later SIMD and CUDA). Model code describes a forward pass as a sequence of ops on backend memory;
+// a backend decides how weights are stored (as loaded, repacked, on a GPU) and how ops run.
+//
+// Rules of the seam:
+//  - One virtual call per op; arguments are plain structs and pointers (no tensors with graphs).
+//  - Every op argument lives in backend memory: weights are opaque Weight handles, activations and
+//    index arrays are views (Matrix / IndexMatrix) into Buffers the backend allocated. The host
+//    reaches backend memory only through write() and read(). Model code never dereferences a view.
+//  - Ops run in call order. A backend may run them asynchronously; read() waits for the ops issued
+//    before it.
+//  - Batch invariance: every op computes each output row from its own input rows only, with a
+//    reduction order that does not depend on the number of rows or on the thread count. So a
+//    token's result does not depend on what else is in the batch, bit for bit.
+//  - Inputs are trusted: the model validates token ids, positions and block tables on the host
+//    before it uploads them. Ops assert only on shapes (programming errors).
+//
+// Units: lengths and indices are element counts unless a name ends in _bytes.
+#pragma once
+
+#include <cassert>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "tensor/dtype.h"
+#include "util/result.h"
+
+namespace cadenza::kernels {
+
+// ---------------------------------------------------------------------------------------------
+// Memory
+
+// A block of backend memory (host RAM for the CPU backend, device memory for a GPU). Freed when
+// destroyed. Must not outlive the backend that allocated it. Not thread-safe.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  void* data() const { return data_; }
+  size_t size_bytes() const { return size_bytes_; }
+
+ protected:
+  Buffer(void* data, size_t size_bytes) : data_(data), size_bytes_(size_bytes) {}
+  void* data_;
+  size_t size_bytes_;
+};
+
+// A view of an f32 matrix in backend memory: element (r, c) is data[r * stride + c].
+// Rows are tokens (or token x head, token x expert slot) and columns features, unless an op says
+// otherwise. Views do not own memory.
+struct Matrix {
+  float* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t stride = 0;  // elements between the starts of consecutive rows, >= cols
+
+  static Matrix of(void* data, int64_t rows, int64_t cols) {
+    return {static_cast<float*>(data), rows, cols, cols};
+  }
+  bool contiguous() const { return stride == cols; }
+  // Rows [begin, begin + count).
+  Matrix row_range(int64_t begin, int64_t count) const {
+    assert(begin >= 0 && count >= 0 && begin + count <= rows);
+    return {data + begin * stride, count, cols, stride};
+  }
+  // The same elements seen as new_rows x new_cols (e.g. [tokens][heads*head_dim] as
+  // [tokens*heads][head_dim]). The view must be contiguous.
+  Matrix reshaped(int64_t new_rows, int64_t new_cols) const {
+    assert(contiguous() && new_rows * new_cols == rows * cols);
+    return {data, new_rows, new_cols, new_cols};
+  }
+};
+
+// A contiguous view of an int32 matrix in backend memory: element (r, c) is data[r * cols + c].
+// Used for token ids, positions, block tables, KV slots and expert ids.
+struct IndexMatrix {
+  int32_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+
+  static IndexMatrix of(void* data, int64_t rows, int64_t cols) {
+    return {static_cast<int32_t*>(data), rows, cols};
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Weights
+
+// What the model hands to upload_weight(): a tensor as stored in the GGUF file.
+// Shape in math order: `matrices` matrices of `rows` rows of `cols` elements (ggml order is
+// [cols, rows, matrices]). A vector (norm weight, bias) has rows == matrices == 1.
+struct WeightDesc {
+  std::string name;  // for error messages ("blk.3.attn_q.weight")
+  DType type = DType::F32;
+  int64_t cols = 0;
+  int64_t rows = 1;
+  int64_t matrices = 1;
+  const void* data = nullptr;  // host bytes: row_bytes(type, cols) * rows * matrices, any alignment
+  // When set, `data` stays valid as long as this keep-alive is held: a backend may point into it
+  // instead of copying (the CPU backend does so for memory-mapped files). When empty the backend
+  // must copy before upload_weight returns.
+  std::shared_ptr<const void> keep_alive;
+};
+
+// A weight tensor held by a backend. Callers see its shape and type; the storage is the backend's
+// (a subclass). Immutable after upload; safe to use from any thread. Must not outlive the backend.
+class Weight {
+ public:
+  virtual ~Weight() = default;
+  const std::string& name() const { return name_; }
+  DType type() const { return type_; }
+  int64_t cols() const { return cols_; }
+  int64_t rows() const { return rows_; }
+  int64_t matrices() const { return matrices_; }
+
+ protected:
+  explicit Weight(const WeightDesc& desc)
+      : name_(desc.name), type_(desc.type), cols_(desc.cols), rows_(desc.rows),
+        matrices_(desc.matrices) {}
+
+ private:
+  std::string name_;
+  DType type_;
+  int64_t cols_, rows_, matrices_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Op parameters
+
+enum class RopeLayout {
+  Normal,  // rotates adjacent pairs (x[2i], x[2i+1]): llama
+  NeoX,    // rotates halves (x[i], x[i + n_dims/2]): qwen2, qwen3, gpt-neox
+};
+
+// Rotary position embedding. For pair i (0 <= i < n_dims/2) of a head at position p the rotation
+// angle is  theta = p * freq_scale * freq_base^(-2i/n_dims) / freq_factors[i]  (freq_factors[i]
+// is 1 when absent). Elements past n_dims are left as they are.
+struct RopeParams {
+  int32_t n_dims = 0;         // rotated elements per head, even, <= head_dim
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;    // 1 / linear scaling factor
+  RopeLayout layout = RopeLayout::Normal;
+  const Weight* freq_factors = nullptr;  // optional vector of n_dims/2 factors (Llama 3 scaling)
+};
+
+// The paged KV store of one layer. Keys: [num_blocks][block_size][n_kv_heads][head_dim_k],
+// values: [num_blocks][block_size][n_kv_heads][head_dim_v], both of `type`, in backend memory.
+// A token's KV slot is block * block_size + offset; slot s of head h starts at element
+// (s * n_kv_heads + h) * head_dim. The memory belongs to whoever allocated it (model::KvCache).
+struct KvLayer {
+  void* keys = nullptr;
+  void* values = nullptr;
+  DType type = DType::F32;
+  int32_t num_blocks = 0;
+  int32_t block_size = 0;
+  int32_t n_kv_heads = 0;
+  int32_t head_dim_k = 0;
+  int32_t head_dim_v = 0;
+};
+
+// Which cache entries each token of a ragged batch attends to. Token t belongs to sequence
+// seq_index[t] and sits at position positions[t]; it attends (causally) to positions
+// 0 .. positions[t] of its sequence, whose slots are found through the sequence's block table:
+// position p lives in block block_tables[seq][p / block_size] at offset p % block_size.
+// All K/V of those positions must have been written (kv_write) before attention runs.
+struct AttentionBatch {
+  IndexMatrix positions;     // [n_tokens][1]
+  IndexMatrix seq_index;     // [n_tokens][1]
+  IndexMatrix block_tables;  // [n_seqs][max_blocks_per_seq]; entries past a sequence's end unused
+};
+
+enum class ExpertGating { Softmax };
+
+// Mixture-of-experts routing: probabilities = gating(router logits); the top-k experts per token
+// (largest probability first; ties: lower expert id first) with their probabilities as weights;
+// optionally renormalised to sum to 1 over the k chosen; then multiplied by `scale`.
+struct RoutingParams {
+  ExpertGating gating = ExpertGating::Softmax;
+  bool normalize_top_k = true;
+  float scale = 1.0f;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The interface
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+
+  // --- memory (not thread-safe: call from the thread that runs ops) ---
+
+  // Takes a weight tensor. Errors: unsupported type, out of memory.
+  virtual Result<std::unique_ptr<Weight>> upload_weight(const WeightDesc& desc) = 0;
+  // Allocates `size_bytes` of backend memory, zero-filled, aligned for any element type.
+  virtual Result<std::unique_ptr<Buffer>> allocate(size_t size_bytes) = 0;
+  // Copies between host memory and a buffer; offsets and sizes in bytes, inside the buffer.
+  virtual void write(Buffer& dst, size_t offset_bytes, const void* src, size_t size_bytes) = 0;
+  virtual void read(const Buffer& src, size_t offset_bytes, void* dst, size_t size_bytes) = 0;
+  // Copies between (or within) buffers of this backend; the ranges must not overlap.
+  virtual void copy(Buffer& dst, size_t dst_offset_bytes, const Buffer& src,
+                    size_t src_offset_bytes, size_t size_bytes) = 0;
+  // Whether kv_write / attention accept a KV store of this element type.
+  virtual bool supports_kv_type(DType type) const = 0;
+
+  // --- ops. Shapes as [rows][cols]; n = number of tokens (rows). Outputs must not overlap inputs
+  // unless an op says it may. ---
+
+  // out[t] = table row ids[t] (dequantized). table: [vocab][d]; ids: [n][1]; out: [n][d].
+  virtual void get_rows(const Weight& table, IndexMatrix ids, Matrix out) = 0;
+  // out[i] = src[rows[i]]. rows: [n][1]; out: [n][src.cols].
+  virtual void gather_rows(Matrix src, IndexMatrix rows, Matrix out) = 0;
+
+  // y = x * w^T: y[t][j] = sum_i x[t][i] * w[j][i]. w: [m][k] (one matrix); x: [n][k]; y: [n][m].
+  virtual void matmul(const Weight& w, Matrix x, Matrix y) = 0;
+  // Per-token expert matmul (mixture of experts). w: [E][m][k]; expert_ids: [n][K] (values in
+  // [0, E)); y: [n*K][m], row t*K + s = w[expert_ids[t][s]] * x_row. x is either [n][k] (row t
+  // shared by the token's K slots) or [n*K][k] (one row per slot).
+  virtual void matmul_experts(const Weight& w, Matrix x, IndexMatrix expert_ids, Matrix y) = 0;
+  // out[t] = x[t] + bias. bias: vector of x.cols. out may alias x.
+  virtual void add_bias(Matrix x, const Weight& bias, Matrix out) = 0;
+
+  // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight. weight: vector of x.cols. out may alias x.
+  virtual void rms_norm(Matrix x, const Weight& weight, float eps, Matrix out) = 0;
+  // Elementwise on equal shapes; out may alias a or b.
+  virtual void add(Matrix a, Matrix b, Matrix out) = 0;
+  virtual void mul(Matrix a, Matrix b, Matrix out) = 0;
+  // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)). out may alias gate or up.
+  virtual void swiglu(Matrix gate, Matrix up, Matrix out) = 0;
+
+  // Rotates, in place, the first params.n_dims elements of each head of x: [n][n_heads*head_dim]
+  // (contiguous heads within a row) at the positions of its row. positions: [n][1].
+  virtual void rope(Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
+                    const RopeParams& params) = 0;
+
+  // Stores the K and V of n new tokens into their slots. k: [n][n_kv_heads*head_dim_k];
+  // v: [n][n_kv_heads*head_dim_v]; slots: [n][1], each in [0, num_blocks*block_size), distinct.
+  virtual void kv_write(const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) = 0;
+  // Paged causal attention with grouped-query heads: query head h uses KV head
+  // h / (n_heads / n_kv_heads). out[t][h] = sum_p softmax_p(scale * q[t][h] . K[p]) * V[p] over
+  // the positions p of AttentionBatch. q: [n][n_heads*head_dim_k]; out: [n][n_heads*head_dim_v].
+  virtual void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
+                         float scale, Matrix out) = 0;
+
+  // Mixture-of-experts routing (see RoutingParams). router_logits: [n][E]; expert_ids: [n][K];
+  // expert_weights: [n][K].
+  virtual void route_experts(Matrix router_logits, const RoutingParams& params,
+                             IndexMatrix expert_ids, Matrix expert_weights) = 0;
+  // out[t] = sum_s weights[t][s] * slot_rows[t*K + s], summed in slot order s = 0..K-1.
+  // slot_rows: [n*K][d]; weights: [n][K]; out: [n][d].
+  virtual void weighted_sum_slots(Matrix slot_rows, Matrix weights, Matrix out) = 0;
+};
+
+}  // namespace cadenza::kernels

@@ -1,0 +1,168 @@
+// The CPU backend: memory management and op dispatch to the kernels in cpu_kernels.h.
+#include "kernels/cpu/cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "util/thread_pool.h"
+
+namespace cadenza::kernels {
+
+namespace {
+
+using cpu::CpuWeight;
+
+class CpuBuffer final : public Buffer {
+ public:
+  CpuBuffer(cpu::AlignedBytes bytes, size_t size_bytes)
+      : Buffer(bytes.get(), size_bytes), bytes_(std::move(bytes)) {}
+
+ private:
+  cpu::AlignedBytes bytes_;
+};
+
+const CpuWeight& cpu_weight(const Weight& w) { return static_cast<const CpuWeight&>(w); }
+
+const float* vector_values(const Weight& w) {
+  const CpuWeight& cw = cpu_weight(w);
+  assert(!cw.vector_f32.empty() && "expected a vector weight");
+  return cw.vector_f32.data();
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const CpuBackendOptions& options) : pool_(options.n_threads) {}
+
+  std::string_view name() const override { return "cpu"; }
+
+  Result<std::unique_ptr<Weight>> upload_weight(const WeightDesc& desc) override {
+    const std::optional<DTypeTraits> traits = dtype_traits(static_cast<uint32_t>(desc.type));
+    if (!traits || !traits->compute_supported) {
+      return make_error("tensor '{}': type {} is not supported by the cpu backend", desc.name,
+                        traits ? traits->name : "unknown");
+    }
+    if (desc.cols <= 0 || desc.rows <= 0 || desc.matrices <= 0) {
+      return make_error("tensor '{}': empty shape", desc.name);
+    }
+    const std::optional<uint64_t> row_bytes = cadenza::row_bytes(desc.type, desc.cols);
+    if (!row_bytes) {
+      return make_error("tensor '{}': row of {} elements does not fit type {}", desc.name,
+                        desc.cols, traits->name);
+    }
+    const uint64_t n_rows = static_cast<uint64_t>(desc.rows) * static_cast<uint64_t>(desc.matrices);
+    if (n_rows > std::numeric_limits<uint64_t>::max() / *row_bytes) {
+      return make_error("tensor '{}': size overflows", desc.name);
+    }
+    const uint64_t total_bytes = *row_bytes * n_rows;
+
+    auto w = std::make_unique<CpuWeight>(desc);
+    w->row_bytes = static_cast<size_t>(*row_bytes);
+    const bool aligned = reinterpret_cast<uintptr_t>(desc.data) % 16 == 0;
+    if (desc.keep_alive && aligned) {
+      w->data = static_cast<const uint8_t*>(desc.data);
+      w->keep_alive = desc.keep_alive;
+    } else {
+      w->owned = cpu::aligned_zeroed(static_cast<size_t>(total_bytes));
+      if (!w->owned) return make_error("tensor '{}': out of memory ({} bytes)", desc.name, total_bytes);
+      std::memcpy(w->owned.get(), desc.data, static_cast<size_t>(total_bytes));
+      w->data = w->owned.get();
+    }
+    if (desc.rows == 1 && desc.matrices == 1) {
+      w->vector_f32.resize(static_cast<size_t>(desc.cols));
+      cpu::decode_row(desc.type, w->data, w->vector_f32.data(), desc.cols);
+    }
+    return std::unique_ptr<Weight>(std::move(w));
+  }
+
+  Result<std::unique_ptr<Buffer>> allocate(size_t size_bytes) override {
+    cpu::AlignedBytes bytes = cpu::aligned_zeroed(size_bytes);
+    if (!bytes) return make_error("cpu backend: out of memory allocating {} bytes", size_bytes);
+    return std::unique_ptr<Buffer>(std::make_unique<CpuBuffer>(std::move(bytes), size_bytes));
+  }
+
+  void write(Buffer& dst, size_t offset_bytes, const void* src, size_t size_bytes) override {
+    assert(offset_bytes <= dst.size_bytes() && size_bytes <= dst.size_bytes() - offset_bytes);
+    if (size_bytes) std::memcpy(static_cast<uint8_t*>(dst.data()) + offset_bytes, src, size_bytes);
+  }
+
+  void read(const Buffer& src, size_t offset_bytes, void* dst, size_t size_bytes) override {
+    assert(offset_bytes <= src.size_bytes() && size_bytes <= src.size_bytes() - offset_bytes);
+    if (size_bytes) {
+      std::memcpy(dst, static_cast<const uint8_t*>(src.data()) + offset_bytes, size_bytes);
+    }
+  }
+
+  void copy(Buffer& dst, size_t dst_offset_bytes, const Buffer& src, size_t src_offset_bytes,
+            size_t size_bytes) override {
+    assert(dst_offset_bytes <= dst.size_bytes() && size_bytes <= dst.size_bytes() - dst_offset_bytes);
+    assert(src_offset_bytes <= src.size_bytes() && size_bytes <= src.size_bytes() - src_offset_bytes);
+    if (size_bytes) {
+      std::memcpy(static_cast<uint8_t*>(dst.data()) + dst_offset_bytes,
+                  static_cast<const uint8_t*>(src.data()) + src_offset_bytes, size_bytes);
+    }
+  }
+
+  bool supports_kv_type(DType type) const override { return type == DType::F32; }
+
+  void get_rows(const Weight& table, IndexMatrix ids, Matrix out) override {
+    cpu::get_rows(pool_, cpu_weight(table), ids, out);
+  }
+  void gather_rows(Matrix src, IndexMatrix rows, Matrix out) override {
+    cpu::gather_rows(pool_, src, rows, out);
+  }
+  void matmul(const Weight& w, Matrix x, Matrix y) override {
+    cpu::matmul(pool_, cpu_weight(w), x, y);
+  }
+  void matmul_experts(const Weight& w, Matrix x, IndexMatrix expert_ids, Matrix y) override {
+    cpu::matmul_experts(pool_, cpu_weight(w), x, expert_ids, y);
+  }
+  void add_bias(Matrix x, const Weight& bias, Matrix out) override {
+    assert(bias.cols() == x.cols);
+    cpu::add_bias(pool_, x, vector_values(bias), out);
+  }
+  void rms_norm(Matrix x, const Weight& weight, float eps, Matrix out) override {
+    assert(weight.cols() == x.cols);
+    cpu::rms_norm(pool_, x, vector_values(weight), eps, out);
+  }
+  void add(Matrix a, Matrix b, Matrix out) override { cpu::add(pool_, a, b, out); }
+  void mul(Matrix a, Matrix b, Matrix out) override { cpu::mul(pool_, a, b, out); }
+  void swiglu(Matrix gate, Matrix up, Matrix out) override { cpu::swiglu(pool_, gate, up, out); }
+  void rope(Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
+            const RopeParams& params) override {
+    const float* factors = nullptr;
+    if (params.freq_factors) {
+      assert(params.freq_factors->cols() == params.n_dims / 2);
+      factors = vector_values(*params.freq_factors);
+    }
+    cpu::rope(pool_, x, n_heads, head_dim, positions, params, factors);
+  }
+  void kv_write(const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) override {
+    assert(kv.type == DType::F32);
+    cpu::kv_write(pool_, kv, k, v, slots);
+  }
+  void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
+                 float scale, Matrix out) override {
+    assert(kv.type == DType::F32);
+    cpu::attention(pool_, q, kv, batch, n_heads, scale, out);
+  }
+  void route_experts(Matrix router_logits, const RoutingParams& params, IndexMatrix expert_ids,
+                     Matrix expert_weights) override {
+    cpu::route_experts(pool_, router_logits, params, expert_ids, expert_weights);
+  }
+  void weighted_sum_slots(Matrix slot_rows, Matrix weights, Matrix out) override {
+    cpu::weighted_sum_slots(pool_, slot_rows, weights, out);
+  }
+
+ private:
+  ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+}  // namespace cadenza::kernels

@@ -1,0 +1,77 @@
+// Internal to the CPU backend: its weight storage and the kernels behind each Backend op.
+// Kernels take views (Matrix / IndexMatrix) of host memory and a thread pool; each output row is
+// computed by one thread with a fixed reduction order (see backend.h, batch invariance).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "util/thread_pool.h"
+
+namespace cadenza::kernels::cpu {
+
+// Frees memory from std::aligned_alloc.
+struct AlignedFree {
+  void operator()(void* p) const;
+};
+using AlignedBytes = std::unique_ptr<uint8_t[], AlignedFree>;
+// size_bytes rounded up to the alignment, zero-filled; nullptr when out of memory.
+AlignedBytes aligned_zeroed(size_t size_bytes);
+inline constexpr size_t kAlignment = 64;
+
+// A weight in host memory, in its file type: matrix m, row r starts at
+// data + (m * rows + r) * row_bytes. Vectors (rows == matrices == 1) are also decoded to f32 once.
+class CpuWeight final : public Weight {
+ public:
+  explicit CpuWeight(const WeightDesc& desc) : Weight(desc) {}
+  const uint8_t* data = nullptr;
+  size_t row_bytes = 0;
+  std::shared_ptr<const void> keep_alive;  // when `data` points into the caller's memory
+  AlignedBytes owned;                      // when `data` is our copy
+  std::vector<float> vector_f32;           // for vectors only: the values as f32
+
+  const uint8_t* row(int64_t matrix, int64_t r) const {
+    return data + (static_cast<size_t>(matrix) * static_cast<size_t>(rows()) +
+                   static_cast<size_t>(r)) * row_bytes;
+  }
+};
+
+// Per-thread scratch memory that only grows; distinct slots may be used at the same time by one
+// thread. Valid until the next call with the same slot on the same thread.
+enum class Scratch { DecodedRows, RowTemp, Attention };
+float* thread_scratch(Scratch slot, size_t n_floats);
+
+// Decodes n elements of type t into f32 (F16 through a lookup table, others via dequantize_row).
+void decode_row(DType t, const void* src, float* dst, int64_t n);
+
+// Dot product of n floats with a fixed summation order: 8 interleaved partial sums
+// (element i goes to sum i % 8), combined pairwise. The order depends only on n.
+float dot(const float* a, const float* b, int64_t n);
+
+void get_rows(ThreadPool& pool, const CpuWeight& table, IndexMatrix ids, Matrix out);
+void gather_rows(ThreadPool& pool, Matrix src, IndexMatrix rows, Matrix out);
+void matmul(ThreadPool& pool, const CpuWeight& w, Matrix x, Matrix y);
+void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix expert_ids,
+                    Matrix y);
+
+void add_bias(ThreadPool& pool, Matrix x, const float* bias, Matrix out);
+void rms_norm(ThreadPool& pool, Matrix x, const float* weight, float eps, Matrix out);
+void add(ThreadPool& pool, Matrix a, Matrix b, Matrix out);
+void mul(ThreadPool& pool, Matrix a, Matrix b, Matrix out);
+void swiglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out);
+// freq_factors: n_dims/2 values or nullptr.
+void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
+          const RopeParams& params, const float* freq_factors);
+void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& params,
+                   IndexMatrix expert_ids, Matrix expert_weights);
+void weighted_sum_slots(ThreadPool& pool, Matrix slot_rows, Matrix weights, Matrix out);
+
+// F32 KV store only.
+void kv_write(ThreadPool& pool, const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots);
+void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBatch& batch,
+               int32_t n_heads, float scale, Matrix out);
+
+}  // namespace cadenza::kernels::cpu

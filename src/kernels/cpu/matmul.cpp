@@ -1,0 +1,177 @@
+// CPU matmul, expert matmul and row lookups: weight rows are decoded to f32 (a tile of rows at a
+// time, into per-thread scratch) and dotted against every input row.
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "tensor/quant.h"
+
+namespace cadenza::kernels::cpu {
+
+void AlignedFree::operator()(void* p) const { std::free(p); }
+
+AlignedBytes aligned_zeroed(size_t size_bytes) {
+  const size_t rounded = (std::max<size_t>(size_bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  if (rounded < size_bytes) return nullptr;  // overflow
+  void* p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) return nullptr;
+  std::memset(p, 0, rounded);
+  return AlignedBytes(static_cast<uint8_t*>(p));
+}
+
+namespace {
+
+// fp16 -> f32 for all 65536 bit patterns, built once from the reference conversion.
+const float* fp16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t i = 0; i < 65536; ++i) t[i] = fp16_to_fp32(static_cast<uint16_t>(i));
+    return t;
+  }();
+  return table.data();
+}
+
+// Weight rows decoded per tile: enough to reuse each input row from cache, bounded in bytes.
+int64_t tile_rows_for(int64_t k) { return std::clamp<int64_t>(16384 / std::max<int64_t>(k, 1), 1, 16); }
+
+// For output rows [r0, r1) of one weight matrix (rows at `matrix_rows`, `row_bytes` apart):
+// y_rows[j][r] = dot(w[r], x_rows[j]) for each of the n input rows.
+void matmul_tile(const CpuWeight& w, const uint8_t* matrix_rows, int64_t r0, int64_t r1,
+                 const float* const* x_rows, float* const* y_rows, int64_t n) {
+  const int64_t k = w.cols();
+  const int64_t count = r1 - r0;
+  const float* decoded;
+  if (w.type() == DType::F32) {
+    decoded = reinterpret_cast<const float*>(matrix_rows + static_cast<size_t>(r0) * w.row_bytes);
+  } else {
+    float* scratch = thread_scratch(Scratch::DecodedRows, static_cast<size_t>(count * k));
+    for (int64_t r = 0; r < count; ++r) {
+      decode_row(w.type(), matrix_rows + static_cast<size_t>(r0 + r) * w.row_bytes,
+                 scratch + r * k, k);
+    }
+    decoded = scratch;
+  }
+  for (int64_t j = 0; j < n; ++j) {
+    const float* x = x_rows[j];
+    float* y = y_rows[j] + r0;
+    for (int64_t r = 0; r < count; ++r) y[r] = dot(decoded + r * k, x, k);
+  }
+}
+
+}  // namespace
+
+float* thread_scratch(Scratch slot, size_t n_floats) {
+  thread_local std::array<std::vector<float>, 3> scratch;
+  std::vector<float>& v = scratch[static_cast<size_t>(slot)];
+  if (v.size() < n_floats) v.resize(n_floats);
+  return v.data();
+}
+
+void decode_row(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16: {
+      const float* table = fp16_table();
+      const auto* bytes = static_cast<const uint8_t*>(src);
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        dst[i] = table[h];
+      }
+      return;
+    }
+    default:
+      dequantize_row(t, src, dst, n);
+  }
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  std::array<float, 8> acc{};
+  const int64_t full = n / 8 * 8;
+  for (int64_t i = 0; i < full; i += 8) {
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  }
+  for (int64_t i = full; i < n; ++i) acc[i - full] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+void get_rows(ThreadPool& pool, const CpuWeight& table, IndexMatrix ids, Matrix out) {
+  assert(ids.cols == 1 && out.rows == ids.rows && out.cols == table.cols());
+  pool.parallel_for(ids.rows, [&](int64_t t, int) {
+    const int32_t id = ids.data[t];
+    assert(id >= 0 && id < table.rows());
+    decode_row(table.type(), table.row(0, id), out.data + t * out.stride, out.cols);
+  });
+}
+
+void gather_rows(ThreadPool& pool, Matrix src, IndexMatrix rows, Matrix out) {
+  assert(rows.cols == 1 && out.rows == rows.rows && out.cols == src.cols);
+  pool.parallel_for(rows.rows, [&](int64_t i, int) {
+    const int32_t r = rows.data[i];
+    assert(r >= 0 && r < src.rows);
+    std::memcpy(out.data + i * out.stride, src.data + r * src.stride,
+                static_cast<size_t>(src.cols) * sizeof(float));
+  });
+}
+
+void matmul(ThreadPool& pool, const CpuWeight& w, Matrix x, Matrix y) {
+  assert(w.matrices() == 1 && x.cols == w.cols() && y.cols == w.rows() && y.rows == x.rows);
+  const int64_t n = x.rows;
+  if (n == 0) return;
+  std::vector<const float*> x_rows(static_cast<size_t>(n));
+  std::vector<float*> y_rows(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    x_rows[t] = x.data + t * x.stride;
+    y_rows[t] = y.data + t * y.stride;
+  }
+  const int64_t m = w.rows();
+  const int64_t tile = tile_rows_for(w.cols());
+  const int64_t n_tiles = (m + tile - 1) / tile;
+  pool.parallel_for(n_tiles, [&](int64_t i, int) {
+    const int64_t r0 = i * tile;
+    matmul_tile(w, w.row(0, 0), r0, std::min(m, r0 + tile), x_rows.data(), y_rows.data(), n);
+  });
+}
+
+void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix expert_ids,
+                    Matrix y) {
+  const int64_t n = expert_ids.rows;
+  const int64_t slots = expert_ids.cols;
+  const int64_t n_experts = w.matrices();
+  assert(x.cols == w.cols() && y.cols == w.rows() && y.rows == n * slots);
+  assert(x.rows == n || x.rows == n * slots);
+  const bool x_per_slot = x.rows == n * slots && slots != 1;
+
+  // Group the (token, slot) pairs by expert; within an expert they stay in token order.
+  std::vector<std::vector<const float*>> x_rows(static_cast<size_t>(n_experts));
+  std::vector<std::vector<float*>> y_rows(static_cast<size_t>(n_experts));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t s = 0; s < slots; ++s) {
+      const int32_t e = expert_ids.data[t * slots + s];
+      assert(e >= 0 && e < n_experts);
+      const int64_t x_row = x_per_slot ? t * slots + s : t;
+      x_rows[e].push_back(x.data + x_row * x.stride);
+      y_rows[e].push_back(y.data + (t * slots + s) * y.stride);
+    }
+  }
+  // Work items: (expert, tile) for the experts that have tokens.
+  const int64_t m = w.rows();
+  const int64_t tile = tile_rows_for(w.cols());
+  const int64_t n_tiles = (m + tile - 1) / tile;
+  std::vector<int32_t> active;
+  for (int64_t e = 0; e < n_experts; ++e) {
+    if (!x_rows[e].empty()) active.push_back(static_cast<int32_t>(e));
+  }
+  pool.parallel_for(static_cast<int64_t>(active.size()) * n_tiles, [&](int64_t i, int) {
+    const int32_t e = active[static_cast<size_t>(i / n_tiles)];
+    const int64_t r0 = (i % n_tiles) * tile;
+    matmul_tile(w, w.row(e, 0), r0, std::min(m, r0 + tile), x_rows[e].data(), y_rows[e].data(),
+                static_cast<int64_t>(x_rows[e].size()));
+  });
+}
+
+}  // namespace cadenza::kernels::cpu

@@ -1,0 +1,172 @@
+// CPU row-wise ops: bias, RMS norm, elementwise, SwiGLU, RoPE, expert routing.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace cadenza::kernels::cpu {
+
+namespace {
+
+// Runs fn(row) for every row; rows are grouped so that each task has a few thousand elements.
+template <typename Fn>
+void for_each_row(ThreadPool& pool, int64_t rows, int64_t cols, Fn&& fn) {
+  const int64_t rows_per_task = std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1));
+  const int64_t tasks = (rows + rows_per_task - 1) / rows_per_task;
+  pool.parallel_for(tasks, [&](int64_t task, int) {
+    const int64_t end = std::min(rows, (task + 1) * rows_per_task);
+    for (int64_t r = task * rows_per_task; r < end; ++r) fn(r);
+  });
+}
+
+[[maybe_unused]] bool same_shape(const Matrix& a, const Matrix& b) { return a.rows == b.rows && a.cols == b.cols; }
+
+}  // namespace
+
+void add_bias(ThreadPool& pool, Matrix x, const float* bias, Matrix out) {
+  assert(same_shape(x, out));
+  for_each_row(pool, x.rows, x.cols, [&](int64_t r) {
+    const float* xr = x.data + r * x.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < x.cols; ++i) o[i] = xr[i] + bias[i];
+  });
+}
+
+void rms_norm(ThreadPool& pool, Matrix x, const float* weight, float eps, Matrix out) {
+  assert(same_shape(x, out));
+  for_each_row(pool, x.rows, x.cols, [&](int64_t r) {
+    const float* xr = x.data + r * x.stride;
+    float* o = out.data + r * out.stride;
+    double sum_sq = 0.0;  // in order, in double: exact enough that the order hardly matters
+    for (int64_t i = 0; i < x.cols; ++i) sum_sq += static_cast<double>(xr[i]) * xr[i];
+    const float mean = static_cast<float>(sum_sq / static_cast<double>(x.cols));
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    for (int64_t i = 0; i < x.cols; ++i) o[i] = (xr[i] * scale) * weight[i];
+  });
+}
+
+void add(ThreadPool& pool, Matrix a, Matrix b, Matrix out) {
+  assert(same_shape(a, b) && same_shape(a, out));
+  for_each_row(pool, a.rows, a.cols, [&](int64_t r) {
+    const float* ar = a.data + r * a.stride;
+    const float* br = b.data + r * b.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < a.cols; ++i) o[i] = ar[i] + br[i];
+  });
+}
+
+void mul(ThreadPool& pool, Matrix a, Matrix b, Matrix out) {
+  assert(same_shape(a, b) && same_shape(a, out));
+  for_each_row(pool, a.rows, a.cols, [&](int64_t r) {
+    const float* ar = a.data + r * a.stride;
+    const float* br = b.data + r * b.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < a.cols; ++i) o[i] = ar[i] * br[i];
+  });
+}
+
+void swiglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out) {
+  assert(same_shape(gate, up) && same_shape(gate, out));
+  for_each_row(pool, gate.rows, gate.cols, [&](int64_t r) {
+    const float* g = gate.data + r * gate.stride;
+    const float* u = up.data + r * up.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < gate.cols; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+  });
+}
+
+void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
+          const RopeParams& params, const float* freq_factors) {
+  assert(x.cols == static_cast<int64_t>(n_heads) * head_dim && positions.rows == x.rows);
+  assert(params.n_dims > 0 && params.n_dims % 2 == 0 && params.n_dims <= head_dim);
+  const int32_t half = params.n_dims / 2;
+  // Angle per unit of position for each pair, in double.
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int32_t i = 0; i < half; ++i) {
+    double f = static_cast<double>(params.freq_scale) *
+               std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_dims);
+    if (freq_factors) f /= static_cast<double>(freq_factors[i]);
+    inv_freq[static_cast<size_t>(i)] = f;
+  }
+  const bool neox = params.layout == RopeLayout::NeoX;
+  pool.parallel_for(x.rows, [&](int64_t r, int) {
+    float* cs = thread_scratch(Scratch::RowTemp, 2 * static_cast<size_t>(half));
+    const double pos = positions.data[r * positions.cols];
+    for (int32_t i = 0; i < half; ++i) {
+      const double theta = pos * inv_freq[static_cast<size_t>(i)];
+      cs[2 * i] = static_cast<float>(std::cos(theta));
+      cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+    }
+    float* row = x.data + r * x.stride;
+    for (int32_t h = 0; h < n_heads; ++h) {
+      float* head = row + static_cast<int64_t>(h) * head_dim;
+      for (int32_t i = 0; i < half; ++i) {
+        const int32_t i0 = neox ? i : 2 * i;
+        const int32_t i1 = neox ? i + half : 2 * i + 1;
+        const float c = cs[2 * i], s = cs[2 * i + 1];
+        const float a = head[i0], b = head[i1];
+        head[i0] = a * c - b * s;
+        head[i1] = a * s + b * c;
+      }
+    }
+  });
+}
+
+void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& params,
+                   IndexMatrix expert_ids, Matrix expert_weights) {
+  const int64_t n_experts = router_logits.cols;
+  const int64_t k = expert_ids.cols;
+  assert(expert_ids.rows == router_logits.rows && expert_weights.rows == router_logits.rows);
+  assert(expert_weights.cols == k && k >= 1 && k <= n_experts);
+  assert(params.gating == ExpertGating::Softmax);
+  pool.parallel_for(router_logits.rows, [&](int64_t t, int) {
+    const float* logits = router_logits.data + t * router_logits.stride;
+    float* probs = thread_scratch(Scratch::RowTemp, static_cast<size_t>(n_experts));
+    float max_logit = logits[0];
+    for (int64_t e = 1; e < n_experts; ++e) max_logit = std::max(max_logit, logits[e]);
+    float sum = 0.0f;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      probs[e] = std::exp(logits[e] - max_logit);
+      sum += probs[e];
+    }
+    for (int64_t e = 0; e < n_experts; ++e) probs[e] /= sum;
+
+    int32_t* ids = expert_ids.data + t * k;
+    float* weights = expert_weights.data + t * expert_weights.stride;
+    // Selection by repeated scans (k is small); strict '>' keeps the lower id on ties.
+    for (int64_t s = 0; s < k; ++s) {
+      int64_t best = -1;
+      for (int64_t e = 0; e < n_experts; ++e) {
+        bool taken = false;
+        for (int64_t p = 0; p < s; ++p) taken = taken || ids[p] == e;
+        if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+      }
+      ids[s] = static_cast<int32_t>(best);
+      weights[s] = probs[best];
+    }
+    if (params.normalize_top_k) {
+      float total = 0.0f;
+      for (int64_t s = 0; s < k; ++s) total += weights[s];
+      for (int64_t s = 0; s < k; ++s) weights[s] /= total;
+    }
+    if (params.scale != 1.0f) {
+      for (int64_t s = 0; s < k; ++s) weights[s] *= params.scale;
+    }
+  });
+}
+
+void weighted_sum_slots(ThreadPool& pool, Matrix slot_rows, Matrix weights, Matrix out) {
+  const int64_t k = weights.cols;
+  assert(slot_rows.rows == out.rows * k && slot_rows.cols == out.cols && weights.rows == out.rows);
+  for_each_row(pool, out.rows, out.cols * k, [&](int64_t t) {
+    float* o = out.data + t * out.stride;
+    const float* w = weights.data + t * weights.stride;
+    for (int64_t s = 0; s < k; ++s) {
+      const float* src = slot_rows.data + (t * k + s) * slot_rows.stride;
+      for (int64_t i = 0; i < out.cols; ++i) o[i] = s == 0 ? w[0] * src[i] : o[i] + w[s] * src[i];
+    }
+  });
+}
+
+}  // namespace cadenza::kernels::cpu

@@ -1,0 +1,294 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "gguf/gguf.h"
+
+namespace cadenza::model {
+
+namespace {
+
+// Bounds that reject nonsense from hostile files early. Real models are far inside them; the
+// tensor shapes checked at load are the final word.
+constexpr int64_t kMaxEmbd = 1 << 20;
+constexpr int64_t kMaxLayers = 1 << 12;
+constexpr int64_t kMaxHeads = 1 << 14;
+constexpr int64_t kMaxHeadDim = 1 << 14;
+constexpr int64_t kMaxFf = 1 << 22;
+constexpr int64_t kMaxExperts = 1 << 12;
+constexpr int64_t kMaxContext = int64_t{1} << 31;
+
+class MetadataReader {
+ public:
+  MetadataReader(const gguf::GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+
+  std::string key(std::string_view suffix) const { return arch_ + "." + std::string(suffix); }
+
+  Result<int64_t> count(std::string_view suffix, int64_t min, int64_t max) const {
+    const std::string k = key(suffix);
+    Result<uint64_t> v = file_.get_uint(k);
+    if (!v) return v.error_value();
+    return check_range(k, *v, min, max);
+  }
+  // The fallback must satisfy the range too (it is often derived from other keys).
+  Result<int64_t> count_or(std::string_view suffix, int64_t fallback, int64_t min,
+                           int64_t max) const {
+    const std::string k = key(suffix);
+    if (file_.find(k)) return count(suffix, min, max);
+    if (fallback < min || fallback > max) {
+      return make_error("{}: key '{}' is missing and its default {} is out of range [{}, {}]",
+                        file_.name(), k, fallback, min, max);
+    }
+    return fallback;
+  }
+  Result<double> real_or(std::string_view suffix, double fallback) const {
+    const std::string k = key(suffix);
+    Result<double> v = file_.get_float_or(k, fallback);
+    if (!v) return v.error_value();
+    if (!std::isfinite(*v)) return make_error("{}: key '{}' is not a finite number", file_.name(), k);
+    return *v;
+  }
+  bool has(std::string_view suffix) const { return file_.find(key(suffix)) != nullptr; }
+  const gguf::GgufFile& file() const { return file_; }
+
+ private:
+  Result<int64_t> check_range(const std::string& k, uint64_t v, int64_t min, int64_t max) const {
+    if (v < static_cast<uint64_t>(min) || v > static_cast<uint64_t>(max)) {
+      return make_error("{}: key '{}' = {} is out of range [{}, {}]", file_.name(), k, v, min, max);
+    }
+    return static_cast<int64_t>(v);
+  }
+  const gguf::GgufFile& file_;
+  std::string arch_;
+};
+
+#define CADENZA_TRY_ASSIGN(lhs, expr)      \
+  do {                                     \
+    auto try_result_ = (expr);             \
+    if (!try_result_) return try_result_.error_value(); \
+    lhs = *try_result_;                    \
+  } while (0)
+
+// Llama 3 frequency divisors (the scheme Meta published with Llama 3.1): wavelengths shorter than
+// original_context / high_freq_factor are kept, longer than original_context / low_freq_factor
+// are divided by `factor`, and the band between is interpolated.
+std::vector<float> llama3_freq_factors(int32_t rope_dims, double freq_base, double factor,
+                                       double low_freq_factor, double high_freq_factor,
+                                       double original_context) {
+  std::vector<float> factors;
+  const double low_freq_wavelen = original_context / low_freq_factor;
+  const double high_freq_wavelen = original_context / high_freq_factor;
+  for (int32_t i = 0; i < rope_dims / 2; ++i) {
+    const double freq = std::pow(freq_base, -2.0 * i / rope_dims);
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    double divisor;
+    if (wavelen < high_freq_wavelen) {
+      divisor = 1.0;
+    } else if (wavelen > low_freq_wavelen) {
+      divisor = factor;
+    } else {
+      const double smooth =
+          (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      divisor = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    factors.push_back(static_cast<float>(divisor));
+  }
+  return factors;
+}
+
+Status read_rope(const MetadataReader& md, ModelConfig& c) {
+  const gguf::GgufFile& file = md.file();
+  CADENZA_TRY_ASSIGN(c.rope_dims, md.count_or("rope.dimension_count", c.head_dim_k, 2, c.head_dim_k));
+  if (c.rope_dims % 2 != 0) {
+    return make_error("{}: key '{}' = {} must be even", file.name(), md.key("rope.dimension_count"),
+                      c.rope_dims);
+  }
+  double freq_base = 0;
+  CADENZA_TRY_ASSIGN(freq_base, md.real_or("rope.freq_base", 10000.0));
+  if (freq_base <= 1.0) {
+    return make_error("{}: key '{}' = {} must be > 1", file.name(), md.key("rope.freq_base"), freq_base);
+  }
+  c.rope_freq_base = static_cast<float>(freq_base);
+
+  std::string type = "none";
+  if (md.has("rope.scaling.type")) {
+    Result<std::string> t = file.get_string(md.key("rope.scaling.type"));
+    if (!t) return t.error_value();
+    type = *t;
+  }
+  double factor = 0;
+  if (md.has("rope.scaling.factor")) {
+    CADENZA_TRY_ASSIGN(factor, md.real_or("rope.scaling.factor", 0.0));
+  } else {
+    CADENZA_TRY_ASSIGN(factor, md.real_or("rope.scale_linear", 0.0));  // the older key
+  }
+  if (factor < 0) {
+    return make_error("{}: rope scaling factor {} must be positive", file.name(), factor);
+  }
+
+  c.has_rope_freqs_tensor = file.find_tensor("rope_freqs.weight") != nullptr;
+  if (type == "none" || (type == "linear" && (factor == 0.0 || factor == 1.0))) {
+    c.rope_scaling = RopeScaling::None;
+  } else if (type == "linear") {
+    c.rope_scaling = RopeScaling::Linear;
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+  } else if (type == "llama3") {
+    if (c.has_rope_freqs_tensor) {
+      c.rope_scaling = RopeScaling::Llama3;
+    } else {
+      double low = 0, high = 0, original = 0;
+      for (const char* k : {"rope.scaling.factor", "rope.scaling.low_freq_factor",
+                            "rope.scaling.high_freq_factor", "rope.scaling.original_context_length"}) {
+        if (!md.has(k)) {
+          return make_error("{}: rope scaling 'llama3' needs key '{}' or a rope_freqs.weight tensor",
+                            file.name(), md.key(k));
+        }
+      }
+      CADENZA_TRY_ASSIGN(low, md.real_or("rope.scaling.low_freq_factor", 0.0));
+      CADENZA_TRY_ASSIGN(high, md.real_or("rope.scaling.high_freq_factor", 0.0));
+      CADENZA_TRY_ASSIGN(original, md.real_or("rope.scaling.original_context_length", 0.0));
+      if (!(factor > 0 && low > 0 && high > low && original > 0)) {
+        return make_error("{}: invalid llama3 rope scaling (factor {}, low {}, high {}, context {})",
+                          file.name(), factor, low, high, original);
+      }
+      c.rope_scaling = RopeScaling::Llama3;
+      c.rope_freq_factors = llama3_freq_factors(c.rope_dims, freq_base, factor, low, high, original);
+    }
+  } else {
+    return make_error("{}: rope scaling type '{}' is not supported (supported: none, linear, llama3)",
+                      file.name(), type);
+  }
+  if (c.has_rope_freqs_tensor) c.rope_scaling = RopeScaling::Llama3;
+  return {};
+}
+
+}  // namespace
+
+Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file) {
+  ModelConfig c;
+  Result<std::string> arch = file.get_string("general.architecture");
+  if (!arch) return arch.error_value();
+  c.architecture = *arch;
+  if (c.architecture == "llama") {
+    c.arch = Architecture::Llama;
+  } else if (c.architecture == "qwen2") {
+    c.arch = Architecture::Qwen2;
+  } else if (c.architecture == "qwen3") {
+    c.arch = Architecture::Qwen3;
+  } else if (c.architecture == "qwen3moe") {
+    c.arch = Architecture::Qwen3Moe;
+  } else {
+    return make_error("{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, "
+                      "qwen3moe)", file.name(), c.architecture);
+  }
+  {
+    Result<std::string> name = file.get_string_or("general.name", "");
+    if (!name) return name.error_value();
+    c.name = *name;
+  }
+  const MetadataReader md(file, c.architecture);
+
+  const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (!embd) return make_error("{}: tensor 'token_embd.weight' is missing", file.name());
+  if (embd->shape.size() != 2) {
+    return make_error("{}: tensor 'token_embd.weight' must have 2 dimensions", file.name());
+  }
+  c.n_vocab = embd->shape[1];
+
+  CADENZA_TRY_ASSIGN(c.context_length, md.count("context_length", 1, kMaxContext));
+  CADENZA_TRY_ASSIGN(c.n_embd, md.count("embedding_length", 1, kMaxEmbd));
+  CADENZA_TRY_ASSIGN(c.n_layers, md.count("block_count", 1, kMaxLayers));
+  CADENZA_TRY_ASSIGN(c.n_heads, md.count("attention.head_count", 1, kMaxHeads));
+  CADENZA_TRY_ASSIGN(c.n_kv_heads, md.count_or("attention.head_count_kv", c.n_heads, 1, c.n_heads));
+  if (c.n_heads % c.n_kv_heads != 0) {
+    return make_error("{}: head_count {} is not a multiple of head_count_kv {}", file.name(),
+                      c.n_heads, c.n_kv_heads);
+  }
+  const int64_t default_head_dim = c.n_embd / c.n_heads;
+  CADENZA_TRY_ASSIGN(c.head_dim_k, md.count_or("attention.key_length", default_head_dim, 1, kMaxHeadDim));
+  CADENZA_TRY_ASSIGN(c.head_dim_v, md.count_or("attention.value_length", default_head_dim, 1, kMaxHeadDim));
+  double eps = 0;
+  CADENZA_TRY_ASSIGN(eps, md.real_or("attention.layer_norm_rms_epsilon", 1e-5));
+  if (!(eps > 0 && eps < 1)) {
+    return make_error("{}: key '{}' = {} is out of range (0, 1)", file.name(),
+                      md.key("attention.layer_norm_rms_epsilon"), eps);
+  }
+  c.rms_norm_eps = static_cast<float>(eps);
+
+  CADENZA_TRY_ASSIGN(c.n_experts, md.count_or("expert_count", 0, 0, kMaxExperts));
+  if (c.arch == Architecture::Qwen3Moe && c.n_experts == 0) {
+    return make_error("{}: key '{}' is missing or 0 (qwen3moe needs experts)", file.name(),
+                      md.key("expert_count"));
+  }
+  if (c.n_experts > 0) {
+    CADENZA_TRY_ASSIGN(c.n_experts_used, md.count("expert_used_count", 1, c.n_experts));
+  }
+  // A dense FFN width is not needed by qwen3moe (all layers are experts) but is usually present.
+  CADENZA_TRY_ASSIGN(c.n_ff, c.arch == Architecture::Qwen3Moe
+                                 ? md.count_or("feed_forward_length", 0, 0, kMaxFf)
+                                 : md.count("feed_forward_length", 1, kMaxFf));
+  if (c.n_experts > 0) {
+    CADENZA_TRY_ASSIGN(c.n_ff_expert, md.count_or("expert_feed_forward_length", c.n_ff, 1, kMaxFf));
+    // llama (Mixtral) and qwen3moe both renormalise the top-k softmax weights; a file may say
+    // otherwise explicitly.
+    Result<bool> norm = file.get_bool_or(md.key("expert_weights_norm"), true);
+    if (!norm) return norm.error_value();
+    c.moe_normalize_top_k = *norm;
+    // Gating function as the reference numbers it: 1 = softmax (the default), 2 = sigmoid.
+    int64_t gating = 1;
+    CADENZA_TRY_ASSIGN(gating, md.count_or("expert_gating_func", 1, 0, 16));
+    if (gating != 1) {
+      return make_error("{}: key '{}' = {}: only softmax gating (1) is supported", file.name(),
+                        md.key("expert_gating_func"), gating);
+    }
+    double scale = 0;
+    CADENZA_TRY_ASSIGN(scale, md.real_or("expert_weights_scale", 0.0));
+    c.moe_weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
+  }
+
+  switch (c.arch) {
+    case Architecture::Llama:
+      c.rope_layout = kernels::RopeLayout::Normal;
+      c.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
+      break;
+    case Architecture::Qwen2:
+      c.rope_layout = kernels::RopeLayout::NeoX;
+      c.qkv_bias = true;
+      break;
+    case Architecture::Qwen3:
+    case Architecture::Qwen3Moe:
+      c.rope_layout = kernels::RopeLayout::NeoX;
+      c.qk_norm = true;
+      break;
+  }
+
+  Status rope = read_rope(md, c);
+  if (!rope) return rope.error_value();
+
+  c.tied_output = file.find_tensor("output.weight") == nullptr;
+  return c;
+}
+
+std::string ModelConfig::summary() const {
+  std::string s = fmt::format("{}: {} layers, embd {}, heads {}/{} x {}", architecture, n_layers,
+                              n_embd, n_heads, n_kv_heads, head_dim_k);
+  if (head_dim_v != head_dim_k) s += fmt::format(" (v {})", head_dim_v);
+  if (n_experts > 0) {
+    s += fmt::format(", experts {} (top {}) x ffn {}", n_experts, n_experts_used, n_ff_expert);
+  } else {
+    s += fmt::format(", ffn {}", n_ff);
+  }
+  s += fmt::format(", vocab {}, context {}, rope {} base {}", n_vocab, context_length,
+                   rope_layout == kernels::RopeLayout::NeoX ? "neox" : "normal", rope_freq_base);
+  if (rope_scaling == RopeScaling::Linear) s += fmt::format(" linear x{}", 1.0f / rope_freq_scale);
+  if (rope_scaling == RopeScaling::Llama3) s += " llama3";
+  if (qkv_bias) s += ", qkv bias";
+  if (qk_norm) s += ", qk norm";
+  if (tied_output) s += ", tied output";
+  return s;
+}
+
+#undef CADENZA_TRY_ASSIGN
+
+}  // namespace cadenza::model

@@ -1,0 +1,78 @@
+#include "model/kv_cache.h"
+
+#include <limits>
+
+#include "model/config.h"
+
+namespace cadenza::model {
+
+Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
+                                                 const ModelConfig& config,
+                                                 const KvCacheOptions& options) {
+  if (options.num_blocks <= 0 || options.block_size <= 0) {
+    return make_error("kv cache: num_blocks ({}) and block_size ({}) must be positive",
+                      options.num_blocks, options.block_size);
+  }
+  if (static_cast<int64_t>(options.num_blocks) * options.block_size >
+      std::numeric_limits<int32_t>::max()) {
+    return make_error("kv cache: {} blocks of {} tokens exceed 2^31 slots", options.num_blocks,
+                      options.block_size);
+  }
+  if (!backend.supports_kv_type(options.type)) {
+    return make_error("kv cache: the {} backend does not support element type {}", backend.name(),
+                      dtype_name(options.type));
+  }
+  const DTypeTraits& traits = cadenza::traits(options.type);
+  if (traits.block_size != 1) {
+    return make_error("kv cache: element type {} is a block type", traits.name);
+  }
+  const uint64_t slots = static_cast<uint64_t>(options.num_blocks) * static_cast<uint64_t>(options.block_size);
+  const uint64_t key_bytes = slots * static_cast<uint64_t>(config.n_kv_heads * config.head_dim_k) * traits.type_size;
+  const uint64_t value_bytes = slots * static_cast<uint64_t>(config.n_kv_heads * config.head_dim_v) * traits.type_size;
+
+  std::unique_ptr<KvCache> cache(new KvCache(backend));
+  cache->options_ = options;
+  cache->key_slot_bytes_ = static_cast<size_t>(config.n_kv_heads * config.head_dim_k) * traits.type_size;
+  cache->value_slot_bytes_ = static_cast<size_t>(config.n_kv_heads * config.head_dim_v) * traits.type_size;
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    Result<std::unique_ptr<kernels::Buffer>> keys = backend.allocate(static_cast<size_t>(key_bytes));
+    if (!keys) return make_error("kv cache: layer {} keys: {}", l, keys.error());
+    Result<std::unique_ptr<kernels::Buffer>> values = backend.allocate(static_cast<size_t>(value_bytes));
+    if (!values) return make_error("kv cache: layer {} values: {}", l, values.error());
+    kernels::KvLayer layer;
+    layer.keys = (*keys)->data();
+    layer.values = (*values)->data();
+    layer.type = options.type;
+    layer.num_blocks = options.num_blocks;
+    layer.block_size = options.block_size;
+    layer.n_kv_heads = static_cast<int32_t>(config.n_kv_heads);
+    layer.head_dim_k = static_cast<int32_t>(config.head_dim_k);
+    layer.head_dim_v = static_cast<int32_t>(config.head_dim_v);
+    cache->layers_.push_back(layer);
+    cache->buffers_.push_back(std::move(*keys));
+    cache->buffers_.push_back(std::move(*values));
+    cache->size_bytes_ += static_cast<size_t>(key_bytes + value_bytes);
+  }
+  return cache;
+}
+
+Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
+  if (src < 0 || src >= num_blocks() || dst < 0 || dst >= num_blocks() || num_tokens < 0 ||
+      num_tokens > block_size()) {
+    return make_error("kv cache: cannot copy {} slots of block {} to block {} ({} blocks of {})",
+                      num_tokens, src, dst, num_blocks(), block_size());
+  }
+  if (src == dst || num_tokens == 0) return {};
+  const size_t block = static_cast<size_t>(block_size());
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    backend_.copy(*buffers_[2 * l], static_cast<size_t>(dst) * block * key_slot_bytes_,
+                  *buffers_[2 * l], static_cast<size_t>(src) * block * key_slot_bytes_,
+                  static_cast<size_t>(num_tokens) * key_slot_bytes_);
+    backend_.copy(*buffers_[2 * l + 1], static_cast<size_t>(dst) * block * value_slot_bytes_,
+                  *buffers_[2 * l + 1], static_cast<size_t>(src) * block * value_slot_bytes_,
+                  static_cast<size_t>(num_tokens) * value_slot_bytes_);
+  }
+  return {};
+}
+
+}  // namespace cadenza::model

@@ -1,0 +1,59 @@
+// KvCache: the paged K/V store of one model, in backend memory: for every layer, num_blocks
+// blocks of block_size token slots (layout in kernels::KvLayer). It knows nothing about which
+// sequence owns which block: callers hand out blocks (a block table per sequence) and pass the
+// tables with each batch (model::Batch). A token at position p of a sequence lives in block
+// table[p / block_size] at offset p % block_size.
+//
+// Ownership: owns its buffers; must not outlive the backend. Not thread-safe.
+// Buffers: keys of layer l are buffers_[2l], values buffers_[2l + 1].
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "util/result.h"
+
+namespace cadenza::model {
+
+struct ModelConfig;
+
+struct KvCacheOptions {
+  int32_t num_blocks = 0;   // > 0
+  int32_t block_size = 16;  // tokens per block, > 0
+  DType type = DType::F32;  // element type; the backend must support it
+};
+
+class KvCache {
+ public:
+  // Allocates the store for `config`'s layers and KV heads. Errors: bad options, a type the
+  // backend does not support, out of memory.
+  static Result<std::unique_ptr<KvCache>> create(kernels::Backend& backend,
+                                                 const ModelConfig& config,
+                                                 const KvCacheOptions& options);
+
+  int32_t num_blocks() const { return options_.num_blocks; }
+  int32_t block_size() const { return options_.block_size; }
+  DType type() const { return options_.type; }
+  int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
+  const kernels::KvLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  size_t size_bytes() const { return size_bytes_; }
+
+  // Copies the K/V of slots [0, num_tokens) of block `src` to the same slots of block `dst`, in
+  // every layer (copy-on-write of a partially filled block when a sequence is forked).
+  // Errors: block ids or num_tokens out of range.
+  Status copy_block(int32_t src, int32_t dst, int32_t num_tokens);
+
+ private:
+  explicit KvCache(kernels::Backend& backend) : backend_(backend) {}
+  kernels::Backend& backend_;
+  KvCacheOptions options_;
+  size_t key_slot_bytes_ = 0;    // one token slot of one layer
+  size_t value_slot_bytes_ = 0;
+  std::vector<std::unique_ptr<kernels::Buffer>> buffers_;
+  std::vector<kernels::KvLayer> layers_;
+  size_t size_bytes_ = 0;
+};
+
+}  // namespace cadenza::model

@@ -1,0 +1,103 @@
+#include "model/session.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace cadenza::model {
+
+namespace {
+constexpr int32_t kDefaultMaxTokens = 4096;
+}
+
+Session::Session(Model& model, std::unique_ptr<KvCache> kv, int32_t capacity,
+                 int32_t max_batch_tokens)
+    : model_(model), kv_(std::move(kv)), capacity_(capacity), max_batch_tokens_(max_batch_tokens) {
+  block_table_.resize(static_cast<size_t>(kv_->num_blocks()));
+  std::iota(block_table_.begin(), block_table_.end(), 0);
+}
+
+Result<std::unique_ptr<Session>> Session::create(Model& model, const SessionOptions& options) {
+  if (options.max_tokens < 0 || options.block_size <= 0 || options.max_batch_tokens <= 0) {
+    return make_error("session: invalid options (max_tokens {}, block_size {}, max_batch_tokens {})",
+                      options.max_tokens, options.block_size, options.max_batch_tokens);
+  }
+  int64_t max_tokens = options.max_tokens;
+  if (max_tokens == 0) max_tokens = std::min<int64_t>(model.config().context_length, kDefaultMaxTokens);
+  KvCacheOptions kv_options;
+  kv_options.block_size = options.block_size;
+  kv_options.num_blocks = static_cast<int32_t>((max_tokens + options.block_size - 1) / options.block_size);
+  kv_options.type = options.kv_type;
+  Result<std::unique_ptr<KvCache>> kv = model.create_kv_cache(kv_options);
+  if (!kv) return kv.error_value();
+  return std::unique_ptr<Session>(new Session(model, std::move(*kv), static_cast<int32_t>(max_tokens),
+                                              options.max_batch_tokens));
+}
+
+Result<std::vector<float>> Session::eval(std::span<const int32_t> tokens) {
+  return run(tokens, false);
+}
+
+Result<std::vector<float>> Session::eval_all(std::span<const int32_t> tokens) {
+  return run(tokens, true);
+}
+
+Status Session::rewind(int32_t n) {
+  if (n < 0 || n > n_past_) {
+    return make_error("session: cannot rewind to {} tokens (the sequence has {})", n, n_past_);
+  }
+  n_past_ = n;
+  return {};
+}
+
+Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool all_logits) {
+  const int64_t n_vocab = model_.config().n_vocab;
+  if (tokens.empty()) return Error("session: no tokens to evaluate");
+  if (static_cast<int64_t>(tokens.size()) > capacity_ - n_past_) {
+    return make_error("session: context full: {} tokens do not fit ({} of {} used)", tokens.size(),
+                      n_past_, capacity_);
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= n_vocab) {
+      return make_error("session: token id {} (input {}) is out of range [0, {})", tokens[i], i,
+                        n_vocab);
+    }
+  }
+
+  const int64_t n_out = all_logits ? static_cast<int64_t>(tokens.size()) : 1;
+  std::vector<float> logits(static_cast<size_t>(n_out * n_vocab));
+  const std::span<const int32_t> table(block_table_);
+  const std::span<const std::span<const int32_t>> tables(&table, 1);
+  std::vector<int32_t> positions, seq_index, rows;
+  const int32_t start_past = n_past_;
+  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(max_batch_tokens_)) {
+    const size_t count = std::min(tokens.size() - begin, static_cast<size_t>(max_batch_tokens_));
+    const bool last_chunk = begin + count == tokens.size();
+    positions.resize(count);
+    std::iota(positions.begin(), positions.end(), n_past_);
+    seq_index.assign(count, 0);
+    rows.clear();
+    if (all_logits) {
+      rows.resize(count);
+      std::iota(rows.begin(), rows.end(), 0);
+    } else if (last_chunk) {
+      rows.push_back(static_cast<int32_t>(count - 1));
+    }
+    Batch batch;
+    batch.tokens = tokens.subspan(begin, count);
+    batch.positions = positions;
+    batch.seq_index = seq_index;
+    batch.block_tables = tables;
+    batch.logit_rows = rows;
+    const size_t out_offset = all_logits ? begin * static_cast<size_t>(n_vocab) : 0;
+    const std::span<float> out(logits.data() + out_offset, rows.size() * static_cast<size_t>(n_vocab));
+    Status st = model_.forward(batch, *kv_, out);
+    if (!st) {
+      n_past_ = start_past;  // the tokens of earlier chunks are dropped again
+      return st.error_value();
+    }
+    n_past_ += static_cast<int32_t>(count);
+  }
+  return logits;
+}
+
+}  // namespace cadenza::model

@@ -3,7 +3,7 @@
 namespace cadenza::cli {
 
 std::vector<Command> all_commands() {
-  return {run_command(), info_command(), synth_command()};
+  return {run_command(), generate_command(), bench_command(), info_command(), synth_command()};
 }
 
 }  // namespace cadenza::cli

@@ -23,6 +23,8 @@ struct Command {
 Command info_command();   // cli/info.cpp
 Command run_command();    // cli/run.cpp
 Command synth_command();  // cli/synth.cpp
+Command bench_command();  // cli/bench.cpp
+Command generate_command();  // cli/generate.cpp
 
 std::vector<Command> all_commands();
 

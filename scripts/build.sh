@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Configures and builds Cadenza. Usage: scripts/build.sh [release|asan] (default release).
+#   release -> build/       (optimised; the binary is build/bin/cadenza)
+#   asan    -> build-asan/  (AddressSanitizer + UndefinedBehaviorSanitizer, for the unit tests)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+kind="${1:-release}"
+jobs="${JOBS:-$(nproc)}"
+case "$kind" in
+  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
+  asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCADENZA_SANITIZE=ON) ;;
+  *) echo "usage: $0 [release|asan]" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
+ninja -C "$dir" -j "$jobs"

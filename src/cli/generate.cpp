@@ -1,0 +1,630 @@
+// `cadenza generate`: offline batch generation through the engine. Reads one JSON request per
+// line, submits them all to one EngineCore (continuous batching) or one at a time (--sequential),
+// and writes one JSON result per line in input order. Format and options: docs/generate.md.
+//
+// A bad line never stops the run: it gets an error record naming its line number, and the summary
+// counts it. Only problems with the run as a whole (files, model, engine config) are fatal.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <unordered_map>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/engine_core.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kv/kv_sizing.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cadenza::cli {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+struct GenerateArgs {
+  std::string model;
+  std::string input;
+  std::string output;
+  int threads = 0;
+  int32_t max_num_seqs = 16;
+  int32_t max_num_batched_tokens = 512;
+  std::string kv_cache_memory;  // empty: the engine's default pool
+  int32_t block_size = 16;
+  int32_t max_model_len = 0;
+  bool no_prefix_caching = false;
+  int32_t max_tokens = 128;
+  float temperature = 0.8f;
+  int32_t top_k = 40;
+  float top_p = 0.95f;
+  float min_p = 0.05f;
+  int64_t seed = -1;
+  bool ignore_eos = false;
+  bool sequential = false;
+};
+
+// Parses "1073741824", "1GiB", "512MiB", "1.5G", "100MB": KiB/MiB/GiB/TiB and bare K/M/G/T are
+// powers of 1024, KB/MB/GB/TB powers of 1000 (the spellings people use for memory sizes).
+Result<int64_t> parse_byte_size(const std::string& text) {
+  size_t pos = 0;
+  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+    ++pos;
+  const std::string number = text.substr(0, pos);
+  std::string unit = text.substr(pos);
+  if (number.find_first_of("0123456789") == std::string::npos ||
+      std::count(number.begin(), number.end(), '.') > 1)
+    return make_error("--kv-cache-memory: '{}' is not a size (e.g. 1073741824, 1GiB, 512MiB)", text);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 0;
+  const std::pair<const char*, double> units[] = {
+      {"", 1},        {"B", 1},         {"K", 0x1p10},    {"KIB", 0x1p10}, {"KB", 1e3},
+      {"M", 0x1p20},  {"MIB", 0x1p20},  {"MB", 1e6},      {"G", 0x1p30},   {"GIB", 0x1p30},
+      {"GB", 1e9},    {"T", 0x1p40},    {"TIB", 0x1p40},  {"TB", 1e12}};
+  for (const auto& [name, factor] : units)
+    if (unit == name) scale = factor;
+  if (scale == 0)
+    return make_error("--kv-cache-memory: unknown unit '{}' in '{}' (B, KiB, MiB, GiB, KB, MB, GB)",
+                      text.substr(pos), text);
+  const double bytes = std::stod(number) * scale;
+  if (!(bytes >= 1) || bytes > 0x1p62)
+    return make_error("--kv-cache-memory: '{}' is out of range", text);
+  return static_cast<int64_t>(bytes);
+}
+
+// One input line, parsed, and later its result.
+struct Job {
+  size_t index = 0;     // record number (0-based, blank lines skipped)
+  int64_t line_no = 0;  // 1-based line in the input file
+  json id;              // as given; null when absent
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+  int32_t priority = 0;
+  std::string error;    // set: this line produces an error record
+  // Filled while generating.
+  engine::RequestId request = 0;
+  Clock::time_point submitted{};
+  std::vector<int32_t> output;
+  std::string text;
+  engine::FinishReason finish_reason = engine::FinishReason::kNone;
+  double ttft_s = 0;
+  double e2e_s = 0;
+  int32_t cached_prompt_tokens = 0;
+  bool done = false;
+};
+
+// Reads a number field; nullopt (and `error` set) when the type is wrong.
+std::optional<double> get_number(const json& v, const char* key, std::string& error) {
+  if (!v.is_number()) {
+    error = fmt::format("field '{}' must be a number", key);
+    return std::nullopt;
+  }
+  return v.get<double>();
+}
+
+std::optional<int64_t> get_integer(const json& v, const char* key, int64_t lo, int64_t hi,
+                                   std::string& error) {
+  if (!v.is_number_integer()) {
+    error = fmt::format("field '{}' must be an integer", key);
+    return std::nullopt;
+  }
+  // Unsigned values above INT64_MAX are out of every range we accept.
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    error = fmt::format("field '{}' is out of range [{}, {}]", key, lo, hi);
+    return std::nullopt;
+  }
+  const auto x = v.get<int64_t>();
+  if (x < lo || x > hi) {
+    error = fmt::format("field '{}' is out of range [{}, {}]", key, lo, hi);
+    return std::nullopt;
+  }
+  return x;
+}
+
+std::optional<std::vector<int32_t>> get_token_ids(const json& v, const char* key,
+                                                  std::string& error) {
+  if (!v.is_array()) {
+    error = fmt::format("field '{}' must be an array of token ids", key);
+    return std::nullopt;
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (const json& x : v) {
+    auto id = get_integer(x, key, 0, std::numeric_limits<int32_t>::max(), error);
+    if (!id) {
+      error = fmt::format("field '{}' must be an array of token ids (integers >= 0)", key);
+      return std::nullopt;
+    }
+    ids.push_back(static_cast<int32_t>(*id));
+  }
+  return ids;
+}
+
+// Parses one line into `job` (prompt tokenized, parameters defaulted from the command line).
+// Sets job.error on any problem. Unknown fields are errors so that a misspelt "max_token" does not
+// silently run with the default.
+void parse_line(const std::string& line, const GenerateArgs& a, const Tokenizer& tokenizer,
+                int32_t max_model_len, Job& job) {
+  json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    job.error = "invalid JSON";
+    return;
+  }
+  if (!j.is_object()) {
+    job.error = "the line must be a JSON object";
+    return;
+  }
+  if (auto it = j.find("id"); it != j.end()) job.id = *it;
+
+  SamplingParams& p = job.params;
+  p.temperature = a.temperature;
+  p.top_k = a.top_k;
+  p.top_p = a.top_p;
+  p.min_p = a.min_p;
+  // Each request gets its own stream, derived from its position, so runs are reproducible and
+  // batched and sequential runs draw the same tokens.
+  p.seed = static_cast<uint64_t>(a.seed) + job.index;
+  p.ignore_eos = a.ignore_eos;
+  bool max_tokens_given = false;
+  bool has_prompt = false;
+  std::string& err = job.error;
+
+  for (const auto& [key, v] : j.items()) {
+    if (key == "id") continue;
+    if (key == "prompt") {
+      if (!v.is_string()) {
+        err = "field 'prompt' must be a string";
+        return;
+      }
+      if (has_prompt) {
+        err = "give either 'prompt' or 'prompt_token_ids', not both";
+        return;
+      }
+      has_prompt = true;
+      job.prompt = tokenizer.encode(v.get<std::string>(), /*add_special=*/true,
+                                    /*parse_special=*/true);
+    } else if (key == "prompt_token_ids") {
+      if (has_prompt) {
+        err = "give either 'prompt' or 'prompt_token_ids', not both";
+        return;
+      }
+      has_prompt = true;
+      auto ids = get_token_ids(v, "prompt_token_ids", err);
+      if (!ids) return;
+      job.prompt = std::move(*ids);
+    } else if (key == "max_tokens") {
+      auto x = get_integer(v, "max_tokens", 1, std::numeric_limits<int32_t>::max(), err);
+      if (!x) return;
+      p.max_tokens = static_cast<int32_t>(*x);
+      max_tokens_given = true;
+    } else if (key == "temperature" || key == "top_p" || key == "min_p") {
+      auto x = get_number(v, key.c_str(), err);
+      if (!x) return;
+      (key == "temperature" ? p.temperature : key == "top_p" ? p.top_p : p.min_p) =
+          static_cast<float>(*x);
+    } else if (key == "top_k") {
+      auto x = get_integer(v, "top_k", std::numeric_limits<int32_t>::min(),
+                           std::numeric_limits<int32_t>::max(), err);
+      if (!x) return;
+      p.top_k = static_cast<int32_t>(*x);
+    } else if (key == "seed") {
+      auto x = get_integer(v, "seed", 0, std::numeric_limits<int64_t>::max(), err);
+      if (!x) return;
+      p.seed = static_cast<uint64_t>(*x);
+    } else if (key == "stop") {
+      if (v.is_string()) {
+        // "" means no stop string (an empty stop string would match everywhere).
+        if (!v.get<std::string>().empty()) p.stop = {v.get<std::string>()};
+      } else if (v.is_array() && std::all_of(v.begin(), v.end(),
+                                             [](const json& s) { return s.is_string(); })) {
+        p.stop = v.get<std::vector<std::string>>();
+      } else {
+        err = "field 'stop' must be a string or an array of strings";
+        return;
+      }
+    } else if (key == "stop_token_ids") {
+      auto ids = get_token_ids(v, "stop_token_ids", err);
+      if (!ids) return;
+      p.stop_token_ids = std::move(*ids);
+    } else if (key == "ignore_eos") {
+      if (!v.is_boolean()) {
+        err = "field 'ignore_eos' must be true or false";
+        return;
+      }
+      p.ignore_eos = v.get<bool>();
+    } else if (key == "priority") {
+      auto x = get_integer(v, "priority", std::numeric_limits<int32_t>::min(),
+                           std::numeric_limits<int32_t>::max(), err);
+      if (!x) return;
+      job.priority = static_cast<int32_t>(*x);
+    } else {
+      err = fmt::format("unknown field '{}'", key);
+      return;
+    }
+  }
+  if (!has_prompt) {
+    err = "missing 'prompt' or 'prompt_token_ids'";
+    return;
+  }
+  if (job.prompt.empty()) {
+    err = "the prompt has no tokens";
+    return;
+  }
+  const auto n = static_cast<int64_t>(job.prompt.size());
+  if (n >= max_model_len) {
+    err = fmt::format("the prompt has {} tokens; the maximum length is {} (prompt + output)", n,
+                      max_model_len);
+    return;
+  }
+  // The command-line default shrinks to what the context leaves; an explicit max_tokens that does
+  // not fit is the engine's validation error below, as the user asked for something impossible.
+  if (!max_tokens_given)
+    p.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, max_model_len - n));
+}
+
+// Serializes results in input order as they complete: a result is written once every earlier
+// line's result has been.
+class OrderedWriter {
+ public:
+  OrderedWriter(std::ostream& out, std::vector<Job>& jobs) : out_(out), jobs_(jobs) {}
+
+  void flush_ready() {
+    while (next_ < jobs_.size() && jobs_[next_].done) write(jobs_[next_++]);
+    out_.flush();
+  }
+  bool ok() const { return static_cast<bool>(out_); }
+
+ private:
+  void write(const Job& j) {
+    ojson o;
+    o["id"] = j.id;
+    o["index"] = j.index;
+    if (!j.error.empty()) {
+      o["error"] = j.error;
+    } else {
+      o["text"] = j.text;
+      o["token_ids"] = j.output;
+      o["prompt_tokens"] = j.prompt.size();
+      o["completion_tokens"] = j.output.size();
+      o["finish_reason"] = engine::to_string(j.finish_reason);
+      o["ttft_s"] = j.ttft_s;
+      o["e2e_s"] = j.e2e_s;
+    }
+    // Generated text is valid UTF-8 (the detokenizer replaces bad bytes), but the id and error
+    // echo user input, which may not be: replace rather than throw.
+    out_ << o.dump(-1, ' ', false, ojson::error_handler_t::replace) << '\n';
+  }
+
+  std::ostream& out_;
+  std::vector<Job>& jobs_;
+  size_t next_ = 0;
+};
+
+// Progress on stderr: a bar redrawn in place on a terminal, a plain line every 10 s otherwise.
+class Progress {
+ public:
+  Progress(size_t total, bool tty)
+      : total_(total), tty_(tty), start_(Clock::now()), last_(start_) {}
+
+  void update(size_t done, int64_t generated, const engine::EngineStats& s, bool force = false) {
+    const auto now = Clock::now();
+    const double since_draw = seconds_between(last_, now);
+    if (!force && since_draw < (tty_ ? 0.2 : 10.0)) return;
+    last_ = now;
+    const double t = seconds_between(start_, now);
+    const std::string stats =
+        fmt::format("{}/{} done, {:.1f} s, {:.1f} tok/s, running {}, waiting {}, KV {:.0f}%", done,
+                    total_, t, t > 0 ? static_cast<double>(generated) / t : 0.0, s.num_running,
+                    s.num_waiting, s.kv_usage * 100);
+    if (tty_) {
+      constexpr size_t kWidth = 30;
+      const size_t filled = total_ ? done * kWidth / total_ : kWidth;
+      fmt::print(stderr, "\r[{}{}] {}\x1b[K", std::string(filled, '#'),
+                 std::string(kWidth - filled, '.'), stats);
+    } else {
+      fmt::print(stderr, "generate: {}\n", stats);
+    }
+  }
+  void finish() {
+    if (tty_) fmt::print(stderr, "\n");
+  }
+
+ private:
+  size_t total_;
+  bool tty_;
+  Clock::time_point start_;
+  Clock::time_point last_{};
+};
+
+// Totals for the summary.
+struct RunTotals {
+  size_t completed = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+};
+
+// Applies one step's outputs to the jobs; returns how many finished.
+size_t apply_outputs(std::vector<engine::RequestOutput>& outputs,
+                     std::unordered_map<engine::RequestId, Job*>& live, RunTotals& totals,
+                     Clock::time_point now) {
+  size_t finished = 0;
+  for (engine::RequestOutput& out : outputs) {
+    auto it = live.find(out.id);
+    if (it == live.end()) continue;
+    Job& j = *it->second;
+    j.output.insert(j.output.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+    j.text += out.text;
+    totals.generated_tokens += static_cast<int64_t>(out.new_token_ids.size());
+    if (!out.finished) continue;
+    j.finish_reason = out.finish_reason;
+    if (out.finish_reason == engine::FinishReason::kError)
+      j.error = fmt::format("line {}: generation failed: {}", j.line_no, out.error);
+    j.ttft_s = out.metrics.ttft_s;
+    j.e2e_s = seconds_between(j.submitted, now);
+    j.cached_prompt_tokens = out.metrics.num_cached_prompt_tokens;
+    j.done = true;
+    if (j.error.empty()) {
+      ++totals.completed;
+      totals.prompt_tokens += static_cast<int64_t>(j.prompt.size());
+      totals.cached_prompt_tokens += j.cached_prompt_tokens;
+    }
+    live.erase(it);
+    ++finished;
+  }
+  return finished;
+}
+
+// Submits `job` to the engine; a validation error becomes the job's error record.
+bool submit(engine::EngineCore& engine, Job& job,
+            std::unordered_map<engine::RequestId, Job*>& live) {
+  job.submitted = Clock::now();
+  auto id = engine.add_request(job.prompt, job.params, job.priority);
+  if (!id) {
+    job.error = fmt::format("line {}: {}", job.line_no, id.error());
+    job.done = true;
+    return false;
+  }
+  job.request = *id;
+  live.emplace(*id, &job);
+  return true;
+}
+
+// Steps the engine until it is idle, writing results as they complete.
+Status drain(engine::EngineCore& engine, std::unordered_map<engine::RequestId, Job*>& live,
+             RunTotals& totals, size_t& done, OrderedWriter& writer, Progress& progress) {
+  while (engine.has_work()) {
+    std::vector<engine::RequestOutput> outputs = engine.step();
+    const size_t finished = apply_outputs(outputs, live, totals, Clock::now());
+    if (finished > 0) {
+      done += finished;
+      writer.flush_ready();
+      if (!writer.ok()) return make_error("generate: cannot write the output");
+    }
+    progress.update(done, totals.generated_tokens, engine.stats());
+  }
+  return {};
+}
+
+kv::KvElementType kv_element_type(DType t) {
+  switch (t) {
+    case DType::F16: return kv::KvElementType::kF16;
+    case DType::Q8_0: return kv::KvElementType::kQ8_0;
+    default: return kv::KvElementType::kF32;
+  }
+}
+
+int fail(const std::string& message) {
+  fmt::print(stderr, "generate: {}\n", message);
+  return 1;
+}
+
+int run_generate(GenerateArgs a) {
+  // Inputs and outputs first, so that a wrong path fails before the model loads.
+  std::ifstream in_file;
+  if (a.input != "-") {
+    in_file.open(a.input);
+    if (!in_file) return fail(fmt::format("cannot open the input '{}'", a.input));
+  }
+  std::istream& in = a.input == "-" ? std::cin : in_file;
+  std::ofstream out_file;
+  if (a.output != "-") {
+    out_file.open(a.output, std::ios::out | std::ios::trunc);
+    if (!out_file) return fail(fmt::format("cannot open the output '{}'", a.output));
+  }
+  std::ostream& out = a.output == "-" ? std::cout : out_file;
+  if (a.seed < 0) {
+    a.seed = static_cast<int64_t>(std::random_device{}() & 0x7fffffff);
+    fmt::print(stderr, "generate: base seed {} (request i uses seed {} + i; pass --seed to fix)\n",
+               a.seed, a.seed);
+  }
+
+  const auto t_load = Clock::now();
+  const int threads =
+      a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  auto backend = kernels::make_cpu_backend({.n_threads = threads});
+  auto model = model::Model::open(a.model, *backend);
+  if (!model) return fail(model.error());
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  if (!tokenizer) return fail(tokenizer.error());
+  const model::ModelConfig& mc = (*model)->config();
+
+  engine::EngineConfig ec;
+  ec.block_size = a.block_size;
+  ec.enable_prefix_caching = !a.no_prefix_caching;
+  ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.max_num_seqs = a.max_num_seqs;
+  ec.max_model_len = a.max_model_len;
+  if (a.block_size < 1) return fail("--block-size must be >= 1");
+  const kv::KvShape shape{.n_layers = mc.n_layers,
+                          .n_kv_heads = mc.n_kv_heads,
+                          .head_dim_k = mc.head_dim_k,
+                          .head_dim_v = mc.head_dim_v,
+                          .type = kv_element_type(ec.kv_type),
+                          .block_size = a.block_size};
+  auto block_bytes = kv::kv_bytes_per_block(shape);
+  if (!block_bytes) return fail(block_bytes.error());
+  if (!a.kv_cache_memory.empty()) {
+    auto budget = parse_byte_size(a.kv_cache_memory);
+    if (!budget) return fail(budget.error());
+    auto blocks = kv::kv_num_blocks_for_budget(shape, *budget);
+    if (!blocks) return fail(blocks.error());
+    if (*blocks == 0)
+      return fail(fmt::format("--kv-cache-memory {} is smaller than one KV block ({} bytes)",
+                              a.kv_cache_memory, *block_bytes));
+    ec.num_kv_blocks = *blocks;
+  }
+  auto engine = engine::EngineCore::create(**model, **tokenizer, ec);
+  if (!engine) return fail(engine.error());
+  const engine::EngineConfig& cfg = (*engine)->config();
+  const double load_s = seconds_between(t_load, Clock::now());
+
+  const int64_t blocks_per_seq = (cfg.max_model_len + cfg.block_size - 1) / cfg.block_size;
+  fmt::print(stderr, "generate: {} ({}), {} threads, loaded in {:.1f} s\n",
+             mc.name.empty() ? a.model : mc.name, mc.architecture, threads, load_s);
+  fmt::print(stderr,
+             "generate: KV cache {} blocks x {} tokens ({:.1f} MiB): {} sequences of the maximum "
+             "length {} fit; max {} sequences, {} tokens per step, prefix caching {}\n",
+             cfg.num_kv_blocks, cfg.block_size,
+             static_cast<double>(cfg.num_kv_blocks) * static_cast<double>(*block_bytes) /
+                 (1024.0 * 1024.0),
+             cfg.num_kv_blocks / blocks_per_seq, cfg.max_model_len, cfg.max_num_seqs,
+             cfg.max_num_batched_tokens, cfg.enable_prefix_caching ? "on" : "off");
+
+  // Read and parse every line up front: parsing errors are known before any work starts.
+  std::vector<Job> jobs;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines: no record
+    Job& j = jobs.emplace_back();
+    j.index = jobs.size() - 1;
+    j.line_no = line_no;
+    parse_line(line, a, **tokenizer, cfg.max_model_len, j);
+    if (!j.error.empty()) {
+      j.error = fmt::format("line {}: {}", line_no, j.error);
+      j.done = true;
+    }
+  }
+  if (in.bad()) return fail(fmt::format("cannot read the input '{}'", a.input));
+
+  OrderedWriter writer(out, jobs);
+  Progress progress(jobs.size(), ::isatty(STDERR_FILENO) != 0);
+  std::unordered_map<engine::RequestId, Job*> live;
+  RunTotals totals;
+  size_t done = 0;
+  for (const Job& j : jobs) done += j.done ? 1 : 0;
+
+  const auto t_start = Clock::now();
+  if (a.sequential) {
+    for (Job& j : jobs) {
+      if (j.done) continue;
+      if (!submit(**engine, j, live)) {
+        ++done;
+      } else if (Status s = drain(**engine, live, totals, done, writer, progress); !s) {
+        return fail(s.error());
+      }
+    }
+  } else {
+    for (Job& j : jobs)
+      if (!j.done && !submit(**engine, j, live)) ++done;
+  }
+  if (Status s = drain(**engine, live, totals, done, writer, progress); !s) return fail(s.error());
+  const double wall_s = seconds_between(t_start, Clock::now());
+  writer.flush_ready();
+  progress.update(done, totals.generated_tokens, (*engine)->stats(), /*force=*/true);
+  progress.finish();
+  if (!writer.ok()) return fail("cannot write the output");
+
+  const size_t errors = jobs.size() - totals.completed;
+  const engine::EngineStats st = (*engine)->stats();
+  const auto per_s = [wall_s](double x) { return wall_s > 0 ? x / wall_s : 0.0; };
+  fmt::print(stderr, "generate: {} mode, {} requests: {} completed, {} errors\n",
+             a.sequential ? "sequential" : "batched", jobs.size(), totals.completed, errors);
+  fmt::print(stderr, "generate: wall {:.2f} s, {:.2f} requests/s\n", wall_s,
+             per_s(static_cast<double>(totals.completed)));
+  fmt::print(stderr, "generate: prompt    {:8} tokens, {:10.1f} tokens/s\n", totals.prompt_tokens,
+             per_s(static_cast<double>(totals.prompt_tokens)));
+  fmt::print(stderr, "generate: generated {:8} tokens, {:10.1f} tokens/s\n",
+             totals.generated_tokens, per_s(static_cast<double>(totals.generated_tokens)));
+  // Per-request first-admission hits: the engine's query counters also count the re-queries of
+  // requests that wait for room, which would understate the rate.
+  fmt::print(stderr, "generate: prefix cache hit {:.1f}% of prompt tokens ({} of {})\n",
+             totals.prompt_tokens
+                 ? 100.0 * static_cast<double>(totals.cached_prompt_tokens) /
+                       static_cast<double>(totals.prompt_tokens)
+                 : 0.0,
+             totals.cached_prompt_tokens, totals.prompt_tokens);
+  fmt::print(stderr, "generate: preemptions {}, steps {}, mean TTFT {:.3f} s\n",
+             st.num_preemptions, st.num_steps, st.ttft.mean_s());
+  return 0;
+}
+
+}  // namespace
+
+Command generate_command() {
+  auto args = std::make_shared<GenerateArgs>();
+  Command c;
+  c.name = "generate";
+  c.add = [args](CLI::App& app) {
+    auto* sub = app.add_subcommand(
+        "generate", "Offline batch generation: JSONL requests in, JSONL results out");
+    sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+    sub->add_option("--input", args->input, "Requests, one JSON object per line ('-': stdin)")
+        ->required();
+    sub->add_option("--output", args->output, "Results, one JSON object per line ('-': stdout)")
+        ->required();
+    sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+    sub->add_option("--max-num-seqs", args->max_num_seqs, "Requests running at once at most")
+        ->capture_default_str();
+    sub->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                    "Tokens per engine step at most")
+        ->capture_default_str();
+    sub->add_option("--kv-cache-memory", args->kv_cache_memory,
+                    "KV cache size, e.g. 1GiB, 512MiB or bytes (default: room for "
+                    "min(max-num-seqs, 8) maximum-length sequences)");
+    sub->add_option("--block-size", args->block_size, "Tokens per KV block")
+        ->capture_default_str();
+    sub->add_option("--max-model-len", args->max_model_len,
+                    "Prompt + output tokens at most (default: the model's context, at most 4096)");
+    sub->add_flag("--no-prefix-caching", args->no_prefix_caching, "Disable prefix caching");
+    sub->add_option("--max-tokens", args->max_tokens, "Default tokens to generate per request")
+        ->capture_default_str();
+    sub->add_option("--temp", args->temperature, "Default temperature (0 = greedy)")
+        ->capture_default_str();
+    sub->add_option("--top-k", args->top_k, "Default top-k (0 = off)")->capture_default_str();
+    sub->add_option("--top-p", args->top_p, "Default top-p (1 = off)")->capture_default_str();
+    sub->add_option("--min-p", args->min_p, "Default min-p (0 = off)")->capture_default_str();
+    sub->add_option("--seed", args->seed,
+                    "Base seed: request i uses seed + i unless it sets one (default: random)");
+    sub->add_flag("--ignore-eos", args->ignore_eos,
+                  "By default, keep generating after end-of-generation tokens");
+    sub->add_flag("--sequential", args->sequential,
+                  "Run the requests one at a time (same engine), for comparison");
+  };
+  c.run = [args] { return run_generate(*args); };
+  return c;
+}
+
+}  // namespace cadenza::cli

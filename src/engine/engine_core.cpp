@@ -61,7 +61,19 @@ EngineCore::EngineCore(model::Model& model, const Tokenizer& tokenizer, const En
       sched::SchedulerConfig{.max_num_batched_tokens = config_.max_num_batched_tokens,
                              .max_num_seqs = config_.max_num_seqs},
       *kv_manager_);
+  for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id)
+    if (tokenizer_.is_end_of_generation(id)) eog_ids_.push_back(id);
 }
+
+EngineCore::Stream::Stream(const SamplingParams& params, std::span<const int32_t> prompt,
+                           std::span<const int32_t> eog_ids, int32_t n_vocab,
+                           const Tokenizer& tokenizer, RequestId public_id_, int32_t index_)
+    : sampler(params),
+      processor(params, prompt, eog_ids, n_vocab),
+      detokenizer(tokenizer),
+      stops(params.stop),
+      public_id(public_id_),
+      index(index_) {}
 
 EngineCore::~EngineCore() = default;
 
@@ -88,40 +100,116 @@ Status EngineCore::validate(std::span<const int32_t> prompt, const SamplingParam
   for (int32_t id : p.stop_token_ids)
     if (id < 0 || id >= n_vocab_)
       return make_error("request: stop token id {} is outside the vocabulary [0, {})", id, n_vocab_);
+  if (p.n < 1 || p.n > SamplingParams::kMaxN)
+    return make_error("request: n must be in [1, {}] (got {})", SamplingParams::kMaxN, p.n);
+  if (p.logprobs < -1 || p.logprobs > SamplingParams::kMaxLogprobs)
+    return make_error("request: logprobs must be in [0, {}] or -1 for none (got {})",
+                      SamplingParams::kMaxLogprobs, p.logprobs);
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0 || id >= n_vocab_)
+      return make_error("request: logit_bias token id {} is outside the vocabulary [0, {})", id,
+                        n_vocab_);
+    if (!std::isfinite(bias))
+      return make_error("request: logit_bias of token {} must be finite", id);
+  }
+  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0)
+    return make_error("request: repetition_penalty must be finite and > 0 (got {})",
+                      p.repetition_penalty);
+  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
+    return make_error("request: presence_penalty and frequency_penalty must be finite");
+  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens)
+    return make_error("request: min_tokens must be in [0, max_tokens = {}] (got {})", p.max_tokens,
+                      p.min_tokens);
   return {};
 }
 
 Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const SamplingParams& params,
                                           int32_t priority, std::string cache_salt) {
   if (Status s = validate(prompt, params); !s) return s.error_value();
-  auto r = std::make_unique<Request>();
-  r->id = next_id_++;
-  r->num_prompt_tokens = static_cast<int32_t>(prompt.size());
-  r->tokens = std::move(prompt);
-  r->params = params;
-  r->priority = priority;
-  r->arrival_time = Clock::now();
-  r->cache_salt = std::move(cache_salt);
-  auto stream = std::make_unique<Stream>(Stream{Sampler(params), StreamingDetokenizer(tokenizer_),
-                                                StopStringFilter(params.stop), false, false, {}, {}});
-  stream->metrics.num_prompt_tokens = r->num_prompt_tokens;
-  const RequestId id = r->id;
-  streams_.emplace(id, std::move(stream));
-  scheduler_->add(std::move(r));
-  return id;
+  const RequestId public_id = next_id_;
+  const Clock::time_point arrival = Clock::now();
+  for (int32_t i = 0; i < params.n; ++i) {
+    auto r = std::make_unique<Request>();
+    r->id = next_id_++;
+    r->num_prompt_tokens = static_cast<int32_t>(prompt.size());
+    r->tokens = prompt;
+    r->params = params;
+    r->params.seed = params.seed + static_cast<uint64_t>(i);
+    r->priority = priority;
+    r->arrival_time = arrival;
+    r->cache_salt = cache_salt;
+    auto stream = std::make_unique<Stream>(r->params, r->prompt(), eog_ids_, n_vocab_, tokenizer_,
+                                           public_id, i);
+    stream->metrics.num_prompt_tokens = r->num_prompt_tokens;
+    streams_.emplace(r->id, std::move(stream));
+    if (params.n > 1) groups_[public_id].push_back(r->id);
+    if (i == 0)
+      scheduler_->add(std::move(r));
+    else
+      pending_[public_id].push_back(std::move(r));  // queued when sample 0's prompt is computed
+  }
+  return public_id;
 }
 
-bool EngineCore::abort(RequestId id) { return scheduler_->abort(id); }
+bool EngineCore::abort(RequestId id) {
+  auto g = groups_.find(id);
+  if (g == groups_.end()) return scheduler_->abort(id);
+  // Samples still pending go with their parent (sample 0, internal id == id), which is live.
+  bool any = false;
+  for (RequestId member : g->second) any = scheduler_->abort(member) || any;
+  return any;
+}
+
+RequestOutput EngineCore::new_output(RequestId id) const {
+  RequestOutput out;
+  out.id = id;
+  if (auto it = streams_.find(id); it != streams_.end()) {
+    out.id = it->second->public_id;
+    out.index = it->second->index;
+  }
+  return out;
+}
+
+void EngineCore::drop_stream(RequestId id, RequestOutput& out) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  out.metrics = std::move(it->second->metrics);
+  if (auto g = groups_.find(it->second->public_id); g != groups_.end()) {
+    std::erase(g->second, id);
+    if (g->second.empty()) groups_.erase(g);
+  }
+  streams_.erase(it);
+}
+
+void EngineCore::release_pending(RequestId parent) {
+  auto it = pending_.find(parent);
+  if (it == pending_.end()) return;
+  for (std::unique_ptr<Request>& r : it->second) scheduler_->add(std::move(r));
+  pending_.erase(it);
+}
+
+void EngineCore::drop_pending(RequestId parent, FinishReason reason, const std::string& error,
+                              std::vector<RequestOutput>& outputs) {
+  auto it = pending_.find(parent);
+  if (it == pending_.end()) return;
+  for (std::unique_ptr<Request>& r : it->second) {
+    RequestOutput out = new_output(r->id);
+    out.finished = true;
+    out.finish_reason = reason;
+    out.error = error;
+    drop_stream(r->id, out);
+    out.metrics.num_output_tokens = 0;
+    ++totals_.num_finished;
+    outputs.push_back(std::move(out));
+  }
+  pending_.erase(it);
+}
 
 void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out) {
   std::unique_ptr<Request> r = scheduler_->finish(id, reason);
   out.finished = true;
   out.finish_reason = reason;
-  auto it = streams_.find(id);
-  if (it != streams_.end()) {
-    out.metrics = std::move(it->second->metrics);
-    streams_.erase(it);
-  }
+  drop_stream(id, out);
   if (r) {
     out.metrics.num_output_tokens = r->num_output_tokens();
     out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
@@ -173,19 +261,16 @@ std::vector<RequestOutput> EngineCore::step() {
   sched::SchedulePlan plan = scheduler_->schedule();
 
   for (std::unique_ptr<Request>& r : plan.aborted) {
-    RequestOutput out;
-    out.id = r->id;
+    RequestOutput out = new_output(r->id);
     out.finished = true;
     out.finish_reason = FinishReason::kAbort;
-    if (auto it = streams_.find(r->id); it != streams_.end()) {
-      out.metrics = std::move(it->second->metrics);
-      streams_.erase(it);
-    }
+    drop_stream(r->id, out);
     out.metrics.num_output_tokens = r->num_output_tokens();
     out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
     out.metrics.num_preemptions = r->num_preemptions;
     ++totals_.num_finished;
     outputs.push_back(std::move(out));
+    drop_pending(r->id, FinishReason::kAbort, {}, outputs);
   }
   if (plan.empty()) return outputs;
 
@@ -219,11 +304,12 @@ std::vector<RequestOutput> EngineCore::step() {
   if (!status) {
     // Nothing was computed; every scheduled request fails with the reason.
     for (const sched::ScheduledRequest& e : plan.scheduled) {
-      RequestOutput out;
-      out.id = e.request->id;
+      const RequestId id = e.request->id;
+      RequestOutput out = new_output(id);
       out.error = status.error();
-      finish(out.id, FinishReason::kError, out);
+      finish(id, FinishReason::kError, out);
       outputs.push_back(std::move(out));
+      drop_pending(id, FinishReason::kError, status.error(), outputs);
     }
     return outputs;
   }
@@ -236,12 +322,21 @@ std::vector<RequestOutput> EngineCore::step() {
     if (!e.sample) continue;
     Request& r = *e.request;
     Stream& s = *streams_.at(r.id);
-    const std::span<const float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
-                                        static_cast<size_t>(n_vocab_));
+    std::span<const float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
+                                  static_cast<size_t>(n_vocab_));
     ++row;
-    RequestOutput out;
-    out.id = r.id;
+    // Its prompt is computed (and its full blocks cached): the other samples may start.
+    release_pending(r.id);
+    RequestOutput out = new_output(r.id);
+    if (s.processor.active()) {
+      processed_.assign(logits.begin(), logits.end());
+      s.processor.apply(processed_, r.num_output_tokens());
+      logits = processed_;
+    }
     const int32_t token = s.sampler.sample(logits);
+    if (r.params.logprobs >= 0)
+      out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, scratch_));
+    s.processor.accept(token);
     if (process_token(r, s, token, out)) {
       const FinishReason reason =
           out.finish_reason == FinishReason::kNone ? FinishReason::kStop : out.finish_reason;

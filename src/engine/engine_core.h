@@ -13,7 +13,15 @@
 // StreamingDetokenizer (text deltas are whole UTF-8 characters) and StopStringFilter (text that
 // could start a stop string is held back until it cannot). Stops: end-of-generation tokens
 // (unless ignore_eos), stop_token_ids, stop strings (cut from the text), max_tokens and the
-// context limit (finish reason length).
+// context limit (finish reason length). Before the Sampler, a LogitsProcessor applies logit bias,
+// penalties and min_tokens, and reports logprobs when asked (logits_processor.h).
+//
+// n > 1 (SamplingParams::n): add_request returns one id; the request runs as n samples, each with
+// its own outputs (RequestOutput::id = that id, RequestOutput::index = 0..n-1) and its own final
+// output (finished). Sample i samples with seed + i. Sample 0 computes the prompt; samples 1..n-1
+// are queued once its prompt is computed, so they share its full prompt blocks through the prefix
+// cache (with prefix caching off they recompute the prompt). The request is done when every
+// index has returned its final output; abort(id) aborts them all.
 //
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.
@@ -28,6 +36,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/logits_processor.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
@@ -71,6 +80,9 @@ struct RequestOutput {
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;       // the reason when finish_reason == kError
   RequestMetrics metrics;  // filled when finished
+  int32_t index = 0;       // which of the request's n samples (0 when n == 1)
+  // One per new token when SamplingParams::logprobs >= 0 (see logits_processor.h); else empty.
+  std::vector<TokenLogprob> logprobs;
 };
 
 struct LatencySummary {
@@ -116,14 +128,18 @@ class EngineCore {
   // Queues a request and returns its id (ids are never reused). Errors: empty prompt, token ids
   // outside the vocabulary, prompt + max_tokens over max_model_len, bad sampling parameters
   // (temperature < 0 or not finite, top_p outside (0, 1], min_p outside [0, 1], max_tokens < 1,
-  // empty stop strings, stop token ids outside the vocabulary).
+  // empty stop strings, stop token ids outside the vocabulary, n outside [1, kMaxN], logprobs
+  // outside [-1, kMaxLogprobs], logit_bias ids outside the vocabulary or biases not finite,
+  // repetition_penalty not finite or <= 0, presence / frequency penalties not finite, min_tokens
+  // outside [0, max_tokens]).
   // priority: lower values are scheduled first. cache_salt: requests share cached prefixes only
   // with requests of the same salt.
   Result<RequestId> add_request(std::vector<int32_t> prompt, const SamplingParams& params,
                                 int32_t priority = 0, std::string cache_salt = {});
 
-  // Aborts a live request: the next step() frees its blocks and returns its final output
-  // (finish reason abort). False when the id is unknown or already finished.
+  // Aborts a live request (every live sample when n > 1): the next step() frees its blocks and
+  // returns its final output(s) (finish reason abort). False when the id is unknown or already
+  // finished.
   bool abort(RequestId id);
 
   // One iteration of the loop (see the header comment). Empty when there is nothing to do.
@@ -138,9 +154,15 @@ class EngineCore {
  private:
   // Per-request engine state beside the scheduler's Request.
   struct Stream {
+    Stream(const SamplingParams& params, std::span<const int32_t> prompt,
+           std::span<const int32_t> eog_ids, int32_t n_vocab, const Tokenizer& tokenizer,
+           RequestId public_id, int32_t index);
     Sampler sampler;
+    LogitsProcessor processor;
     StreamingDetokenizer detokenizer;
     StopStringFilter stops;
+    RequestId public_id = 0;  // the id add_request returned (outputs carry it)
+    int32_t index = 0;        // sample index within that request
     bool scheduled = false;
     bool has_token = false;
     Clock::time_point last_token{};
@@ -154,6 +176,15 @@ class EngineCore {
   bool process_token(Request& r, Stream& s, int32_t token, RequestOutput& out);
   // Finishes `id` in the scheduler, completes `out`'s metrics and forgets its stream.
   void finish(RequestId id, FinishReason reason, RequestOutput& out);
+  // An output for internal request `id`, with its public id and index.
+  RequestOutput new_output(RequestId id) const;
+  // Forgets the stream of internal id `id` (and its group entry); moves its metrics to `out`.
+  void drop_stream(RequestId id, RequestOutput& out);
+  // Samples 1..n-1 of `parent` not yet queued: queues them (release) or ends them (drop, one final
+  // output each into `outputs`).
+  void release_pending(RequestId parent);
+  void drop_pending(RequestId parent, FinishReason reason, const std::string& error,
+                    std::vector<RequestOutput>& outputs);
 
   model::Model& model_;
   const Tokenizer& tokenizer_;
@@ -162,7 +193,12 @@ class EngineCore {
   std::unique_ptr<model::KvCache> kv_cache_;
   std::unique_ptr<kv::KvCacheManager> kv_manager_;
   std::unique_ptr<sched::Scheduler> scheduler_;
-  std::unordered_map<RequestId, std::unique_ptr<Stream>> streams_;
+  std::unordered_map<RequestId, std::unique_ptr<Stream>> streams_;  // by internal id
+  // n > 1: public id -> internal ids of its live samples; parent internal id -> samples waiting
+  // for the parent's prompt.
+  std::unordered_map<RequestId, std::vector<RequestId>> groups_;
+  std::unordered_map<RequestId, std::vector<std::unique_ptr<Request>>> pending_;
+  std::vector<int32_t> eog_ids_;  // end-of-generation ids (min_tokens suppresses them)
   RequestId next_id_ = 1;
   EngineStats totals_;  // the cumulative counters; stats() adds the live ones
 
@@ -170,6 +206,8 @@ class EngineCore {
   std::vector<int32_t> tokens_, positions_, seq_index_, logit_rows_;
   std::vector<std::span<const int32_t>> tables_;
   std::vector<float> logits_;
+  std::vector<float> processed_;    // one request's processed logits
+  std::vector<int32_t> scratch_;   // compute_logprobs
 };
 
 }  // namespace cadenza::engine

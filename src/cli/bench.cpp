@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "loadgen/bench_serve_cli.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "util/bandwidth.h"
@@ -31,6 +32,7 @@ struct BenchArgs {
   int threads = 0;
   bool json = false;
   bool no_probe = false;
+  std::function<std::optional<int>()> serve;  // `bench serve` / `bench compare` (loadgen)
 };
 
 struct Stats {
@@ -202,7 +204,7 @@ Command bench_command() {
   c.name = "bench";
   c.add = [args](CLI::App& app) {
     auto* sub = app.add_subcommand("bench", "Measure prompt and generation speed of a model");
-    sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+    sub->add_option("-m,--model", args->model, "GGUF model file (required without a subcommand)");
     sub->add_option("-p,--n-prompt", args->n_prompt, "Prompt tokens (pp test; 0 = skip)")
         ->capture_default_str();
     sub->add_option("-n,--n-gen", args->n_gen, "Generated tokens (tg test; 0 = skip)")
@@ -213,8 +215,16 @@ Command bench_command() {
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
     sub->add_flag("--json", args->json, "Print the results as JSON");
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
+    args->serve = loadgen::add_bench_serve(*sub);
   };
-  c.run = [args] { return run_bench(*args); };
+  c.run = [args] {
+    if (auto rc = args->serve()) return *rc;
+    if (args->model.empty()) {
+      fmt::print(stderr, "bench: --model is required\n");
+      return 2;
+    }
+    return run_bench(*args);
+  };
   return c;
 }
 

@@ -1,0 +1,227 @@
+// End-to-end runs of the load generator against the scripted fake server: timings, throughput,
+// keep-alive, open-loop arrivals and errors by kind.
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "fake_server.h"
+#include "loadgen/arrival.h"
+#include "loadgen/metrics.h"
+#include "loadgen/runner.h"
+
+namespace cadenza::loadgen {
+namespace {
+
+using testing::FakeScript;
+using testing::FakeServer;
+
+std::vector<WorkItem> items(size_t n, int32_t max_tokens = 10) {
+  WorkloadOptions o;
+  o.input.mean = 16;
+  o.output.mean = max_tokens;
+  auto w = make_workload(o, nullptr, n);
+  EXPECT_TRUE(w);
+  return w ? *w : std::vector<WorkItem>{};
+}
+
+RunResult run(const RunConfig& cfg, size_t n) {
+  auto r = run_load(cfg, items(n), items(2), nullptr);
+  EXPECT_TRUE(r) << (r ? "" : r.error());
+  return r ? std::move(*r) : RunResult{};
+}
+
+void expect_within(double measured, double expected, double rel, const char* what) {
+  EXPECT_NEAR(measured, expected, expected * rel) << what;
+}
+
+// Scripted: TTFT 200 ms, then 10 chunks 50 ms apart (so E2E 650 ms, TPOT 50 ms). 4 workers x 3
+// rounds. Medians are compared with 5% tolerance (10 ms / 2.5 ms): timer overshoot and a loaded
+// machine add far less to a median.
+TEST(Run, ClosedLoopTimingsMatchTheScript) {
+  FakeServer server(FakeScript{.ttft_ms = 200, .itl_ms = 50, .chunks = 10});
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.concurrency = 4;
+  cfg.num_requests = 12;
+  cfg.warmup = 0;
+  const RunResult r = run(cfg, 12);
+  const Summary s = summarize_run(r, {});
+  ASSERT_EQ(s.completed, 12u) << (r.records.empty() ? "" : r.records[0].message);
+  EXPECT_EQ(s.failed, 0u);
+  expect_within(s.ttft_ms.median, 200, 0.05, "TTFT median");
+  expect_within(s.itl_ms.median, 50, 0.05, "ITL median");
+  expect_within(s.tpot_ms.median, 50, 0.05, "TPOT median");
+  expect_within(s.e2e_ms.median, 650, 0.05, "E2E median");
+  EXPECT_EQ(s.itl_ms.count, 12u * 9u);
+  EXPECT_EQ(s.output_tokens, 120);  // from usage
+  EXPECT_EQ(s.output_source, "usage");
+  EXPECT_EQ(s.input_tokens, 12 * 7);  // usage.prompt_tokens of the fake
+  // 3 rounds of 650 ms: 12 / 1.95 s requests/s and 10x that in output tokens/s.
+  expect_within(s.request_throughput, 12 / 1.95, 0.05, "request throughput");
+  expect_within(s.output_token_throughput, 120 / 1.95, 0.05, "output throughput");
+  // Keep-alive: each worker keeps its connection.
+  EXPECT_EQ(r.connections_opened, 4u);
+  EXPECT_EQ(server.connections(), 4);
+  EXPECT_GE(s.cpu_ms_per_request, 0.0);
+  // The requests were streaming chat requests for the model.
+  auto body = nlohmann::json::parse(server.bodies().at(0));
+  EXPECT_EQ(body["model"], "fake");
+  EXPECT_EQ(body["stream"], true);
+  EXPECT_EQ(body["max_tokens"], 10);
+  EXPECT_EQ(server.targets().at(0), "/v1/chat/completions");
+}
+
+TEST(Run, WarmupRequestsAreNotMeasured) {
+  FakeServer server(FakeScript{.ttft_ms = 5, .itl_ms = 5, .chunks = 3});
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.concurrency = 2;
+  cfg.num_requests = 6;
+  cfg.warmup = 2;
+  const RunResult r = run(cfg, 6);
+  EXPECT_EQ(r.records.size(), 6u);
+  EXPECT_EQ(server.requests(), 8);
+  EXPECT_EQ(r.connections_opened, 2u);  // warm connections reused
+}
+
+TEST(Run, GoodputCountsRequestsMeetingSlos) {
+  FakeServer server(FakeScript{.ttft_ms = 100, .itl_ms = 10, .chunks = 4});
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.concurrency = 2;
+  cfg.num_requests = 4;
+  const RunResult r = run(cfg, 4);
+  EXPECT_EQ(summarize_run(r, {.ttft_ms = 1000, .tpot_ms = 1000}).good_requests, 4u);
+  EXPECT_EQ(summarize_run(r, {.ttft_ms = 20}).good_requests, 0u);
+  const Summary s = summarize_run(r, {.tpot_ms = 1000});
+  EXPECT_TRUE(s.has_slo);
+  EXPECT_NEAR(s.goodput, s.request_throughput, 1e-9);
+}
+
+// Open loop: requests leave on the seeded Poisson schedule, whatever the responses do.
+TEST(Run, OpenLoopFollowsThePoissonSchedule) {
+  FakeServer server(FakeScript{.ttft_ms = 300, .itl_ms = 10, .chunks = 2});
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.request_rate = 20;
+  cfg.concurrency = 0;
+  cfg.num_requests = 30;
+  cfg.seed = 11;
+  const RunResult r = run(cfg, 30);
+  ASSERT_EQ(r.records.size(), 30u);
+  ArrivalProcess a(20, 11);
+  const auto expected = a.schedule(30);
+  std::vector<double> starts;
+  for (const auto& rec : r.records) starts.push_back(rec.start_s);
+  std::sort(starts.begin(), starts.end());
+  // start_s counts from the start of the run, where the schedule starts.
+  std::vector<double> late;
+  for (size_t i = 0; i < starts.size(); ++i) late.push_back(starts[i] - expected[i]);
+  std::sort(late.begin(), late.end());
+  EXPECT_LT(std::fabs(late[late.size() / 2]), 0.010);  // median lateness under 10 ms
+  EXPECT_EQ(summarize_run(r, {}).completed, 30u);
+  // Concurrent requests need several connections.
+  EXPECT_GT(r.connections_opened, 1u);
+}
+
+TEST(Run, BurstWithAConcurrencyCap) {
+  FakeServer server(FakeScript{.ttft_ms = 50, .itl_ms = 5, .chunks = 2});
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.request_rate = std::numeric_limits<double>::infinity();
+  cfg.concurrency = 3;
+  cfg.num_requests = 9;
+  const RunResult r = run(cfg, 9);
+  EXPECT_EQ(summarize_run(r, {}).completed, 9u);
+  EXPECT_EQ(r.connections_opened, 3u);
+}
+
+TEST(Run, DurationStopsSending) {
+  FakeServer server(FakeScript{.ttft_ms = 20, .itl_ms = 5, .chunks = 2});
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.concurrency = 2;
+  cfg.num_requests = 0;
+  cfg.duration_s = 0.5;
+  const RunResult r = run(cfg, 5);
+  EXPECT_GT(r.records.size(), 5u);  // items were cycled
+  EXPECT_LT(r.duration_s, 1.0);
+}
+
+// Count of `kind` in s.errors, with the whole map in the failure message.
+size_t errors(const Summary& s, const std::string& kind) {
+  auto it = s.errors.find(kind);
+  std::string all;
+  for (const auto& [k, n] : s.errors) all += k + "=" + std::to_string(n) + " ";
+  EXPECT_NE(it, s.errors.end()) << "no " << kind << " errors; got: " << all;
+  return it == s.errors.end() ? 0 : it->second;
+}
+
+Summary run_errors(FakeScript script, size_t n, double timeout_s = 30) {
+  FakeServer server(script);
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.concurrency = 2;
+  cfg.num_requests = n;
+  cfg.timeout_s = timeout_s;
+  return summarize_run(run(cfg, n), {});
+}
+
+TEST(Errors, CountedByKind) {
+  {
+    const Summary s = run_errors({.mode = FakeScript::Mode::http_500}, 4);
+    EXPECT_EQ(s.completed, 0u);
+    EXPECT_EQ(errors(s, "http_status"), 4u);
+  }
+  {
+    const Summary s =
+        run_errors({.mode = FakeScript::Mode::close_mid_stream, .ttft_ms = 5, .itl_ms = 5}, 4);
+    EXPECT_EQ(errors(s, "closed"), 4u);
+  }
+  {
+    const Summary s = run_errors(
+        {.mode = FakeScript::Mode::malformed, .ttft_ms = 5, .itl_ms = 5, .chunks = 3}, 3);
+    EXPECT_EQ(errors(s, "malformed"), 3u);
+  }
+  {
+    const Summary s =
+        run_errors({.mode = FakeScript::Mode::no_done, .ttft_ms = 5, .itl_ms = 5, .chunks = 3}, 2);
+    EXPECT_EQ(errors(s, "malformed"), 2u);
+  }
+  {
+    const Summary s = run_errors({.ttft_ms = 3000}, 2, /*timeout_s=*/0.3);
+    EXPECT_EQ(errors(s, "timeout"), 2u);
+  }
+  {
+    RunConfig cfg;
+    cfg.url = "http://127.0.0.1:" + std::to_string(testing::unused_port());
+    cfg.request.model = "fake";
+    cfg.concurrency = 1;
+    cfg.num_requests = 3;
+    const Summary s = summarize_run(run(cfg, 3), {});
+    EXPECT_EQ(errors(s, "connect"), 3u);
+    EXPECT_EQ(s.completed, 0u);
+  }
+}
+
+TEST(Run, ConfigurationErrorsAreValues) {
+  RunConfig cfg;
+  cfg.url = "https://127.0.0.1:1";
+  cfg.num_requests = 1;
+  EXPECT_FALSE(run_load(cfg, items(1), {}, nullptr));
+  cfg.url = "http://127.0.0.1:1";
+  EXPECT_FALSE(run_load(cfg, {}, {}, nullptr));
+  cfg.num_requests = 0;
+  EXPECT_FALSE(run_load(cfg, items(1), {}, nullptr));
+}
+
+}  // namespace
+}  // namespace cadenza::loadgen

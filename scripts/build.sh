@@ -6,6 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 kind="${1:-release}"
 jobs="${JOBS:-$(nproc)}"
+# Let ccache share results between checkouts in different folders (CI builds a fresh clone).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 case "$kind" in
   release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
   asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCADENZA_SANITIZE=ON) ;;

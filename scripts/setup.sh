@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Cadenza builds with. Safe to run again; skips apt when all are there.
+#   scripts/setup.sh          what building and running needs
+#   scripts/setup.sh --test   also the tools the test suite uses (promtool, chromium, node)
 set -euo pipefail
 packages=(
   build-essential cmake ninja-build g++ pkg-config ccache git
   libcli11-dev nlohmann-json3-dev libpcre2-dev libfmt-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-dev
+  libboost-dev libcurl4-openssl-dev
 )
+if [ "${1:-}" = "--test" ]; then
+  # clang + compiler-rt: the libFuzzer target; promtool: the metrics format; chromium: the bench
+  # report page. Node.js runs the OpenAI-SDK end-to-end test; the image may ship its own build.
+  packages+=(clang libclang-rt-dev prometheus chromium)
+  command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

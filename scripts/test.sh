@@ -5,7 +5,7 @@
 # Tests that need ../shared skip with a visible "SKIPPED" message when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 jobs="${JOBS:-$(nproc)}"
 if [ -d ../shared ]; then echo "test: using shared test data in $(cd ../shared && pwd)";
 else echo "test: ../shared not found: golden-data tests will be SKIPPED"; fi

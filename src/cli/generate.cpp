@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -68,13 +69,15 @@ struct GenerateArgs {
 // powers of 1024, KB/MB/GB/TB powers of 1000 (the spellings people use for memory sizes).
 Result<int64_t> parse_byte_size(const std::string& text) {
   size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
     ++pos;
   const std::string number = text.substr(0, pos);
   std::string unit = text.substr(pos);
   if (number.find_first_of("0123456789") == std::string::npos ||
       std::count(number.begin(), number.end(), '.') > 1)
-    return make_error("--kv-cache-memory: '{}' is not a size (e.g. 1073741824, 1GiB, 512MiB)", text);
+    return make_error("--kv-cache-memory: '{}' is not a size (e.g. 1073741824, 1GiB, 512MiB)",
+                      text);
   for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   double scale = 0;
   const std::pair<const char*, double> units[] = {
@@ -222,6 +225,33 @@ void parse_line(const std::string& line, const GenerateArgs& a, const Tokenizer&
       if (!x) return;
       (key == "temperature" ? p.temperature : key == "top_p" ? p.top_p : p.min_p) =
           static_cast<float>(*x);
+    } else if (key == "repetition_penalty" || key == "presence_penalty" ||
+               key == "frequency_penalty") {
+      auto x = get_number(v, key.c_str(), err);
+      if (!x) return;
+      (key == "repetition_penalty" ? p.repetition_penalty
+       : key == "presence_penalty" ? p.presence_penalty
+                                   : p.frequency_penalty) = static_cast<float>(*x);
+    } else if (key == "min_tokens") {
+      auto x = get_integer(v, "min_tokens", 0, std::numeric_limits<int32_t>::max(), err);
+      if (!x) return;
+      p.min_tokens = static_cast<int32_t>(*x);
+    } else if (key == "logit_bias") {
+      // OpenAI form: {"token id": bias}; keys are strings in JSON.
+      if (!v.is_object()) {
+        err = "field 'logit_bias' must be an object {\"token id\": bias}";
+        return;
+      }
+      for (const auto& [id_text, bias] : v.items()) {
+        char* end = nullptr;
+        const long id = std::strtol(id_text.c_str(), &end, 10);
+        if (id_text.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max() ||
+            !bias.is_number()) {
+          err = "field 'logit_bias' must map token ids to numbers";
+          return;
+        }
+        p.logit_bias[static_cast<int32_t>(id)] = bias.get<float>();
+      }
     } else if (key == "top_k") {
       auto x = get_integer(v, "top_k", std::numeric_limits<int32_t>::min(),
                            std::numeric_limits<int32_t>::max(), err);
@@ -419,7 +449,7 @@ Status drain(engine::EngineCore& engine, std::unordered_map<engine::RequestId, J
     if (finished > 0) {
       done += finished;
       writer.flush_ready();
-      if (!writer.ok()) return make_error("generate: cannot write the output");
+      if (!writer.ok()) return make_error("cannot write the output");
     }
     progress.update(done, totals.generated_tokens, engine.stats());
   }

@@ -1,0 +1,337 @@
+// `cadenza generate` end to end: the built binary (CADENZA_BIN) runs on a tiny synthesized model
+// and a JSONL file with good and bad lines. Checks the output order, the error records (with their
+// line numbers), token counts, that greedy and seeded outputs do not depend on batching
+// (--sequential, a KV pool too small for all requests), stop token ids, and fatal errors.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gguf/gguf.h"
+#include "synth/synth.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cadenza {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::vector<int32_t> random_ids(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> t(n);
+  for (auto& x : t) x = static_cast<int32_t>(rng() % 256);  // byte tokens of the built-in vocab
+  return t;
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<json> read_jsonl(const fs::path& p) {
+  std::vector<json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "output line is not JSON: " << line;
+    out.push_back(j);
+  }
+  return out;
+}
+
+constexpr int kMaxModelLen = 64;
+constexpr int kMaxTokens = 6;
+
+// One input line and what the test expects of it.
+struct Line {
+  std::string text;      // the JSONL line ("" = a blank line)
+  bool error = false;    // expects an error record
+  int expected_tokens = kMaxTokens;  // completion tokens for good lines (ignore_eos, length)
+};
+
+class GenerateTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new fs::path(fs::temp_directory_path() /
+                        ("cadenza-generate-test-" + std::to_string(::getpid())));
+    fs::create_directories(*dir_);
+    synth::SynthOptions opts;
+    opts.shape = *synth::find_preset("demo");  // scaled down further
+    opts.shape.n_vocab = 300;
+    opts.shape.n_embd = 64;
+    opts.shape.n_layer = 2;
+    opts.shape.n_head = 4;
+    opts.shape.n_head_kv = 2;
+    opts.shape.head_dim = 16;
+    opts.shape.n_ff = 128;
+    opts.weight_type = "f32";
+    opts.seed = 7;
+    auto written = synth::write_synthetic_model(opts, model_path().string());
+    ASSERT_TRUE(written.ok()) << written.error();
+  }
+  static void TearDownTestSuite() {
+    std::error_code ec;
+    fs::remove_all(*dir_, ec);
+    delete dir_;
+    dir_ = nullptr;
+  }
+
+  static fs::path model_path() { return *dir_ / "tiny.gguf"; }
+
+  // Writes `lines` as the input file `name`.
+  static fs::path write_input(const std::string& name, const std::vector<Line>& lines) {
+    fs::path p = *dir_ / name;
+    std::ofstream out(p);
+    for (const Line& l : lines) out << l.text << '\n';
+    return p;
+  }
+
+  // Runs `cadenza generate` with the common options plus `extra`; stderr goes to `log`.
+  // Returns the exit status.
+  static int generate(const fs::path& input, const fs::path& output, const std::string& extra,
+                      std::string* log = nullptr) {
+    const fs::path log_path = output.string() + ".log";
+    const std::string cmd = fmt::format(
+        "'{}' generate -m '{}' --input '{}' --output '{}' -t 2 --max-model-len {} "
+        "--max-tokens {} --ignore-eos --seed 5 {} 2> '{}'",
+        CADENZA_BIN, model_path().string(), input.string(), output.string(), kMaxModelLen,
+        kMaxTokens, extra, log_path.string());
+    const int status = std::system(cmd.c_str());
+    if (log) *log = read_text(log_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+  static fs::path* dir_;
+};
+fs::path* GenerateTest::dir_ = nullptr;
+
+json ids_json(const std::vector<int32_t>& ids) { return json(ids); }
+
+// The mixed input: good lines of both prompt forms, bad lines of every kind, a blank line.
+std::vector<Line> mixed_lines() {
+  std::vector<Line> l;
+  l.push_back({R"({"id": "text", "prompt": "Hello, world"})"});
+  l.push_back({json{{"id", "ids"}, {"prompt_token_ids", ids_json(random_ids(20, 1))}}.dump()});
+  l.push_back({""});  // blank: skipped, no record
+  l.push_back({"this is not json", true});
+  l.push_back({R"({"id": "no-prompt", "max_tokens": 3})", true});
+  l.push_back({R"({"id": "bad-type", "prompt": "x", "max_tokens": "8"})", true});
+  l.push_back({json{{"id", "too-long"}, {"prompt_token_ids", ids_json(random_ids(70, 2))}}.dump(),
+               true});
+  l.push_back({R"({"id": "vocab", "prompt_token_ids": [5000]})", true});
+  l.push_back({json{{"id", 7}, {"prompt_token_ids", ids_json(random_ids(30, 3))},
+                    {"max_tokens", 3}}.dump(),
+               false, 3});
+  l.push_back(
+      {R"({"id": "sampled", "prompt": "Once upon a time", "temperature": 0.9, "seed": 11})"});
+  l.push_back({json{{"id", "priority"}, {"prompt_token_ids", ids_json(random_ids(40, 4))},
+                    {"priority", -1}}.dump()});
+  // Shares a 20-token prefix with "ids" (a prefix-cache candidate).
+  std::vector<int32_t> shared = random_ids(20, 1);
+  for (int32_t x : random_ids(17, 5)) shared.push_back(x);
+  l.push_back({json{{"id", "shared"}, {"prompt_token_ids", ids_json(shared)}}.dump()});
+  l.push_back({"[1, 2]", true});
+  // The default max_tokens shrinks to what the context leaves: 64 - 60 = 4.
+  l.push_back({json{{"id", "clamped"}, {"prompt_token_ids", ids_json(random_ids(60, 6))}}.dump(),
+               false, 4});
+  // An explicit max_tokens that does not fit is an error.
+  l.push_back({json{{"id", "explicit"}, {"prompt_token_ids", ids_json(random_ids(60, 6))},
+                    {"max_tokens", 10}}.dump(),
+               true});
+  l.push_back({R"({"id": "typo", "prompt": "x", "max_token": 3})", true});
+  l.push_back({R"({"prompt": "stop strings", "stop": ["zz", "q"], "stop_token_ids": [1]})"});
+  l.push_back({R"({"prompt": "penalties", "repetition_penalty": 1.1, "presence_penalty": 0.5, )"
+               R"("frequency_penalty": 0.1, "min_tokens": 2, "logit_bias": {"65": 2.5}})"});
+  l.push_back({R"({"prompt": "x", "logit_bias": {"abc": 1}})", true});
+  l.push_back({R"({"prompt": "x", "repetition_penalty": 0})", true});
+  return l;
+}
+
+// Fields that must not depend on how requests were batched.
+void expect_same_results(const std::vector<json>& a, const std::vector<json>& b,
+                         const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(what + ", record " + std::to_string(i));
+    EXPECT_EQ(a[i]["id"], b[i]["id"]);
+    EXPECT_EQ(a[i].contains("error"), b[i].contains("error"));
+    if (a[i].contains("error")) {
+      EXPECT_EQ(a[i]["error"], b[i]["error"]);
+      continue;
+    }
+    for (const char* key : {"text", "token_ids", "prompt_tokens", "completion_tokens",
+                            "finish_reason"})
+      EXPECT_EQ(a[i][key], b[i][key]) << key;
+  }
+}
+
+TEST_F(GenerateTest, MixedInputGivesOrderedRecordsAndErrorRecords) {
+  const std::vector<Line> lines = mixed_lines();
+  const fs::path in = write_input("mixed.jsonl", lines);
+  const fs::path out = *dir_ / "mixed.out.jsonl";
+  std::string log;
+  ASSERT_EQ(generate(in, out, "--temp 0", &log), 0) << log;
+  const std::vector<json> records = read_jsonl(out);
+
+  auto file = gguf::GgufFile::open(model_path().string());
+  ASSERT_TRUE(file.ok()) << file.error();
+  auto tokenizer = Tokenizer::from_gguf(**file);
+  ASSERT_TRUE(tokenizer.ok()) << tokenizer.error();
+
+  size_t index = 0;
+  int errors = 0;
+  for (size_t n = 0; n < lines.size(); ++n) {
+    const Line& line = lines[n];
+    if (line.text.empty()) continue;
+    SCOPED_TRACE("input line " + std::to_string(n + 1) + ": " + line.text.substr(0, 80));
+    ASSERT_LT(index, records.size());
+    const json& r = records[index];
+    EXPECT_EQ(r["index"], index);
+    json in_line = json::parse(line.text, nullptr, false);
+    if (in_line.is_object() && in_line.contains("id")) {
+      EXPECT_EQ(r["id"], in_line["id"]);
+    } else {
+      EXPECT_TRUE(r["id"].is_null());
+    }
+    if (line.error) {
+      ++errors;
+      ASSERT_TRUE(r.contains("error")) << r.dump();
+      EXPECT_NE(r["error"].get<std::string>().find("line " + std::to_string(n + 1) + ":"),
+                std::string::npos)
+          << r["error"];
+      EXPECT_FALSE(r.contains("token_ids"));
+    } else {
+      ASSERT_FALSE(r.contains("error")) << r.dump();
+      const auto tokens = r["token_ids"].get<std::vector<int32_t>>();
+      EXPECT_EQ(r["completion_tokens"], tokens.size());
+      const size_t prompt_tokens =
+          in_line.contains("prompt_token_ids")
+              ? in_line["prompt_token_ids"].size()
+              : (*tokenizer)->encode(in_line["prompt"].get<std::string>(), true, true).size();
+      EXPECT_EQ(r["prompt_tokens"], prompt_tokens);
+      if (!in_line.contains("stop_token_ids")) {
+        EXPECT_EQ(tokens.size(), static_cast<size_t>(line.expected_tokens));
+        EXPECT_EQ(r["finish_reason"], "length");
+      }
+      EXPECT_LE(prompt_tokens + tokens.size(), static_cast<size_t>(kMaxModelLen));
+      EXPECT_GE(r["ttft_s"].get<double>(), 0.0);
+      EXPECT_LE(r["ttft_s"].get<double>(), r["e2e_s"].get<double>());
+    }
+    ++index;
+  }
+  EXPECT_EQ(records.size(), index) << "one record per non-blank input line";
+  const int good = static_cast<int>(index) - errors;
+  EXPECT_NE(log.find(fmt::format("{} requests: {} completed, {} errors", index, good, errors)),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("generate: generated"), std::string::npos) << log;
+  EXPECT_NE(log.find("prefix cache hit"), std::string::npos) << log;
+}
+
+TEST_F(GenerateTest, SequentialAndBatchedRunsAgree) {
+  const fs::path in = write_input("agree.jsonl", mixed_lines());
+  const fs::path batched = *dir_ / "agree.batched.jsonl";
+  const fs::path sequential = *dir_ / "agree.sequential.jsonl";
+  std::string log;
+  ASSERT_EQ(generate(in, batched, "--temp 0", &log), 0) << log;
+  ASSERT_EQ(generate(in, sequential, "--temp 0 --sequential", &log), 0) << log;
+  EXPECT_NE(log.find("sequential mode"), std::string::npos) << log;
+  // One at a time, "shared" finds the first 16-token block of "ids" in the prefix cache.
+  EXPECT_NE(log.find("prompt tokens (16 of "), std::string::npos) << log;
+  expect_same_results(read_jsonl(batched), read_jsonl(sequential), "sequential");
+}
+
+TEST_F(GenerateTest, SmallKvPoolAndChunkingDoNotChangeOutputs) {
+  std::vector<Line> lines;
+  for (uint32_t i = 0; i < 12; ++i)
+    lines.push_back({json{{"id", i}, {"prompt_token_ids", ids_json(random_ids(5 + i * 4, 20 + i))},
+                          {"max_tokens", 8}}.dump()});
+  const fs::path in = write_input("pool.jsonl", lines);
+  const fs::path roomy = *dir_ / "pool.roomy.jsonl";
+  const fs::path tight = *dir_ / "pool.tight.jsonl";
+  std::string log;
+  ASSERT_EQ(generate(in, roomy, "--temp 0", &log), 0) << log;
+  // Tiny model: 2 layers x 2 KV heads x 16 x (K + V) x 4 bytes = 512 bytes per token, 8 KiB per
+  // 16-token block; 40 KiB = 5 blocks, one 64-token sequence (4 blocks) and a little more, so
+  // requests queue and get preempted. A small step budget chunks the prompts.
+  ASSERT_EQ(generate(in, tight,
+                     "--temp 0 --kv-cache-memory 40KiB --max-num-batched-tokens 16 "
+                     "--max-num-seqs 4 --no-prefix-caching",
+                     &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("KV cache 5 blocks x 16 tokens"), std::string::npos) << log;
+  EXPECT_NE(log.find("1 sequences of the maximum length 64 fit"), std::string::npos) << log;
+  const std::vector<json> a = read_jsonl(roomy);
+  expect_same_results(a, read_jsonl(tight), "tight pool");
+  ASSERT_EQ(a.size(), lines.size());
+  for (const json& r : a) EXPECT_EQ(r["completion_tokens"], 8) << r.dump();
+}
+
+TEST_F(GenerateTest, StopTokenIdsEndGeneration) {
+  const std::vector<int32_t> prompt = random_ids(20, 9);
+  const fs::path in = write_input(
+      "stop.jsonl", {{json{{"prompt_token_ids", ids_json(prompt)}, {"max_tokens", 6}}.dump()}});
+  const fs::path out = *dir_ / "stop.out.jsonl";
+  std::string log;
+  ASSERT_EQ(generate(in, out, "--temp 0", &log), 0) << log;
+  const auto full = read_jsonl(out).at(0)["token_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(full.size(), 6u);
+  // Stop on the third token: generation ends at its first occurrence, which is kept.
+  const int32_t stop = full[2];
+  size_t end = 0;
+  while (full[end] != stop) ++end;
+  const fs::path in2 = write_input(
+      "stop2.jsonl", {{json{{"prompt_token_ids", ids_json(prompt)}, {"max_tokens", 6},
+                            {"stop_token_ids", {stop}}}.dump()}});
+  ASSERT_EQ(generate(in2, out, "--temp 0", &log), 0) << log;
+  const json r = read_jsonl(out).at(0);
+  EXPECT_EQ(r["finish_reason"], "stop");
+  EXPECT_EQ(r["token_ids"].get<std::vector<int32_t>>(),
+            std::vector<int32_t>(full.begin(), full.begin() + static_cast<long>(end) + 1));
+}
+
+TEST_F(GenerateTest, LogitBiasSteersGreedyOutput) {
+  // Byte token 65 is "A" in the built-in vocabulary; a huge bias makes it the argmax every time.
+  const fs::path in = write_input(
+      "bias.jsonl", {{R"({"prompt_token_ids": [10, 20, 30], "logit_bias": {"65": 1000}})"}});
+  const fs::path out = *dir_ / "bias.out.jsonl";
+  std::string log;
+  ASSERT_EQ(generate(in, out, "--temp 0", &log), 0) << log;
+  const json r = read_jsonl(out).at(0);
+  EXPECT_EQ(r["token_ids"], json(std::vector<int32_t>(kMaxTokens, 65))) << r.dump();
+  EXPECT_EQ(r["text"], std::string(kMaxTokens, 'A'));
+}
+
+TEST_F(GenerateTest, RunLevelProblemsAreFatal) {
+  const fs::path in = write_input("fatal.jsonl", {{R"({"prompt": "x"})"}});
+  const fs::path out = *dir_ / "fatal.out.jsonl";
+  std::string log;
+  EXPECT_NE(generate(*dir_ / "missing.jsonl", out, "", &log), 0);
+  EXPECT_NE(log.find("cannot open the input"), std::string::npos) << log;
+  EXPECT_NE(generate(in, out, "--kv-cache-memory 12XB", &log), 0);
+  EXPECT_NE(log.find("unknown unit"), std::string::npos) << log;
+  EXPECT_NE(generate(in, out, "--kv-cache-memory 100", &log), 0);
+  EXPECT_NE(log.find("smaller than one KV block"), std::string::npos) << log;
+  // 8 KiB holds one block, less than one 64-token sequence: the engine refuses.
+  EXPECT_NE(generate(in, out, "--kv-cache-memory 8KiB", &log), 0);
+  EXPECT_NE(log.find("cannot hold one"), std::string::npos) << log;
+  EXPECT_EQ(generate(in, out, "--kv-cache-memory 0.5MiB", &log), 0) << log;
+  EXPECT_NE(log.find("KV cache 64 blocks"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace cadenza

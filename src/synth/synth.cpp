@@ -9,6 +9,7 @@
 #include "gguf/gguf.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
+#include "util/utf8.h"
 
 namespace cadenza::synth {
 namespace {
@@ -187,12 +188,7 @@ std::vector<std::string> byte_level_tokens() {
   std::vector<std::string> out;
   for (int cp : cps) {
     std::string s;
-    if (cp < 0x80) {
-      s.push_back(static_cast<char>(cp));
-    } else {
-      s.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      s.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
+    append_utf8(s, static_cast<uint32_t>(cp));
     out.push_back(std::move(s));
   }
   return out;

@@ -11,10 +11,11 @@
 #include <string>
 #include <string_view>
 
+#include "util/utf8.h"
+
 namespace cadenza::tok {
 
-// Appends the UTF-8 encoding of `cp` (which must be <= 0x10FFFF).
-void append_utf8(std::string& out, uint32_t cp);
+using cadenza::append_utf8;
 
 // The outcome of examining the bytes at the start of a buffer (strict UTF-8, Unicode table 3-7:
 // no overlongs, no surrogates, nothing above U+10FFFF).

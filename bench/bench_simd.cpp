@@ -8,6 +8,7 @@
 // bytes_per_second counts weight bytes (what bounds decoding). Levels above what the CPU has are
 // reported as errors ("not available") rather than silently run at a lower level.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -20,7 +21,9 @@
 
 #include "kernels/simd/isa.h"
 #include "kernels/simd/kernels.h"
+#include "kernels/simd/repack.h"
 #include "tensor/quant.h"
+#include "util/thread_pool.h"
 
 namespace cadenza::simd {
 namespace {
@@ -60,7 +63,9 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t k) {
   } else {
     for (size_t b = 0; b < w.size() / bs; ++b) {
       uint8_t* p = &w[b * bs];
-      if (t == DType::Q6_K) {
+      if (t == DType::Q5_0) {
+        std::memcpy(p, &d, 2);
+      } else if (t == DType::Q6_K) {
         std::memcpy(p + 208, &d, 2);
       } else {
         std::memcpy(p, &d, 2);
@@ -189,7 +194,72 @@ void BM_quantize(benchmark::State& state, DType act, Isa isa) {
   set_isa(detected_isa());
 }
 
+// Prefill shape: a 4864 x 896 matrix (Qwen2.5-0.5B FFN up/gate; 4864 x 1024 for Q4_K/Q6_K, whose
+// rows must be a multiple of 256) times n activation rows, one
+// thread; row-major gemm (kernels.h) vs the repacked VNNI GEMM (repack.h). Counter: int8 MACs/s.
+void BM_prefill(benchmark::State& state, DType t, bool repacked, int64_t n) {
+  const int64_t rows = 4864, k = t == DType::Q4_K || t == DType::Q6_K ? 1024 : 896;
+  if (!use_level(state, repacked ? Isa::avx512_vnni : detected_isa())) return;
+  const std::vector<uint8_t> w = make_weights(t, rows, k);
+  std::vector<float> x(static_cast<size_t>(n * k));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (auto& v : x) v = nd(rng);
+  std::vector<float> out(static_cast<size_t>(n * rows));
+  std::vector<uint8_t> packed, act;
+  if (repacked) {
+    packed.resize(static_cast<size_t>(repack_bytes(t, rows, k)));
+    repack_weights(t, w.data(), rows, k, packed.data());
+    act.resize(static_cast<size_t>(n * repack_act_row_bytes(t, k)));
+    for (int64_t j = 0; j < n; ++j)
+      repack_quantize_act(t, x.data() + j * k, k, act.data() + j * repack_act_row_bytes(t, k));
+  } else {
+    act.resize(static_cast<size_t>(n * *activation_row_bytes(t, k)));
+    if (!quantize_activations(t, x.data(), k, n, act.data()).ok()) std::abort();
+  }
+  for (auto _ : state) {
+    if (repacked) {
+      repack_gemm(t, packed.data(), rows, k, 0, rows, act.data(), n, out.data(), rows);
+    } else if (!gemm(t, w.data(), rows, k, act.data(), n, out.data(), rows).ok()) {
+      std::abort();
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations() * rows * k * n),
+                                               benchmark::Counter::kIsRate);
+  set_isa(detected_isa());
+}
+
+// Per-op overhead of the persistent pool: a parallel_for of `tasks` empty bodies on a 2-thread
+// pool back to back (what every op of a decode step pays on top of its work). Wall time.
+void BM_pool_overhead(benchmark::State& state, int threads, int64_t tasks) {
+  static ThreadPool* pools[3] = {nullptr, nullptr, nullptr};
+  if (!pools[threads]) pools[threads] = new ThreadPool(threads);
+  ThreadPool& pool = *pools[threads];
+  std::atomic<int64_t> sink{0};
+  for (auto _ : state) {
+    pool.parallel_for(tasks, [&](int64_t i, int) { sink.fetch_add(i, std::memory_order_relaxed); });
+  }
+  benchmark::DoNotOptimize(sink.load());
+}
+
 void register_all() {
+  benchmark::RegisterBenchmark("pool/parallel_for/2threads/2tasks", BM_pool_overhead, 2, 2)
+      ->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::RegisterBenchmark("pool/parallel_for/2threads/64tasks", BM_pool_overhead, 2, 64)
+      ->Unit(benchmark::kMicrosecond)->UseRealTime();
+  if (detected_isa() >= Isa::avx512_vnni) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+      for (int64_t n : {1, 8, 64, 512}) {
+        const std::string tn(dtype_name(t)), ns = std::to_string(n);
+        benchmark::RegisterBenchmark(("prefill/" + tn + "/repacked/n" + ns).c_str(), BM_prefill, t, true, n)
+            ->Unit(benchmark::kMillisecond);
+        if (t != DType::Q5_0)
+          benchmark::RegisterBenchmark(("prefill/" + tn + "/rowmajor/n" + ns).c_str(), BM_prefill, t, false, n)
+              ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
   benchmark::RegisterBenchmark("read/cold", BM_read, true)->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("read/hot", BM_read, false)->Unit(benchmark::kMicrosecond);
   const Isa best = detected_isa() >= Isa::avx512_vnni ? Isa::avx512_vnni : detected_isa();

@@ -112,6 +112,7 @@ inline std::vector<uint8_t> random_weights(Rng& rng, DType t, int64_t rows, int6
     switch (t) {
       case DType::Q8_0:
       case DType::Q4_0:
+      case DType::Q5_0:
         d = rand_scale(rng, 1e-4f, 5e-2f, true);
         std::memcpy(p, &d, 2);
         break;

@@ -10,6 +10,9 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/simd/isa.h"
+#include "kernels/simd/kernels.h"
+#include "kernels/simd/repack.h"
 #include "tensor/quant.h"
 
 namespace cadenza::kernels {
@@ -90,6 +93,26 @@ std::vector<float> as_stored(DType type, const std::vector<float>& values, int64
   return out;
 }
 
+// The activation row as the CPU backend's matmul sees it for weights of `type` at the active ISA
+// level: quantized to Q8_0 (repacked kernels, and Q8_0/Q4_0 weights) or Q8_K (Q4_K/Q6_K) and
+// decoded back, or unchanged (F16/BF16, types without a SIMD kernel, and the scalar level, which
+// multiplies decoded weights with f32 activations).
+std::vector<float> activation_as_used(DType type, const float* x, int64_t k) {
+  std::vector<float> out(x, x + k);
+  const simd::Isa isa = simd::active_isa();
+  std::optional<DType> at;
+  if (simd::repack_usable(type, isa) && simd::repack_fits(type, k)) {
+    at = type == DType::Q4_K || type == DType::Q6_K ? DType::Q8_K : DType::Q8_0;
+  } else if (isa != simd::Isa::scalar) {
+    at = simd::activation_dtype(type);
+  }
+  if (!at || *at == DType::F32) return out;
+  std::vector<uint8_t> q(static_cast<size_t>(*row_bytes(*at, k)));
+  quantize_row(*at, x, q.data(), k);
+  dequantize_row(*at, q.data(), out.data(), k);
+  return out;
+}
+
 TEST(CpuKernels, MatmulMatchesNaiveForEveryWeightType) {
   std::unique_ptr<Backend> backend = make_cpu_backend({.n_threads = 3});
   const int64_t k = 512, m = 37, n = 5;
@@ -105,11 +128,12 @@ TEST(CpuKernels, MatmulMatchesNaiveForEveryWeightType) {
     backend->matmul(*weight, xb.matrix(n, k), yb.matrix(n, m));
     const std::vector<float> y = yb.floats();
     for (int64_t t = 0; t < n; ++t) {
+      const std::vector<float> xa = activation_as_used(type, x.data() + t * k, k);
       for (int64_t j = 0; j < m; ++j) {
         double ref = 0, magnitude = 0;
         for (int64_t i = 0; i < k; ++i) {
-          ref += static_cast<double>(stored[j * k + i]) * x[t * k + i];
-          magnitude += std::abs(static_cast<double>(stored[j * k + i]) * x[t * k + i]);
+          ref += static_cast<double>(stored[j * k + i]) * xa[i];
+          magnitude += std::abs(static_cast<double>(stored[j * k + i]) * xa[i]);
         }
         EXPECT_NEAR(y[t * m + j], ref, 1e-6 * magnitude + 1e-6) << "row " << t << " col " << j;
       }

@@ -33,7 +33,9 @@ const float* vector_values(const Weight& w) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendOptions& options) : pool_(options.n_threads) {}
+  explicit CpuBackend(const CpuBackendOptions& options) : pool_(options.n_threads) {
+    cpu::log_matmul_path_once();
+  }
 
   std::string_view name() const override { return "cpu"; }
 

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -32,6 +33,17 @@ class CpuWeight final : public Weight {
   std::shared_ptr<const void> keep_alive;  // when `data` points into the caller's memory
   AlignedBytes owned;                      // when `data` is our copy
   std::vector<float> vector_f32;           // for vectors only: the values as f32
+  // A second copy in the interleaved layout of kernels/simd/repack.h (one block of
+  // repacked_matrix_bytes per matrix), made on the first matmul with a type that has a repacked
+  // kernel at the active ISA level (ensure_repacked); null otherwise (also when out of memory).
+  // `data` stays for get_rows and the other ISA levels.
+  mutable AlignedBytes repacked;
+  mutable size_t repacked_matrix_bytes = 0;
+  mutable std::once_flag repack_once;
+
+  const uint8_t* repacked_matrix(int64_t matrix) const {
+    return repacked.get() + static_cast<size_t>(matrix) * repacked_matrix_bytes;
+  }
 
   const uint8_t* row(int64_t matrix, int64_t r) const {
     return data + (static_cast<size_t>(matrix) * static_cast<size_t>(rows()) +
@@ -50,6 +62,18 @@ void decode_row(DType t, const void* src, float* dst, int64_t n);
 // Dot product of n floats with a fixed summation order: 8 interleaved partial sums
 // (element i goes to sum i % 8), combined pairwise. The order depends only on n.
 float dot(const float* a, const float* b, int64_t n);
+
+// The SIMD matmul of x_rows[0..n) (each w.cols() floats) with matrix `matrix` of w into
+// y[j * ldy + r] (ldy >= w.rows()). Returns false, computing nothing, when the weight type has no
+// SIMD kernel at the active ISA level (the caller then uses the f32 path). Must be called from the
+// thread that issues ops (it uses that thread's activation buffer).
+bool simd_matmul(ThreadPool& pool, const CpuWeight& w, int64_t matrix, const float* const* x_rows,
+                 int64_t n, float* y, int64_t ldy);
+// Makes w.repacked when its type has a repacked kernel at the active ISA level (once per weight,
+// thread-safe; the repacking runs on the pool). Logs the first repacking.
+void ensure_repacked(ThreadPool& pool, const CpuWeight& w);
+// Logs (spdlog info, once per process) which kernels matmul uses.
+void log_matmul_path_once();
 
 void get_rows(ThreadPool& pool, const CpuWeight& table, IndexMatrix ids, Matrix out);
 void gather_rows(ThreadPool& pool, Matrix src, IndexMatrix rows, Matrix out);

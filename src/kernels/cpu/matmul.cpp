@@ -1,11 +1,26 @@
-// CPU matmul, expert matmul and row lookups: weight rows are decoded to f32 (a tile of rows at a
-// time, into per-thread scratch) and dotted against every input row.
+// CPU matmul, expert matmul and row lookups.
+//
+// Matmul has two paths:
+//  - SIMD (kernels/simd): for weight types with a kernel at the active ISA level, the activation
+//    rows are quantized once per call to the kernel's format (Q8_0 / Q8_K; f32 for F16/BF16) and
+//    the output rows are split into one contiguous range per thread (equal shares; multiples of
+//    the repacked group for repacked weights); each thread runs the gemv (n = 1) or gemm kernel
+//    over its rows for all n activations. Every kernel computes a (row, activation) result with a
+//    fixed instruction sequence, whatever the row range and n: batch and thread-count invariant.
+//  - fallback (other types, or CADENZA_ISA without a kernel): weight rows are decoded to f32 (a
+//    tile of rows at a time, into per-thread scratch) and dotted against every input row.
 #include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/simd/isa.h"
+#include "kernels/simd/kernels.h"
+#include "kernels/simd/repack.h"
 #include "tensor/quant.h"
 
 namespace cadenza::kernels::cpu {
@@ -118,6 +133,130 @@ void gather_rows(ThreadPool& pool, Matrix src, IndexMatrix rows, Matrix out) {
   });
 }
 
+namespace {
+
+// The caller thread's activation buffer (quantized rows); workers only read it during the call.
+uint8_t* activation_buffer(size_t bytes) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  return buffer.data();
+}
+
+// Splits [0, units) into `parts` contiguous ranges of (almost) equal size; part p gets
+// [begin, end). Ranges depend only on (units, parts).
+std::pair<int64_t, int64_t> split_range(int64_t units, int64_t parts, int64_t p) {
+  const int64_t base = units / parts, extra = units % parts;
+  const int64_t begin = p * base + std::min(p, extra);
+  return {begin, begin + base + (p < extra ? 1 : 0)};
+}
+
+}  // namespace
+
+void ensure_repacked(ThreadPool& pool, const CpuWeight& w) {
+  if (!simd::repack_usable(w.type(), simd::active_isa()) || !simd::repack_fits(w.type(), w.cols())) return;
+  std::call_once(w.repack_once, [&] {
+    const int64_t k = w.cols(), m = w.rows();
+    const auto matrix_bytes = static_cast<size_t>(simd::repack_bytes(w.type(), m, k));
+    AlignedBytes bytes = aligned_zeroed(matrix_bytes * static_cast<size_t>(w.matrices()));
+    if (!bytes) {
+      spdlog::warn("cpu backend: no memory to repack '{}'; using the row-major kernels", w.name());
+      return;
+    }
+    // Chunks of 64 row groups per task.
+    const int64_t chunk_rows = 64 * simd::kRepackRows;
+    const int64_t chunks = (m + chunk_rows - 1) / chunk_rows;
+    const size_t chunk_bytes = static_cast<size_t>(simd::repack_bytes(w.type(), chunk_rows, k));
+    pool.parallel_for(w.matrices() * chunks, [&](int64_t i, int) {
+      const int64_t e = i / chunks, c = i % chunks;
+      const int64_t r0 = c * chunk_rows;
+      simd::repack_weights(w.type(), w.row(e, r0), std::min(chunk_rows, m - r0), k,
+                           bytes.get() + static_cast<size_t>(e) * matrix_bytes +
+                               static_cast<size_t>(c) * chunk_bytes);
+    });
+    w.repacked_matrix_bytes = matrix_bytes;
+    w.repacked = std::move(bytes);
+    static std::once_flag logged;
+    std::call_once(logged, [&] {
+      spdlog::info("cpu backend: repacking {} weights into 16-row groups for the VNNI GEMM "
+                   "(a second copy of each matrix used by matmul; first: '{}', {:.1f} MiB)",
+                   dtype_name(w.type()), w.name(),
+                   static_cast<double>(matrix_bytes * static_cast<size_t>(w.matrices())) / 1048576.0);
+    });
+  });
+}
+
+bool simd_matmul(ThreadPool& pool, const CpuWeight& w, int64_t matrix, const float* const* x_rows,
+                 int64_t n, float* y, int64_t ldy) {
+  const int64_t k = w.cols(), m = w.rows();
+  const simd::Isa isa = simd::active_isa();
+  ensure_repacked(pool, w);
+  const bool repacked = w.repacked != nullptr && simd::repack_usable(w.type(), isa);
+  assert(!repacked || simd::repack_fits(w.type(), k));
+  std::optional<DType> act_type;
+  int64_t act_row = 0;
+  if (repacked) {
+    act_row = simd::repack_act_row_bytes(w.type(), k);
+  } else {
+    if (isa == simd::Isa::scalar) return false;  // the f32 path is faster than the references
+    act_type = simd::activation_dtype(w.type());
+    if (!act_type) return false;
+    Result<int64_t> bytes = simd::activation_row_bytes(w.type(), k);
+    if (!bytes) return false;
+    act_row = *bytes;
+  }
+  // Quantize (or gather) the activations once, in parallel over rows when there are several.
+  uint8_t* act = activation_buffer(static_cast<size_t>(act_row * n));
+  auto prepare = [&](int64_t j) {
+    uint8_t* dst = act + j * act_row;
+    if (repacked) {
+      simd::repack_quantize_act(w.type(), x_rows[j], k, dst);
+    } else if (*act_type == DType::Q8_0) {
+      simd::quantize_q8_0(x_rows[j], k, dst);
+    } else if (*act_type == DType::Q8_K) {
+      simd::quantize_q8_k(x_rows[j], k, dst);
+    } else {
+      std::memcpy(dst, x_rows[j], static_cast<size_t>(k) * sizeof(float));
+    }
+  };
+  if (n >= 8) {
+    pool.parallel_for(n, [&](int64_t j, int) { prepare(j); });
+  } else {
+    for (int64_t j = 0; j < n; ++j) prepare(j);
+  }
+
+  // One contiguous row range per thread (in units of the repacked group, or of 16 rows).
+  const int64_t unit = repacked ? simd::kRepackRows : 16;
+  const int64_t units = (m + unit - 1) / unit;
+  const int64_t parts = std::min<int64_t>(pool.size(), units);
+  const uint8_t* weights = w.row(matrix, 0);
+  pool.parallel_for(parts, [&](int64_t p, int) {
+    const auto [u0, u1] = split_range(units, parts, p);
+    const int64_t r0 = u0 * unit, r1 = std::min(m, u1 * unit);
+    if (r1 <= r0) return;
+    if (repacked) {
+      simd::repack_gemm(w.type(), w.repacked_matrix(matrix), m, k, r0, r1, act, n, y, ldy);
+    } else {
+      const uint8_t* wr = weights + static_cast<size_t>(r0) * w.row_bytes;
+      const Status st = simd::gemm(w.type(), wr, r1 - r0, k, act, n, y + r0, ldy);
+      assert(st);
+      (void)st;
+    }
+  });
+  return true;
+}
+
+void log_matmul_path_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    spdlog::info("cpu backend: matmul kernels at ISA level {} ({}); {}",
+                 simd::isa_name(simd::active_isa()),
+                 simd::repack_usable(DType::Q8_0, simd::active_isa())
+                     ? "Q8_0/Q4_0/Q5_0/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM"
+                     : "row-major SIMD kernels",
+                 simd::isa_report());
+  });
+}
+
 void matmul(ThreadPool& pool, const CpuWeight& w, Matrix x, Matrix y) {
   assert(w.matrices() == 1 && x.cols == w.cols() && y.cols == w.rows() && y.rows == x.rows);
   const int64_t n = x.rows;
@@ -128,6 +267,7 @@ void matmul(ThreadPool& pool, const CpuWeight& w, Matrix x, Matrix y) {
     x_rows[t] = x.data + t * x.stride;
     y_rows[t] = y.data + t * y.stride;
   }
+  if (simd_matmul(pool, w, 0, x_rows.data(), n, y.data, y.stride)) return;
   const int64_t m = w.rows();
   const int64_t tile = tile_rows_for(w.cols());
   const int64_t n_tiles = (m + tile - 1) / tile;
@@ -165,6 +305,23 @@ void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix 
   std::vector<int32_t> active;
   for (int64_t e = 0; e < n_experts; ++e) {
     if (!x_rows[e].empty()) active.push_back(static_cast<int32_t>(e));
+  }
+  // SIMD: one matmul per active expert into a temporary [count][m], then scattered to y.
+  if (!active.empty()) {
+    std::vector<float> tmp;
+    bool used_simd = true;
+    for (const int32_t e : active) {
+      const auto count = static_cast<int64_t>(x_rows[e].size());
+      tmp.resize(static_cast<size_t>(count * m));
+      if (!simd_matmul(pool, w, e, x_rows[e].data(), count, tmp.data(), m)) {
+        used_simd = false;
+        break;
+      }
+      for (int64_t j = 0; j < count; ++j) {
+        std::memcpy(y_rows[e][j], tmp.data() + j * m, static_cast<size_t>(m) * sizeof(float));
+      }
+    }
+    if (used_simd) return;
   }
   pool.parallel_for(static_cast<int64_t>(active.size()) * n_tiles, [&](int64_t i, int) {
     const int32_t e = active[static_cast<size_t>(i / n_tiles)];

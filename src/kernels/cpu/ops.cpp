@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/simd/attention.h"
 
 namespace cadenza::kernels::cpu {
 
@@ -68,10 +69,15 @@ void mul(ThreadPool& pool, Matrix a, Matrix b, Matrix out) {
 
 void swiglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out) {
   assert(same_shape(gate, up) && same_shape(gate, out));
+  const bool vectorised = simd::attend_available(16, 16);  // AVX-512: vector exp
   for_each_row(pool, gate.rows, gate.cols, [&](int64_t r) {
     const float* g = gate.data + r * gate.stride;
     const float* u = up.data + r * up.stride;
     float* o = out.data + r * out.stride;
+    if (vectorised) {
+      simd::swiglu(g, u, o, gate.cols);
+      return;
+    }
     for (int64_t i = 0; i < gate.cols; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
   });
 }

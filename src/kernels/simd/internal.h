@@ -40,6 +40,11 @@ const KernelTable& avx512_vnni_table();  // kernels_avx512_vnni.cpp
 // The table of the active level (isa.cpp).
 const KernelTable& active_table();
 
+// repack_vnni.cpp: the repacked GEMM (repack.h) at avx512_vnni; type_code 0 = Q8_0, 1 = Q4_0,
+// 2 = Q5_0.
+void repack_gemm_vnni(int type_code, const void* packed, int64_t k, int64_t r0, int64_t r1,
+                      const void* act, int64_t n, float* out, int64_t ldo);
+
 // amx_probe.cpp: requests tile permission and runs one tile instruction in a forked child.
 struct AmxProbe {
   bool permitted = false;  // arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) succeeded

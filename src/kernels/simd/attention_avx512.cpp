@@ -1,0 +1,179 @@
+// AVX-512 attention inner loop (attention.h). Compiled with the avx512 flags; everything in an
+// anonymous namespace or a plain function (see internal.h for why); exp is a vector polynomial.
+//
+// Per (head, position): the dot product is a chain of fmas over dk/16 vectors, then the 16 lanes
+// are summed by a fixed transposing tree shared by 16 positions (sum16); per chunk the running max, the chunk's weights (vector exp) and their sum
+// (a fixed reduction) update the running sum; the value accumulator (dv floats per head, kept in
+// registers for the chunk) is rescaled once per chunk and gets one fma per (position, 16 values).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+
+#include "kernels/simd/attention.h"
+
+namespace cadenza::simd::detail {
+namespace {
+
+// exp(x) for x <= 0 (softmax arguments; -inf and very negative values give 0): 2^n * p(r) with
+// n = round(x / ln 2), r = x - n ln 2 (two-part ln 2), p a degree-6 Taylor polynomial (Horner),
+// 2^n applied by scalef. Relative error ~2e-7. Fixed instruction sequence: deterministic.
+inline __m512 exp_nonpositive_unclamped(__m512 x) {
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+inline __m512 exp_nonpositive(__m512 x) {
+  return exp_nonpositive_unclamped(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)));
+}
+
+// exp(x) for any finite x: the argument clamped to [-104, 88] (results 0 .. 1.65e38), then as
+// exp_nonpositive (the reduction and polynomial hold for either sign).
+inline __m512 exp_any(__m512 x) {
+  return exp_nonpositive_unclamped(_mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.0f)));
+}
+
+// Lane j of the result = the sum of the 16 lanes of v[j] (a fixed tree: pairs within 128-bit
+// lanes, then across them).
+inline __m512 sum16(const __m512 v[16]) {
+  __m512 x[4];
+  for (int quad = 0; quad < 4; ++quad) {
+    const __m512* w = v + 4 * quad;
+    const __m512 a = _mm512_add_ps(_mm512_unpacklo_ps(w[0], w[1]), _mm512_unpackhi_ps(w[0], w[1]));
+    const __m512 b = _mm512_add_ps(_mm512_unpacklo_ps(w[2], w[3]), _mm512_unpackhi_ps(w[2], w[3]));
+    // Per 128-bit lane: [w0, w1, w2, w3] partial sums over that lane.
+    x[quad] = _mm512_add_ps(_mm512_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                            _mm512_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 y0 = _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512 y1 = _mm512_add_ps(_mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(2, 0, 2, 0)),
+                                  _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 1, 3, 1)));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(y0, y1, _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_f32x4(y0, y1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+}  // namespace
+
+void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 g = _mm512_loadu_ps(gate + i);
+    const __m512 e = exp_any(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_loadu_ps(up + i)));
+  }
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 e = exp_any(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
+namespace {
+
+// KC = dk / 16 and NV = dv / 16 when known at compile time (the common head sizes), 0 otherwise:
+// the same instructions either way, fully unrolled with the accumulators in registers when known.
+template <int KC, int NV>
+void attend_impl(const float* const* q, int nq, const float* const* k_rows,
+                 const float* const* v_rows, int64_t n, int dk, int dv, float scale,
+                 float* const* out, float* scratch) {
+  float* scores = scratch;                       // [nq][kAttendChunk]
+  float* acc = scratch + nq * kAttendChunk;      // [nq][dv]
+  float running_max[kAttendMaxHeads], running_sum[kAttendMaxHeads];
+  for (int h = 0; h < nq; ++h) {
+    running_max[h] = -__builtin_inff();
+    running_sum[h] = 0.0f;
+    for (int i = 0; i < dv; i += 16) _mm512_storeu_ps(acc + h * dv + i, _mm512_setzero_ps());
+  }
+  const int kc = KC > 0 ? KC : dk / 16;
+  for (int64_t start = 0; start < n; start += kAttendChunk) {
+    const int count = static_cast<int>(n - start < kAttendChunk ? n - start : kAttendChunk);
+    // Scores, 16 positions at a time per head: 16 fma chains, then one transposing reduction
+    // (lane j = position j's sum); positions past `count` are zero and masked below.
+    for (int h = 0; h < nq; ++h) {
+      const float* qh = q[h];
+      for (int g = 0; g < count; g += 16) {
+        __m512 part[16];
+        for (int jj = 0; jj < 16; ++jj) {
+          if (g + jj >= count) {
+            part[jj] = _mm512_setzero_ps();
+            continue;
+          }
+          const float* kp = k_rows[start + g + jj];
+          __m512 acc_s = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kp));
+          for (int c = 1; c < kc; ++c)
+            acc_s = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kp + 16 * c), acc_s);
+          part[jj] = acc_s;
+        }
+        _mm512_storeu_ps(scores + h * kAttendChunk + g, _mm512_mul_ps(sum16(part), _mm512_set1_ps(scale)));
+      }
+    }
+    // Online softmax update per head, then the weights of this chunk in place of the scores
+    // (lanes past `count` are computed on -inf scores and ignored).
+    const __mmask32 valid = count == 32 ? 0xffffffffu : ((1u << count) - 1u);
+    for (int h = 0; h < nq; ++h) {
+      float* sh = scores + h * kAttendChunk;
+      const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+      const __m512 s0 = _mm512_mask_loadu_ps(ninf, static_cast<__mmask16>(valid), sh);
+      const __m512 s1 = _mm512_mask_loadu_ps(ninf, static_cast<__mmask16>(valid >> 16), sh + 16);
+      const float chunk_max = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+      const float new_max = running_max[h] > chunk_max ? running_max[h] : chunk_max;
+      const __m512 corr = exp_nonpositive(_mm512_set1_ps(running_max[h] - new_max));
+      const __m512 mx = _mm512_set1_ps(new_max);
+      const __m512 p0 = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid), exp_nonpositive(_mm512_sub_ps(s0, mx)));
+      const __m512 p1 = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid >> 16), exp_nonpositive(_mm512_sub_ps(s1, mx)));
+      _mm512_storeu_ps(sh, p0);
+      _mm512_storeu_ps(sh + 16, p1);
+      running_sum[h] = running_sum[h] * _mm512_cvtss_f32(corr) +
+                       (_mm512_reduce_add_ps(p0) + _mm512_reduce_add_ps(p1));
+      running_max[h] = new_max;
+      // Values: the head's accumulator slice in registers, one fma per (position, 16 values).
+      for (int i0 = 0; i0 < dv; i0 += 128) {
+        const int nv = NV > 0 ? NV : (dv - i0 < 128 ? dv - i0 : 128) / 16;
+        __m512 a[8];
+        for (int c = 0; c < nv; ++c) a[c] = _mm512_mul_ps(_mm512_loadu_ps(acc + h * dv + i0 + 16 * c), corr);
+        for (int j = 0; j < count; ++j) {
+          const float* vp = v_rows[start + j] + i0;
+          const __m512 pj = _mm512_set1_ps(sh[j]);
+          for (int c = 0; c < nv; ++c) a[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vp + 16 * c), a[c]);
+        }
+        for (int c = 0; c < nv; ++c) _mm512_storeu_ps(acc + h * dv + i0 + 16 * c, a[c]);
+      }
+    }
+  }
+  for (int h = 0; h < nq; ++h) {
+    const __m512 inv = _mm512_set1_ps(1.0f / running_sum[h]);
+    for (int i = 0; i < dv; i += 16)
+      _mm512_storeu_ps(out[h] + i, _mm512_mul_ps(_mm512_loadu_ps(acc + h * dv + i), inv));
+  }
+}
+
+}  // namespace
+
+void attend_avx512(const float* const* q, int nq, const float* const* k_rows,
+                   const float* const* v_rows, int64_t n, int dk, int dv, float scale,
+                   float* const* out, float* scratch) {
+  if (dk == 64 && dv == 64) return attend_impl<4, 4>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+  if (dk == 128 && dv == 128) return attend_impl<8, 8>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+  attend_impl<0, 0>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+}
+
+}  // namespace cadenza::simd::detail

@@ -1,0 +1,155 @@
+// The repacked Q8_0/Q4_0/Q5_0 kernels (kernels/simd/repack.h): the scalar reference against the
+// exact dot product, the VNNI kernel bit for bit against the reference (any n, any row range), and
+// the activation format against tensor/quant.h's Q8_0 quantizer.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/simd/kernels.h"
+#include "kernels/simd/repack.h"
+#include "simd_test_util.h"
+
+namespace cadenza::simd::testing {
+namespace {
+
+constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K};
+constexpr DType kBlock32Types[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0};
+
+std::vector<uint8_t> quantize_acts(DType t, const std::vector<float>& x, int64_t n, int64_t k) {
+  const int64_t ab = repack_act_row_bytes(t, k);
+  std::vector<uint8_t> a(static_cast<size_t>(n * ab));
+  for (int64_t j = 0; j < n; ++j) repack_quantize_act(t, x.data() + j * k, k, a.data() + j * ab);
+  return a;
+}
+
+TEST(Repack, Q4_KActivationFormatIsQ8_KWithPairSums) {
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 3);
+  const int64_t k = 512;
+  const std::vector<float> x = random_activations(rng, 1, k);
+  std::vector<BlockQ8_K> q(k / 256);
+  quantize_row(DType::Q8_K, x.data(), q.data(), k);
+  const std::vector<uint8_t> a = quantize_acts(DType::Q4_K, x, 1, k);
+  const int64_t nb = k / 256;
+  for (int64_t b = 0; b < nb; ++b) {
+    float da;
+    std::memcpy(&da, &a[4 * b], 4);
+    EXPECT_EQ(da, q[b].d);
+    for (int p = 0; p < 4; ++p) {
+      int16_t pair[2];
+      std::memcpy(pair, &a[4 * nb + 16 * b + 4 * p], 4);
+      for (int e = 0; e < 2; ++e) {
+        int32_t sum = 0;
+        for (int i = 0; i < 32; ++i) sum += q[b].qs[64 * p + 32 * e + i];
+        EXPECT_EQ(pair[e], sum);
+      }
+    }
+    EXPECT_EQ(0, std::memcmp(&a[20 * nb + 256 * b], q[b].qs, 256));
+  }
+}
+
+TEST(Repack, ActivationFormatIsQ8_0WithOffsetSums) {
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed());
+  const int64_t k = 256;
+  const std::vector<float> x = random_activations(rng, 1, k);
+  std::vector<BlockQ8_0> q(k / 32);
+  quantize_row(DType::Q8_0, x.data(), q.data(), k);
+  for (DType t : kBlock32Types) {
+    const std::vector<uint8_t> a = quantize_acts(t, x, 1, k);
+    const int32_t offset = t == DType::Q8_0 ? 128 : t == DType::Q4_0 ? 8 : 16;
+    for (int64_t b = 0; b < k / 32; ++b) {
+      float da;
+      int32_t corr;
+      std::memcpy(&da, &a[4 * b], 4);
+      std::memcpy(&corr, &a[4 * (k / 32) + 4 * b], 4);
+      EXPECT_EQ(da, fp16_to_fp32(q[b].d));
+      int32_t sum = 0;
+      for (int i = 0; i < 32; ++i) sum += q[b].qs[i];
+      EXPECT_EQ(corr, offset * sum);
+      EXPECT_EQ(0, std::memcmp(&a[8 * (k / 32) + 32 * b], q[b].qs, 32));
+    }
+  }
+}
+
+TEST(Repack, ReferenceMatchesExactDotProduct) {
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 1);
+  for (DType t : kTypes) {
+    for (bool realistic : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + (realistic ? " realistic" : " random bits"));
+      const bool kq = t == DType::Q4_K || t == DType::Q6_K;
+      const int64_t rows = 5, k = kq ? 256 * 3 : 32 * 13, n = 3;
+      const std::vector<uint8_t> w = random_weights(rng, t, rows, k, realistic);
+      const std::vector<float> x = random_activations(rng, n, k);
+      const std::vector<uint8_t> a = quantize_acts(t, x, n, k);
+      std::vector<float> out(static_cast<size_t>(n * rows));
+      ref::repack_gemm(t, w.data(), rows, k, a.data(), n, out.data(), rows);
+      const int64_t rb = static_cast<int64_t>(*row_bytes(t, k));
+      std::vector<float> wf(static_cast<size_t>(k)), af(static_cast<size_t>(k));
+      const DType at = kq ? DType::Q8_K : DType::Q8_0;
+      std::vector<uint8_t> qa(static_cast<size_t>(*row_bytes(at, k)));
+      for (int64_t j = 0; j < n; ++j) {
+        quantize_row(at, x.data() + j * k, qa.data(), k);
+        dequantize_row(at, qa.data(), af.data(), k);
+        for (int64_t r = 0; r < rows; ++r) {
+          dequantize_row(t, w.data() + r * rb, wf.data(), k);
+          double exact = 0, abs_sum = 0;
+          for (int64_t i = 0; i < k; ++i) {
+            exact += static_cast<double>(wf[i]) * af[i];
+            abs_sum += std::abs(static_cast<double>(wf[i]) * af[i]);
+          }
+          const int64_t terms = t == DType::Q4_K ? 2 * k / 256 : t == DType::Q6_K ? k / 256 : k / 32;
+          EXPECT_NEAR(out[j * rows + r], exact, dot_tolerance(terms, abs_sum)) << r << "," << j;
+        }
+      }
+    }
+  }
+}
+
+TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
+  if (detected_isa() < Isa::avx512_vnni) GTEST_SKIP() << "SKIPPED: no avx512_vnni on this CPU";
+  IsaScope scope(Isa::avx512_vnni);
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 2);
+  for (DType t : kTypes) {
+    for (int64_t rows : {1, 16, 37}) {
+      for (int64_t k : {32, 96, 256, 512, 768}) {
+        if (!repack_fits(t, k)) continue;
+        SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows) + " k " +
+                     std::to_string(k));
+        const int64_t n_max = 19;
+        const std::vector<uint8_t> w = random_weights(rng, t, rows, k, (rows + k) % 2 == 0);
+        const std::vector<float> x = random_activations(rng, n_max, k);
+        const std::vector<uint8_t> a = quantize_acts(t, x, n_max, k);
+        std::vector<uint8_t> packed(static_cast<size_t>(repack_bytes(t, rows, k)));
+        repack_weights(t, w.data(), rows, k, packed.data());
+        const int64_t ldo = rows + 3;
+        std::vector<float> want(static_cast<size_t>(n_max * ldo), -7.0f);
+        ref::repack_gemm(t, w.data(), rows, k, a.data(), n_max, want.data(), ldo);
+        for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{8}, int64_t{9}, n_max}) {
+          // The whole range, and a split at the first group boundary.
+          for (int64_t split : {int64_t{0}, int64_t{16}}) {
+            if (split > rows) continue;
+            std::vector<float> got(static_cast<size_t>(n * ldo), -7.0f);
+            repack_gemm(t, packed.data(), rows, k, 0, split, a.data(), n, got.data(), ldo);
+            repack_gemm(t, packed.data(), rows, k, split, rows, a.data(), n, got.data(), ldo);
+            for (int64_t j = 0; j < n; ++j) {
+              for (int64_t r = 0; r < ldo; ++r) {
+                const float expect = r < rows ? want[j * ldo + r] : -7.0f;  // padding untouched
+                ASSERT_EQ(0, std::memcmp(&got[j * ldo + r], &expect, 4))
+                    << "n " << n << " split " << split << " act " << j << " row " << r << ": "
+                    << got[j * ldo + r] << " vs " << expect;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cadenza::simd::testing

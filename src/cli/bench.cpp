@@ -109,7 +109,7 @@ int run_bench(const BenchArgs& a) {
 
   // Warm-up: faults in the weights and sizes the scratch buffers.
   {
-    auto tokens = bench_tokens(std::min(a.n_prompt, 32), n_vocab);
+    auto tokens = bench_tokens(std::clamp(a.n_prompt, 1, 32), n_vocab);
     if (auto r = s.eval(tokens); !r) {
       fmt::print(stderr, "bench: {}\n", r.error());
       return 1;

@@ -3,7 +3,8 @@
 namespace cadenza::cli {
 
 std::vector<Command> all_commands() {
-  return {run_command(), generate_command(), bench_command(), info_command(), synth_command()};
+  return {run_command(), generate_command(), bench_command(), info_command(), synth_command(),
+          serve_command()};
 }
 
 }  // namespace cadenza::cli

@@ -25,6 +25,7 @@ Command run_command();    // cli/run.cpp
 Command synth_command();  // cli/synth.cpp
 Command bench_command();  // cli/bench.cpp
 Command generate_command();  // cli/generate.cpp
+Command serve_command();     // cli/serve.cpp
 
 std::vector<Command> all_commands();
 

@@ -1,0 +1,234 @@
+// `cadenza serve`: the OpenAI-compatible HTTP server (src/server, docs/server.md).
+#include <algorithm>
+#include <cmath>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "engine/engine_core.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kv/kv_sizing.h"
+#include "model/model.h"
+#include "server/chat_template.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cadenza::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  int threads = 0;
+  int io_threads = 2;
+  std::string served_model_name;
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 2048;
+  std::string kv_cache_memory;
+  int32_t max_model_len = 0;
+  std::vector<std::string> api_keys;
+  std::string api_key_file;
+  std::string chat_template;
+  int32_t max_queue = 256;
+  double drain_timeout = 30;
+  std::string max_body_bytes = "8MiB";
+  bool no_warmup = false;
+};
+
+int fail(const std::string& message) {
+  spdlog::error("serve: {}", message);
+  return 1;
+}
+
+// "1073741824", "1GiB", "512MiB", "1.5G", "100MB": K/M/G/T and KiB/MiB/GiB/TiB are powers of
+// 1024, KB/MB/GB/TB powers of 1000.
+Result<int64_t> parse_size(const std::string& option, const std::string& text) {
+  size_t pos = 0;
+  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+    ++pos;
+  std::string unit = text.substr(pos);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double number = 0;
+  try {
+    size_t used = 0;
+    number = std::stod(text.substr(0, pos), &used);
+    if (used != pos) throw std::invalid_argument("x");
+  } catch (const std::exception&) {
+    return make_error("{}: '{}' is not a size (e.g. 1GiB, 512MiB, 1048576)", option, text);
+  }
+  double scale = 0;
+  if (unit.empty() || unit == "B") scale = 1;
+  const char* binary[] = {"K", "M", "G", "T"};
+  const char* decimal[] = {"KB", "MB", "GB", "TB"};
+  for (int i = 0; i < 4; ++i) {
+    if (unit == binary[i] || unit == std::string(binary[i]) + "IB") scale = std::pow(1024.0, i + 1);
+    if (unit == decimal[i]) scale = std::pow(1000.0, i + 1);
+  }
+  if (scale == 0) return make_error("{}: unknown unit in '{}'", option, text);
+  const double bytes = number * scale;
+  if (!(bytes >= 1) || bytes > 0x1p62) return make_error("{}: '{}' is out of range", option, text);
+  return static_cast<int64_t>(bytes);
+}
+
+Result<std::vector<std::string>> collect_keys(const ServeArgs& a) {
+  std::vector<std::string> keys = a.api_keys;
+  if (const char* env = std::getenv("CADENZA_API_KEY"); env && *env) {
+    std::stringstream ss(env);
+    std::string k;
+    while (std::getline(ss, k, ',')) keys.push_back(k);
+  }
+  if (!a.api_key_file.empty()) {
+    std::ifstream in(a.api_key_file);
+    if (!in) return make_error("--api-key-file: cannot open '{}'", a.api_key_file);
+    std::string line;
+    while (std::getline(in, line)) {
+      while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+      size_t b = 0;
+      while (b < line.size() && std::isspace(static_cast<unsigned char>(line[b]))) ++b;
+      line = line.substr(b);
+      if (line.empty() || line[0] == '#') continue;
+      keys.push_back(line);
+    }
+  }
+  std::erase_if(keys, [](const std::string& k) { return k.empty(); });
+  return keys;
+}
+
+int run_serve(const ServeArgs& a) {
+  // Logs go to stderr; stdout carries only the "listening on" line.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
+  auto keys = collect_keys(a);
+  if (!keys) return fail(keys.error());
+  std::string template_source;
+  if (!a.chat_template.empty()) {
+    std::ifstream in(a.chat_template, std::ios::binary);
+    if (!in) return fail(fmt::format("--chat-template: cannot open '{}'", a.chat_template));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    template_source = ss.str();
+  }
+  auto body_limit = parse_size("--max-body-bytes", a.max_body_bytes);
+  if (!body_limit) return fail(body_limit.error());
+  if (a.port < 0 || a.port > 65535) return fail("--port must be in 0..65535");
+
+  const int threads =
+      a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  auto backend = kernels::make_cpu_backend({.n_threads = threads});
+  auto model = model::Model::open(a.model, *backend);
+  if (!model) return fail(model.error());
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  if (!tokenizer) return fail(tokenizer.error());
+  const model::ModelConfig& mc = (*model)->config();
+
+  engine::EngineConfig ec;
+  ec.max_num_seqs = a.max_num_seqs;
+  ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.max_model_len = a.max_model_len;
+  if (!a.kv_cache_memory.empty()) {
+    auto budget = parse_size("--kv-cache-memory", a.kv_cache_memory);
+    if (!budget) return fail(budget.error());
+    const kv::KvShape shape{.n_layers = mc.n_layers,
+                            .n_kv_heads = mc.n_kv_heads,
+                            .head_dim_k = mc.head_dim_k,
+                            .head_dim_v = mc.head_dim_v,
+                            .type = kv::KvElementType::kF32,  // EngineConfig::kv_type's default
+                            .block_size = ec.block_size};
+    auto blocks = kv::kv_num_blocks_for_budget(shape, *budget);
+    if (!blocks) return fail(blocks.error());
+    if (*blocks == 0)
+      return fail(fmt::format("--kv-cache-memory {} is smaller than one KV block", a.kv_cache_memory));
+    ec.num_kv_blocks = *blocks;
+  }
+  auto engine = engine::EngineCore::create(**model, **tokenizer, ec);
+  if (!engine) return fail(engine.error());
+  const engine::EngineConfig& cfg = (*engine)->config();
+
+  auto chat = server::ChatRenderer::create((*model)->file(), **tokenizer, template_source);
+  if (!chat) return fail(chat.error());
+
+  server::ServerConfig sc;
+  sc.host = a.host;
+  sc.port = static_cast<uint16_t>(a.port);
+  sc.io_threads = a.io_threads;
+  sc.model_name = !a.served_model_name.empty() ? a.served_model_name
+                  : !mc.name.empty()           ? mc.name
+                                               : std::filesystem::path(a.model).stem().string();
+  sc.api_keys = std::move(*keys);
+  sc.max_queue = a.max_queue;
+  sc.drain_timeout_s = a.drain_timeout;
+  sc.max_body_bytes = static_cast<size_t>(*body_limit);
+  sc.warmup = !a.no_warmup;
+  sc.handle_signals = true;
+  spdlog::info("serve: model '{}' ({}), {} threads; KV {} blocks x {} tokens; max {} sequences, "
+               "{} tokens per step, max_model_len {}; chat template: {}; API keys: {}",
+               sc.model_name, mc.architecture, threads, cfg.num_kv_blocks, cfg.block_size,
+               cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.max_model_len,
+               (*chat)->source_name(), sc.api_keys.empty() ? "off" : "on");
+  auto server = server::Server::create(sc, **tokenizer, std::move(*engine), std::move(*chat));
+  if (!server) return fail(server.error());
+  auto started = (*server)->start();
+  if (!started) return fail(started.error());
+  // The bound address on stdout (one line), so that scripts can wait for it even with --port 0.
+  fmt::print("cadenza serve: listening on http://{}:{}\n", a.host, (*server)->port());
+  std::fflush(stdout);
+  (*server)->wait();
+  spdlog::info("serve: stopped");
+  return 0;
+}
+
+}  // namespace
+
+Command serve_command() {
+  auto args = std::make_shared<ServeArgs>();
+  Command c;
+  c.name = "serve";
+  c.add = [args](CLI::App& app) {
+    auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (docs/server.md)");
+    sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+    sub->add_option("--host", args->host, "Address to listen on")->capture_default_str();
+    sub->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
+    sub->add_option("-t,--threads", args->threads, "Compute threads (default: all cores)");
+    sub->add_option("--io-threads", args->io_threads, "HTTP I/O threads")->capture_default_str();
+    sub->add_option("--served-model-name", args->served_model_name,
+                    "Model name in the API (default: general.name, else the file stem)");
+    sub->add_option("--max-num-seqs", args->max_num_seqs, "Requests running at once at most")
+        ->capture_default_str();
+    sub->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,
+                    "Tokens per engine step at most")
+        ->capture_default_str();
+    sub->add_option("--kv-cache-memory", args->kv_cache_memory,
+                    "KV cache size, e.g. 1GiB (default: room for min(max-num-seqs, 8) "
+                    "maximum-length sequences)");
+    sub->add_option("--max-model-len", args->max_model_len,
+                    "Prompt + output tokens at most (default: the model's context, at most 4096)");
+    sub->add_option("--api-key", args->api_keys,
+                    "Accepted API key (repeatable; also CADENZA_API_KEY, comma-separated)");
+    sub->add_option("--api-key-file", args->api_key_file, "File with one API key per line");
+    sub->add_option("--chat-template", args->chat_template,
+                    "Jinja chat template file (default: the model's, else ChatML)");
+    sub->add_option("--max-queue", args->max_queue,
+                    "Requests allowed to wait beyond max-num-seqs (more: HTTP 429)")
+        ->capture_default_str();
+    sub->add_option("--drain-timeout", args->drain_timeout,
+                    "Seconds running requests get to finish on SIGTERM/SIGINT")
+        ->capture_default_str();
+    sub->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body (HTTP 413)")
+        ->capture_default_str();
+    sub->add_flag("--no-warmup", args->no_warmup, "Skip the warm-up forward passes");
+  };
+  c.run = [args] { return run_serve(*args); };
+  return c;
+}
+
+}  // namespace cadenza::cli

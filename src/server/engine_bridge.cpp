@@ -1,0 +1,239 @@
+#include "server/engine_bridge.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace cadenza::server {
+
+namespace {
+double seconds(engine::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+}  // namespace
+
+EngineBridge::EngineBridge(std::unique_ptr<engine::EngineCore> engine, const Tokenizer& tokenizer,
+                           Metrics& metrics, BridgeConfig config)
+    : engine_(std::move(engine)),
+      config_(engine_->config()),
+      tokenizer_(tokenizer),
+      metrics_(metrics),
+      bridge_config_(config) {}
+
+EngineBridge::~EngineBridge() { shutdown(); }
+
+void EngineBridge::start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { loop(); });
+}
+
+Submission EngineBridge::submit(std::vector<GenInput> inputs, GenSink sink) {
+  if (!accepting_.load()) return {SubmitStatus::kNotAccepting, 0};
+  const int64_t n = static_cast<int64_t>(inputs.size());
+  const int64_t cap = static_cast<int64_t>(config_.max_num_seqs) + bridge_config_.max_queue;
+  int64_t cur = in_flight_.load();
+  do {
+    if (cur + n > cap) return {SubmitStatus::kQueueFull, 0};
+  } while (!in_flight_.compare_exchange_weak(cur, cur + n));
+  const uint64_t ticket = next_ticket_.fetch_add(1);
+  {
+    std::lock_guard lock(mu_);
+    pending_.push_back(Pending{ticket, std::move(inputs),
+                               std::make_shared<GenSink>(std::move(sink)), engine::Clock::now()});
+  }
+  cv_.notify_one();
+  return {SubmitStatus::kOk, ticket};
+}
+
+void EngineBridge::abort(uint64_t ticket) {
+  {
+    std::lock_guard lock(mu_);
+    aborts_.push_back(ticket);
+  }
+  cv_.notify_one();
+}
+
+void EngineBridge::abort_all() {
+  {
+    std::lock_guard lock(mu_);
+    abort_all_ = true;
+  }
+  cv_.notify_one();
+}
+
+bool EngineBridge::wait_idle(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  return idle_cv_.wait_for(lock, timeout, [this] { return in_flight_.load() == 0; });
+}
+
+void EngineBridge::shutdown() {
+  if (!thread_.joinable()) return;
+  accepting_.store(false);
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    abort_all_ = true;
+  }
+  cv_.notify_one();
+  thread_.join();
+}
+
+void EngineBridge::warm_up() {
+  // A forward pass over two batch shapes (one longer prompt, then two short ones decoding
+  // together), so the first real request does not pay for first-touch page faults and scratch
+  // growth. The warm-up requests finish and free their blocks before ready() turns true.
+  const int32_t n_vocab = tokenizer_.n_vocab();
+  const int32_t len = std::max(1, std::min(32, config_.max_model_len / 2 - 2));
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 2;
+  p.ignore_eos = true;
+  auto prompt = [&](int32_t n, int32_t salt) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * 7 + salt) % n_vocab;
+    return t;
+  };
+  for (int round = 0; round < 2; ++round) {
+    const int count = round == 0 ? 1 : 2;
+    for (int i = 0; i < count; ++i) {
+      auto id = engine_->add_request(prompt(round == 0 ? len : std::min(len, 8), i + 1), p, 0,
+                                     "warmup");
+      if (!id) spdlog::warn("warm-up request refused: {}", id.error());
+    }
+    while (engine_->has_work()) engine_->step();
+  }
+}
+
+void EngineBridge::admit(Pending& p) {
+  auto& ids = by_ticket_[p.ticket];
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    auto id = engine_->add_request(std::move(p.inputs[i].prompt), p.inputs[i].params);
+    if (!id) {
+      GenEvent e;
+      e.index = i;
+      e.rejected = true;
+      e.out.finished = true;
+      e.out.finish_reason = engine::FinishReason::kError;
+      e.out.error = id.error();
+      (*p.sink)(std::move(e));
+      in_flight_.fetch_sub(1);
+      continue;
+    }
+    live_[*id] = Live{p.ticket, i, p.sink, p.submitted};
+    ids.push_back(*id);
+  }
+  if (ids.empty()) by_ticket_.erase(p.ticket);
+}
+
+void EngineBridge::record_finished(const engine::RequestOutput& out, const Live& live) {
+  const auto& m = out.metrics;
+  metrics_.observe_e2e(seconds(engine::Clock::now() - live.submitted));
+  if (m.num_output_tokens > 0) {
+    metrics_.observe_ttft(m.ttft_s);
+    for (double s : m.inter_token_s) metrics_.observe_inter_token(s);
+  }
+  if (m.queue_time_s > 0 || m.num_output_tokens > 0) metrics_.observe_queue_time(m.queue_time_s);
+  metrics_.add_prompt_tokens(m.num_prompt_tokens);
+  metrics_.add_generation_tokens(m.num_output_tokens);
+  metrics_.add_request_finished(to_string(out.finish_reason));
+}
+
+void EngineBridge::deliver(engine::RequestOutput out) {
+  auto it = live_.find(out.id);
+  if (it == live_.end()) return;
+  const bool finished = out.finished;
+  if (finished) record_finished(out, it->second);
+  GenEvent e;
+  e.index = it->second.index;
+  e.out = std::move(out);
+  auto sink = it->second.sink;
+  if (finished) {
+    auto t = by_ticket_.find(it->second.ticket);
+    if (t != by_ticket_.end()) {
+      std::erase(t->second, it->first);
+      if (t->second.empty()) by_ticket_.erase(t);
+    }
+    live_.erase(it);
+  }
+  (*sink)(std::move(e));
+  if (finished && in_flight_.fetch_sub(1) == 1) {
+    std::lock_guard lock(mu_);
+    idle_cv_.notify_all();
+  }
+}
+
+void EngineBridge::publish_gauges(size_t pending) {
+  const engine::EngineStats s = engine_->stats();
+  EngineGauges g;
+  g.num_running = s.num_running;
+  g.num_waiting = s.num_waiting + static_cast<int32_t>(pending);
+  g.kv_usage = s.kv_usage;
+  g.num_preemptions = s.num_preemptions;
+  g.prefix_cache_queries = s.prefix_cache_queries;
+  g.prefix_cache_hits = s.prefix_cache_hits;
+  metrics_.set_engine_gauges(g);
+}
+
+void EngineBridge::loop() {
+  if (bridge_config_.warmup) warm_up();
+  publish_gauges(0);
+  ready_.store(true);
+  spdlog::info("engine ready");
+  while (true) {
+    std::deque<Pending> pending;
+    std::vector<uint64_t> aborts;
+    bool all = false, stop = false;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] {
+        return stop_ || abort_all_ || !pending_.empty() || !aborts_.empty() ||
+               engine_->has_work();
+      });
+      pending.swap(pending_);
+      aborts.swap(aborts_);
+      all = abort_all_;
+      abort_all_ = false;
+      stop = stop_;
+    }
+    for (auto& p : pending) admit(p);
+    if (all) {
+      for (const auto& [id, live] : live_) engine_->abort(id);
+    } else {
+      for (uint64_t t : aborts) {
+        auto it = by_ticket_.find(t);
+        if (it == by_ticket_.end()) continue;
+        for (auto id : it->second) engine_->abort(id);
+      }
+    }
+    if (engine_->has_work()) {
+      for (auto& out : engine_->step()) deliver(std::move(out));
+    }
+    size_t waiting_submissions = 0;
+    {
+      std::lock_guard lock(mu_);
+      for (const auto& p : pending_) waiting_submissions += p.inputs.size();
+    }
+    publish_gauges(waiting_submissions);
+    if (stop && !engine_->has_work()) {
+      std::lock_guard lock(mu_);
+      if (pending_.empty()) break;
+    }
+  }
+  // Anything submitted after the last pass (only possible during shutdown races) is refused.
+  std::deque<Pending> rest;
+  {
+    std::lock_guard lock(mu_);
+    rest.swap(pending_);
+  }
+  for (auto& p : rest)
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      GenEvent e;
+      e.index = i;
+      e.out.finished = true;
+      e.out.finish_reason = engine::FinishReason::kAbort;
+      (*p.sink)(std::move(e));
+      in_flight_.fetch_sub(1);
+    }
+  std::lock_guard lock(mu_);
+  idle_cv_.notify_all();
+}
+
+}  // namespace cadenza::server

@@ -1,0 +1,140 @@
+// EngineBridge: runs an EngineCore on its own thread and lets any thread submit and abort work.
+//
+//   EngineBridge bridge(std::move(engine), tokenizer, metrics, {.max_queue = 64});
+//   bridge.start();                       // engine thread: warm-up, then the loop
+//   auto sub = bridge.submit({{prompt, params}}, [ex](GenEvent e) { post(ex, ...); });
+//   bridge.abort(sub.ticket);             // e.g. the client went away
+//   bridge.stop_accepting(); bridge.wait_idle(30s); bridge.abort_all(); bridge.shutdown();
+//
+// Threads: the engine thread is the only one that touches the EngineCore (it is not thread-safe).
+// Other threads talk to it through a mutex-protected submission queue and abort list; the engine
+// thread sleeps on a condition variable while it has nothing to do.
+// Sinks are called on the engine thread, once per output of each of the submission's requests,
+// the last time with `out.finished` set; they must not block (post to an executor and return).
+// Every accepted request gets a final event, aborted or not, so sinks can release their state.
+// Ownership: the bridge owns the EngineCore; the Tokenizer and Metrics are borrowed and must
+// outlive it (as must the Model the engine borrows).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_core.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace cadenza::server {
+
+struct GenInput {
+  std::vector<int32_t> prompt;
+  SamplingParams params;
+};
+
+struct GenEvent {
+  size_t index = 0;            // which of the submission's inputs
+  engine::RequestOutput out;   // finished + finish_reason kError + error: rejected or failed
+  bool rejected = false;       // add_request refused it (validation): nothing was generated
+};
+
+using GenSink = std::function<void(GenEvent)>;
+
+struct BridgeConfig {
+  // Requests allowed beyond the running capacity (max_num_seqs): submissions that would exceed
+  // max_num_seqs + max_queue in-flight requests are refused (HTTP 429).
+  int32_t max_queue = 256;
+  bool warmup = true;
+};
+
+enum class SubmitStatus { kOk, kQueueFull, kNotAccepting };
+
+struct Submission {
+  SubmitStatus status = SubmitStatus::kOk;
+  uint64_t ticket = 0;  // for abort(); 0 unless kOk
+};
+
+class EngineBridge {
+ public:
+  EngineBridge(std::unique_ptr<engine::EngineCore> engine, const Tokenizer& tokenizer,
+               Metrics& metrics, BridgeConfig config);
+  ~EngineBridge();  // shutdown()
+  EngineBridge(const EngineBridge&) = delete;
+  EngineBridge& operator=(const EngineBridge&) = delete;
+
+  // Starts the engine thread (warm-up first; ready() turns true after it).
+  void start();
+  bool ready() const { return ready_.load(); }
+
+  // Thread-safe. All inputs of one submission are admitted together or not at all.
+  Submission submit(std::vector<GenInput> inputs, GenSink sink);
+  // Thread-safe. Aborts every request of the ticket still running; unknown tickets are ignored.
+  void abort(uint64_t ticket);
+  void abort_all();
+
+  // Refuse new submissions from now on (kNotAccepting).
+  void stop_accepting() { accepting_.store(false); }
+  bool accepting() const { return accepting_.load(); }
+  // Requests submitted and not finished.
+  int64_t in_flight() const { return in_flight_.load(); }
+  // Waits until no request is in flight or the timeout passes; true when idle.
+  bool wait_idle(std::chrono::milliseconds timeout);
+  // Stops and joins the engine thread (remaining requests are aborted, their sinks told).
+  void shutdown();
+
+  const engine::EngineConfig& engine_config() const { return config_; }
+
+ private:
+  struct Pending {
+    uint64_t ticket;
+    std::vector<GenInput> inputs;
+    std::shared_ptr<GenSink> sink;
+    engine::Clock::time_point submitted;
+  };
+  struct Live {
+    uint64_t ticket;
+    size_t index;
+    std::shared_ptr<GenSink> sink;
+    engine::Clock::time_point submitted;
+  };
+
+  void loop();
+  void warm_up();
+  void admit(Pending& p);
+  void deliver(engine::RequestOutput out);
+  void record_finished(const engine::RequestOutput& out, const Live& live);
+  void publish_gauges(size_t pending);
+
+  std::unique_ptr<engine::EngineCore> engine_;
+  engine::EngineConfig config_;
+  const Tokenizer& tokenizer_;
+  Metrics& metrics_;
+  BridgeConfig bridge_config_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;       // the engine thread waits for work on it
+  std::condition_variable idle_cv_;  // wait_idle() waits on it
+  std::deque<Pending> pending_;
+  std::vector<uint64_t> aborts_;
+  bool abort_all_ = false;
+  bool stop_ = false;
+
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> accepting_{true};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> next_ticket_{1};
+  std::thread thread_;
+
+  // Engine-thread state.
+  std::unordered_map<engine::RequestId, Live> live_;
+  std::unordered_map<uint64_t, std::vector<engine::RequestId>> by_ticket_;
+};
+
+}  // namespace cadenza::server

@@ -1,0 +1,213 @@
+#include "server/generation.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "server/sse.h"
+
+namespace cadenza::server {
+
+using json = nlohmann::ordered_json;
+
+std::string random_id(const std::string& prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{:016x}{:08x}", prefix, rng(), static_cast<uint32_t>(rng()));
+}
+
+namespace {
+std::string finish_reason_text(engine::FinishReason r) { return engine::to_string(r); }
+
+// JSON has no -inf: suppressed tokens get OpenAI's stand-in.
+double finite_logprob(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(static_cast<int>(c));
+  return b;
+}
+}  // namespace
+
+json GenerationJob::logprobs_json(const std::vector<engine::TokenLogprob>& entries,
+                                  size_t text_offset) const {
+  if (logprobs_ < 0) return nullptr;
+  if (endpoint_ == Endpoint::kChat) {
+    json content = json::array();
+    for (const auto& e : entries) {
+      const std::string piece = tokenizer_.token_piece(e.token);
+      json top = json::array();
+      for (const auto& t : e.top) {
+        const std::string tp = tokenizer_.token_piece(t.token);
+        top.push_back({{"token", tp}, {"logprob", finite_logprob(t.logprob)}, {"bytes", bytes_of(tp)}});
+      }
+      content.push_back({{"token", piece},
+                         {"logprob", finite_logprob(e.logprob)},
+                         {"bytes", bytes_of(piece)},
+                         {"top_logprobs", std::move(top)}});
+    }
+    return {{"content", std::move(content)}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  for (const auto& e : entries) {
+    const std::string piece = tokenizer_.token_piece(e.token);
+    tokens.push_back(piece);
+    token_logprobs.push_back(finite_logprob(e.logprob));
+    json alternatives = json::object();
+    for (const auto& t : e.top) alternatives[tokenizer_.token_piece(t.token)] = finite_logprob(t.logprob);
+    top.push_back(std::move(alternatives));
+    offsets.push_back(text_offset);
+    text_offset += piece.size();
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top)},
+          {"text_offset", std::move(offsets)}};
+}
+
+void GenerationJob::append_logprobs(json& into, const json& more) const {
+  if (more.is_null()) return;
+  if (into.is_null()) {
+    into = more;
+    return;
+  }
+  for (const auto& [key, value] : more.items())
+    for (const auto& v : value) into[key].push_back(v);
+}
+
+GenerationJob::GenerationJob(const CompletionRequest& request, std::string model_name,
+                             int32_t prompt_tokens, const Tokenizer& tokenizer)
+    : tokenizer_(tokenizer),
+      logprobs_(request.logprobs),
+      endpoint_(request.endpoint),
+      stream_(request.stream),
+      include_usage_(request.include_usage),
+      id_(random_id(request.endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-")),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(
+                   std::chrono::system_clock::now().time_since_epoch())
+                   .count()),
+      model_(std::move(model_name)),
+      prompt_tokens_(prompt_tokens),
+      choices_(static_cast<size_t>(request.n)) {}
+
+json GenerationJob::chunk(json choices) const {
+  json c = {{"id", id_},
+            {"object", endpoint_ == Endpoint::kChat ? "chat.completion.chunk" : "text_completion"},
+            {"created", created_},
+            {"model", model_},
+            {"choices", std::move(choices)}};
+  if (include_usage_) c["usage"] = nullptr;
+  return c;
+}
+
+json GenerationJob::usage() const {
+  const int32_t completion = completion_tokens();
+  return {{"prompt_tokens", prompt_tokens_},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt_tokens_ + completion}};
+}
+
+int32_t GenerationJob::completion_tokens() const {
+  int32_t n = 0;
+  for (const auto& c : choices_) n += c.tokens;
+  return n;
+}
+
+std::string GenerationJob::on_event(const GenEvent& e) {
+  if (e.index >= choices_.size()) return {};
+  Choice& c = choices_[e.index];
+  if (c.finished) return {};
+  const auto& out = e.out;
+  c.tokens += static_cast<int32_t>(out.new_token_ids.size());
+  if (out.finished) {
+    c.finished = true;
+    ++finished_;
+    c.finish_reason = finish_reason_text(out.finish_reason);
+    if (out.finish_reason == engine::FinishReason::kError && !error_ && (e.rejected || !started_)) {
+      ApiError err;
+      err.status = e.rejected ? 400 : 500;
+      err.type = e.rejected ? "invalid_request_error" : "server_error";
+      err.message = out.error.empty() ? "generation failed" : out.error;
+      error_ = err;
+    }
+  }
+  if (error_) return {};
+  if (!stream_) {
+    append_logprobs(c.logprobs, logprobs_json(out.logprobs, c.text.size()));
+    c.text += out.text;
+    return {};
+  }
+  const json lp = logprobs_json(out.logprobs, c.text.size());
+  c.text += out.text;
+  std::string sse;
+  const json index = static_cast<int64_t>(e.index);
+  const json reason = out.finished ? json(c.finish_reason) : json(nullptr);
+  if (endpoint_ == Endpoint::kChat) {
+    if (!c.role_sent) {
+      c.role_sent = true;
+      sse += sse_event(chunk(json::array({{{"index", index},
+                                           {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", nullptr}}}))
+                           .dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+    if (!out.text.empty() || !out.logprobs.empty())
+      sse += sse_event(chunk(json::array({{{"index", index},
+                                           {"delta", {{"content", out.text}}},
+                                           {"logprobs", lp},
+                                           {"finish_reason", nullptr}}}))
+                           .dump(-1, ' ', false, json::error_handler_t::replace));
+    if (out.finished)
+      sse += sse_event(chunk(json::array({{{"index", index},
+                                           {"delta", json::object()},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", reason}}}))
+                           .dump(-1, ' ', false, json::error_handler_t::replace));
+  } else if (!out.text.empty() || !out.logprobs.empty() || out.finished) {
+    sse += sse_event(chunk(json::array({{{"index", index},
+                                         {"text", out.text},
+                                         {"logprobs", lp},
+                                         {"finish_reason", reason}}}))
+                         .dump(-1, ' ', false, json::error_handler_t::replace));
+  }
+  if (!sse.empty()) started_ = true;
+  return sse;
+}
+
+std::string GenerationJob::stream_tail() const {
+  std::string out;
+  if (include_usage_) {
+    json c = chunk(json::array());
+    c["usage"] = usage();
+    out += sse_event(c.dump());
+  }
+  out += sse_event("[DONE]");
+  return out;
+}
+
+json GenerationJob::body() const {
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    if (endpoint_ == Endpoint::kChat)
+      choices.push_back({{"index", i},
+                         {"message", {{"role", "assistant"}, {"content", c.text}}},
+                         {"logprobs", c.logprobs},
+                         {"finish_reason", c.finish_reason}});
+    else
+      choices.push_back({{"index", i},
+                         {"text", c.text},
+                         {"logprobs", c.logprobs},
+                         {"finish_reason", c.finish_reason}});
+  }
+  return {{"id", id_},
+          {"object", endpoint_ == Endpoint::kChat ? "chat.completion" : "text_completion"},
+          {"created", created_},
+          {"model", model_},
+          {"choices", std::move(choices)},
+          {"usage", usage()}};
+}
+
+}  // namespace cadenza::server

@@ -1,0 +1,409 @@
+#include "server/http_session.h"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/read.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "server/sse.h"
+
+namespace cadenza::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+
+namespace {
+
+constexpr auto kIdleTimeout = std::chrono::seconds(120);
+
+// A client-provided X-Request-Id is kept when it is short and printable.
+bool acceptable_request_id(std::string_view id) {
+  if (id.empty() || id.size() > 128) return false;
+  for (char c : id)
+    if (c < 0x21 || c > 0x7e) return false;
+  return true;
+}
+
+std::string head_lines(int status, const std::string& request_id) {
+  return fmt::format("HTTP/1.1 {} {}\r\nServer: cadenza\r\nX-Request-Id: {}\r\n", status,
+                     std::string(http::obsolete_reason(static_cast<http::status>(status))),
+                     request_id);
+}
+
+}  // namespace
+
+Session::Session(tcp::socket socket, ServerContext& ctx)
+    : stream_(std::move(socket)), ctx_(ctx), router_(ctx) {}
+
+void Session::start() {
+  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+}
+
+void Session::do_read() {
+  if (gone_) return;
+  parser_.emplace();
+  parser_->body_limit(ctx_.max_body_bytes);
+  parser_->header_limit(16 * 1024);
+  stream_.expires_after(kIdleTimeout);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          beast::bind_front_handler(&Session::on_header, shared_from_this()));
+}
+
+void Session::on_header(beast::error_code ec, size_t bytes) {
+  if (ec) {
+    on_read(ec, bytes);  // includes a Content-Length over the body limit
+    return;
+  }
+  auto read_body = [self = shared_from_this()] {
+    http::async_read(self->stream_, self->buffer_, *self->parser_,
+                     beast::bind_front_handler(&Session::on_read, self));
+  };
+  const auto& h = parser_->get();
+  auto expect = h.find(http::field::expect);
+  if (expect != h.end() && beast::iequals(expect->value(), "100-continue") && !parser_->is_done()) {
+    // curl and others wait for this before sending a large body.
+    static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    net::async_write(stream_, net::buffer(kContinue),
+                     [self = shared_from_this(), read_body](beast::error_code wec, size_t) {
+                       if (wec) {
+                         self->on_read(wec, 0);
+                         return;
+                       }
+                       read_body();
+                     });
+    return;
+  }
+  read_body();
+}
+
+void Session::on_read(beast::error_code ec, size_t) {
+  if (ec == http::error::end_of_stream || ec == net::error::eof ||
+      ec == beast::error::timeout || ec == net::error::operation_aborted ||
+      ec == net::error::connection_reset) {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    return;
+  }
+  started_ = std::chrono::steady_clock::now();
+  request_id_ = random_id("req-");
+  keep_alive_ = false;
+  head_ = false;
+  if (ec) {
+    // A body over the limit, or a malformed request: answer and close.
+    route_ = "other";
+    ApiError e;
+    if (ec == http::error::body_limit) {
+      e.status = 413;
+      e.message = fmt::format("the request body is larger than {} bytes", ctx_.max_body_bytes);
+      e.code = "request_too_large";
+    } else {
+      e.status = 400;
+      e.message = fmt::format("malformed HTTP request: {}", ec.message());
+    }
+    req_ = {};
+    reply(error_reply(e));
+    return;
+  }
+  req_ = parser_->release();
+  keep_alive_ = req_.keep_alive();
+  head_ = req_.method() == http::verb::head;
+  if (auto it = req_.find("X-Request-Id");
+      it != req_.end() && acceptable_request_id(to_sv(it->value())))
+    request_id_ = std::string(to_sv(it->value()));
+  handle_request();
+}
+
+void Session::handle_request() {
+  stream_.expires_never();
+  if (ctx_.draining.load()) keep_alive_ = false;  // connections end with their response
+  RouteResult routed = router_.handle(req_);
+  route_ = routed.route;
+  if (routed.reply) {
+    reply(*routed.reply);
+    return;
+  }
+  start_generation(std::move(routed));
+}
+
+void Session::start_generation(RouteResult routed) {
+  GenerationPlan& plan = *routed.generation;
+  job_ = std::move(plan.job);
+  headers_sent_ = false;
+  generating_ = true;
+  auto self = shared_from_this();
+  const uint64_t seq = ++gen_seq_;
+  GenSink sink = [self, seq](GenEvent e) {
+    net::post(self->stream_.get_executor(), [self, seq, e = std::move(e)]() mutable {
+      self->on_gen_event(seq, std::move(e));
+    });
+  };
+  ctx_.open_generations.fetch_add(1);
+  counted_ = true;
+  Submission sub = ctx_.bridge->submit(std::move(plan.inputs), std::move(sink));
+  if (sub.status != SubmitStatus::kOk) {
+    generating_ = false;
+    job_.reset();
+    ctx_.open_generations.fetch_sub(1);
+    counted_ = false;
+    ApiError e;
+    if (sub.status == SubmitStatus::kQueueFull) {
+      e.status = 429;
+      e.type = "rate_limit_error";
+      e.code = "queue_full";
+      e.message = "the server's request queue is full; retry later";
+    } else {
+      e.status = 503;
+      e.type = "service_unavailable";
+      e.code = "not_ready";
+      e.message = "the server is draining";
+    }
+    HttpReply r = error_reply(e);
+    r.headers.emplace_back("Retry-After", "1");
+    reply(r);
+    return;
+  }
+  ticket_ = sub.ticket;
+  watch();
+}
+
+void Session::watch() {
+  if (watching_ || gone_) return;
+  watching_ = true;
+  stream_.async_read_some(net::buffer(watch_buf_),
+                          beast::bind_front_handler(&Session::on_watch, shared_from_this()));
+}
+
+void Session::on_watch(beast::error_code ec, size_t bytes) {
+  watching_ = false;
+  if (!ec) {
+    // Pipelined bytes of the next request: keep them for the parser.
+    auto dst = buffer_.prepare(bytes);
+    net::buffer_copy(dst, net::buffer(watch_buf_, bytes));
+    buffer_.commit(bytes);
+    if (resume_after_watch_) {
+      resume_after_watch_ = false;
+      do_read();
+    } else {
+      watch();
+    }
+    return;
+  }
+  if (ec == net::error::operation_aborted && resume_after_watch_) {
+    resume_after_watch_ = false;
+    do_read();
+    return;
+  }
+  if (ec != net::error::operation_aborted) client_gone();
+}
+
+void Session::client_gone() {
+  if (gone_) return;
+  gone_ = true;
+  if (generating_) {
+    spdlog::info("[{}] client disconnected; aborting the generation", request_id_);
+    ctx_.bridge->abort(ticket_);
+  }
+  beast::error_code ignored;
+  stream_.socket().close(ignored);
+}
+
+void Session::fail_generation(const ApiError& e) {
+  ctx_.bridge->abort(ticket_);
+  if (!headers_sent_) {
+    reply(error_reply(e));
+    return;
+  }
+  // Mid-stream: an error event, then [DONE].
+  std::string sse = sse_event(error_body(e).dump()) + sse_event("[DONE]");
+  send(http_chunk(sse) + std::string(kLastChunk), true);
+}
+
+void Session::on_gen_event(uint64_t seq, GenEvent e) {
+  // Events of an earlier generation (ended early by an error) or after the end are dropped.
+  if (seq != gen_seq_ || !job_) return;
+  const bool was_error = job_->error().has_value();
+  std::string sse = job_->on_event(e);
+  if (job_->done()) generating_ = false;
+  if (gone_) {
+    if (!generating_) {
+      job_.reset();
+      if (counted_) ctx_.open_generations.fetch_sub(1);
+      counted_ = false;
+      status_ = 499;
+      log_access(499);
+    }
+    return;
+  }
+  if (!was_error && job_->error()) {
+    const ApiError err = *job_->error();
+    fail_generation(err);
+    job_.reset();
+    return;
+  }
+  if (job_->stream()) {
+    if (!headers_sent_ && (!sse.empty() || job_->done())) {
+      headers_sent_ = true;
+      status_ = 200;
+      std::string h = head_lines(200, request_id_);
+      h += "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+           "Transfer-Encoding: chunked\r\n";
+      h += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+      send(std::move(h), false);
+    }
+    if (!sse.empty()) send(http_chunk(sse), false);
+    if (job_->done()) {
+      send(http_chunk(job_->stream_tail()) + std::string(kLastChunk), true);
+      job_.reset();
+    }
+  } else if (job_->done()) {
+    reply(ordered_json_reply(200, job_->body()));
+    job_.reset();
+  }
+}
+
+void Session::reply(const HttpReply& r, bool last) {
+  status_ = r.status;
+  std::string out = head_lines(r.status, request_id_);
+  for (const auto& [k, v] : r.headers) out += fmt::format("{}: {}\r\n", k, v);
+  out += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", r.content_type, r.body.size());
+  out += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  if (!head_) out += r.body;
+  headers_sent_ = true;
+  send(std::move(out), last);
+}
+
+void Session::send(std::string bytes, bool last) {
+  if (gone_) return;
+  out_.push_back(std::move(bytes));
+  if (last) response_complete_ = true;
+  if (!writing_) do_write();
+}
+
+void Session::do_write() {
+  if (out_.empty() || gone_) return;
+  writing_ = true;
+  net::async_write(stream_, net::buffer(out_.front()),
+                   beast::bind_front_handler(&Session::on_write, shared_from_this()));
+}
+
+void Session::on_write(beast::error_code ec, size_t) {
+  writing_ = false;
+  if (ec) {
+    client_gone();
+    if (!generating_ && job_ == nullptr && counted_) {
+      ctx_.open_generations.fetch_sub(1);
+      counted_ = false;
+    }
+    return;
+  }
+  out_.pop_front();
+  if (!out_.empty()) {
+    do_write();
+    return;
+  }
+  if (response_complete_) response_done();
+}
+
+void Session::response_done() {
+  response_complete_ = false;
+  log_access(status_);
+  if (counted_) {
+    ctx_.open_generations.fetch_sub(1);
+    counted_ = false;
+  }
+  if (generating_) {
+    // An error ended the response while other choices still run: they were aborted; wait for
+    // their final events before reading the next request (the sink holds this session).
+    generating_ = false;
+  }
+  if (!keep_alive_) {
+    // Half-close, then read and discard what the client still sends (e.g. the rest of a body
+    // over the limit) so that closing does not reset the connection before it reads the answer.
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (watching_) {
+      gone_ = true;  // the pending watch read ends the connection
+      return;
+    }
+    drain_and_close();
+    return;
+  }
+  if (watching_) {
+    resume_after_watch_ = true;
+    stream_.socket().cancel();
+    return;
+  }
+  do_read();
+}
+
+void Session::drain_and_close() {
+  stream_.expires_after(std::chrono::seconds(5));
+  stream_.async_read_some(net::buffer(watch_buf_),
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (!ec) {
+                              self->drain_and_close();
+                              return;
+                            }
+                            beast::error_code ignored;
+                            self->stream_.socket().close(ignored);
+                          });
+}
+
+void Session::log_access(int status) {
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
+  ctx_.metrics->add_http_request(route_, status);
+  spdlog::info("[{}] {} {} {} {:.1f} ms", request_id_, std::string(req_.method_string()),
+               std::string(req_.target()), status, ms);
+}
+
+Listener::Listener(net::io_context& ioc, ServerContext& ctx)
+    : ioc_(ioc), strand_(net::make_strand(ioc)), acceptor_(strand_), ctx_(ctx) {}
+
+beast::error_code Listener::open(const tcp::endpoint& endpoint) {
+  beast::error_code ec;
+  acceptor_.open(endpoint.protocol(), ec);
+  if (ec) return ec;
+  acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (ec) return ec;
+  acceptor_.bind(endpoint, ec);
+  if (ec) return ec;
+  acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return ec;
+  port_ = acceptor_.local_endpoint(ec).port();
+  return ec;
+}
+
+void Listener::start() {
+  net::dispatch(strand_, [self = shared_from_this()] { self->do_accept(); });
+}
+
+void Listener::close() {
+  net::post(strand_, [self = shared_from_this()] {
+    beast::error_code ignored;
+    self->acceptor_.close(ignored);
+  });
+}
+
+void Listener::do_accept() {
+  acceptor_.async_accept(net::make_strand(ioc_),
+                         beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
+}
+
+void Listener::on_accept(beast::error_code ec, tcp::socket socket) {
+  if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+  if (!ec) {
+    socket.set_option(tcp::no_delay(true), ec);
+    std::make_shared<Session>(std::move(socket), ctx_)->start();
+  } else {
+    spdlog::warn("accept: {}", ec.message());
+  }
+  do_accept();
+}
+
+}  // namespace cadenza::server

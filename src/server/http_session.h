@@ -1,0 +1,114 @@
+// HTTP/1.1 over Boost.Beast: a Listener accepts connections; each Session reads requests (with
+// keep-alive), answers through the Router, and streams generations as SSE over chunked encoding.
+//
+// Threads: every Session runs on its own strand of the shared io_context, so a small fixed pool
+// of I/O threads serves any number of connections (a waiting stream costs no thread). Engine
+// outputs arrive on the engine thread and are posted to the session's strand.
+// While a generation runs, the session keeps a read pending on the socket; EOF or an error there
+// (or a failed write) means the client went away, and the generation is aborted so its KV blocks
+// come back.
+// Ownership: sessions own themselves (shared_from_this) while an operation or engine sink refers
+// to them; the ServerContext is borrowed and outlives the io_context's handlers.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "server/routes.h"
+#include "server/server_context.h"
+
+namespace cadenza::server {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
+  void start();
+
+ private:
+  void do_read();
+  void on_header(boost::beast::error_code ec, size_t bytes);
+  void on_read(boost::beast::error_code ec, size_t bytes);
+  void handle_request();
+  void start_generation(RouteResult routed);
+  void on_gen_event(uint64_t seq, GenEvent e);
+  void fail_generation(const ApiError& e);
+  void watch();
+  void on_watch(boost::beast::error_code ec, size_t bytes);
+  void client_gone();
+
+  // Queues bytes for the socket. `last`: this completes the current response.
+  void send(std::string bytes, bool last);
+  void reply(const HttpReply& r, bool last = true);
+  void do_write();
+  void on_write(boost::beast::error_code ec, size_t bytes);
+  void response_done();
+  void drain_and_close();
+  void log_access(int status);
+
+  boost::beast::tcp_stream stream_;
+  ServerContext& ctx_;
+  Router router_;
+  boost::beast::flat_buffer buffer_;
+  std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
+  HttpRequest req_;
+
+  // The current request.
+  std::string request_id_;
+  std::string route_;
+  int status_ = 0;
+  bool keep_alive_ = false;
+  bool head_ = false;
+  std::chrono::steady_clock::time_point started_;
+
+  // The current generation, if any.
+  std::unique_ptr<GenerationJob> job_;
+  uint64_t ticket_ = 0;
+  uint64_t gen_seq_ = 0;     // tags engine events with the generation they belong to
+  bool generating_ = false;   // submitted, final event not yet seen
+  bool headers_sent_ = false;
+  bool counted_ = false;      // counted in ctx_.open_generations
+
+  // Writing.
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool response_complete_ = false;
+  bool gone_ = false;  // the client disconnected or a write failed
+
+  // The disconnect watch (a read pending while a generation runs).
+  bool watching_ = false;
+  bool resume_after_watch_ = false;
+  char watch_buf_[512];
+};
+
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  Listener(boost::asio::io_context& ioc, ServerContext& ctx);
+  // Binds and listens. Errors: bad address, port in use.
+  boost::beast::error_code open(const boost::asio::ip::tcp::endpoint& endpoint);
+  void start();
+  // Closes the acceptor (from any thread; posted to its strand).
+  void close();
+  uint16_t port() const { return port_; }
+
+ private:
+  void do_accept();
+  void on_accept(boost::beast::error_code ec, boost::asio::ip::tcp::socket socket);
+
+  boost::asio::io_context& ioc_;
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  ServerContext& ctx_;
+  uint16_t port_ = 0;
+};
+
+}  // namespace cadenza::server

@@ -1,0 +1,345 @@
+#include "server/openai_protocol.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+namespace cadenza::server {
+
+using nlohmann::json;
+
+json error_body(const ApiError& e) {
+  json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+  err["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+  return json{{"error", std::move(err)}};
+}
+
+ApiError bad_request(std::string message, std::string param) {
+  ApiError e;
+  e.status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+std::optional<ApiError> parse_json_object(const std::string& text, json& out) {
+  out = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) return bad_request("the request body is not valid JSON");
+  if (!out.is_object()) return bad_request("the request body must be a JSON object");
+  return std::nullopt;
+}
+
+namespace {
+
+ApiError not_supported(const std::string& what, const std::string& param) {
+  return bad_request(fmt::format("{} is not supported yet", what), param);
+}
+
+bool present(const json& body, const char* key) {
+  auto it = body.find(key);
+  return it != body.end() && !it->is_null();
+}
+
+// Numbers: finite, in [lo, hi].
+std::optional<ApiError> get_number(const json& body, const char* key, double lo, double hi,
+                                   float& out) {
+  if (!present(body, key)) return std::nullopt;
+  const json& v = body.at(key);
+  if (!v.is_number()) return bad_request(fmt::format("'{}' must be a number", key), key);
+  const double d = v.get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi)
+    return bad_request(fmt::format("'{}' must be between {} and {}", key, lo, hi), key);
+  out = static_cast<float>(d);
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_int(const json& body, const char* key, int64_t lo, int64_t hi,
+                                std::optional<int64_t>& out) {
+  if (!present(body, key)) return std::nullopt;
+  const json& v = body.at(key);
+  if (!v.is_number_integer()) return bad_request(fmt::format("'{}' must be an integer", key), key);
+  int64_t i = 0;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return bad_request(fmt::format("'{}' must be between {} and {}", key, lo, hi), key);
+    i = static_cast<int64_t>(u);
+  } else {
+    i = v.get<int64_t>();
+  }
+  if (i < lo || i > hi)
+    return bad_request(fmt::format("'{}' must be between {} and {}", key, lo, hi), key);
+  out = i;
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_bool(const json& body, const char* key, bool& out) {
+  if (!present(body, key)) return std::nullopt;
+  const json& v = body.at(key);
+  if (!v.is_boolean()) return bad_request(fmt::format("'{}' must be a boolean", key), key);
+  out = v.get<bool>();
+  return std::nullopt;
+}
+
+// Token ids: a non-empty array of integers in [0, INT32_MAX].
+std::optional<ApiError> get_token_array(const json& v, const char* key,
+                                        std::vector<int32_t>& out, bool allow_empty) {
+  if (!v.is_array() || (!allow_empty && v.empty()))
+    return bad_request(fmt::format("'{}' must be a non-empty array of token ids", key), key);
+  out.clear();
+  out.reserve(v.size());
+  for (const json& t : v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max() ||
+        (t.is_number_unsigned() && t.get<uint64_t>() > uint64_t{0x7fffffff}))
+      return bad_request(fmt::format("'{}' must contain token ids (integers >= 0)", key), key);
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return std::nullopt;
+}
+
+// Penalties, logit_bias, logprobs and min_tokens into `r`.
+std::optional<ApiError> parse_processing(const json& body, Endpoint endpoint, CompletionRequest& r) {
+  if (auto e = get_number(body, "presence_penalty", -2.0, 2.0, r.presence_penalty)) return e;
+  if (auto e = get_number(body, "frequency_penalty", -2.0, 2.0, r.frequency_penalty)) return e;
+  if (auto e = get_number(body, "repetition_penalty", 0.0, 100.0, r.repetition_penalty)) return e;
+  if (r.repetition_penalty <= 0)
+    return bad_request("'repetition_penalty' must be greater than 0", "repetition_penalty");
+  if (present(body, "logit_bias")) {
+    const json& v = body.at("logit_bias");
+    if (!v.is_object()) return bad_request("'logit_bias' must be an object", "logit_bias");
+    if (v.size() > 1024) return bad_request("'logit_bias' holds at most 1024 entries", "logit_bias");
+    for (const auto& [key, bias] : v.items()) {
+      int64_t id = -1;
+      if (!key.empty() && key.size() <= 10 &&
+          key.find_first_not_of("0123456789") == std::string::npos)
+        id = std::stoll(key);
+      if (id < 0 || id > std::numeric_limits<int32_t>::max())
+        return bad_request(fmt::format("'logit_bias' keys must be token ids, not '{}'", key),
+                           "logit_bias");
+      if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100 ||
+          bias.get<double>() > 100)
+        return bad_request("'logit_bias' values must be numbers between -100 and 100", "logit_bias");
+      r.logit_bias[static_cast<int32_t>(id)] = static_cast<float>(bias.get<double>());
+    }
+  }
+  std::optional<int64_t> i;
+  if (auto e = get_int(body, "min_tokens", 0, std::numeric_limits<int32_t>::max(), i)) return e;
+  if (i) r.min_tokens = static_cast<int32_t>(*i);
+  if (endpoint == Endpoint::kChat) {
+    bool want = false;
+    if (auto e = get_bool(body, "logprobs", want)) return e;
+    i.reset();
+    if (auto e = get_int(body, "top_logprobs", 0, 20, i)) return e;
+    if (i && !want)
+      return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+    if (want) r.logprobs = i ? static_cast<int32_t>(*i) : 0;
+  } else {
+    i.reset();
+    if (auto e = get_int(body, "logprobs", 0, 20, i)) return e;
+    if (i) r.logprobs = static_cast<int32_t>(*i);
+  }
+  return std::nullopt;
+}
+
+// Parameters the engine cannot honour yet: fine at their neutral value, a 400 otherwise.
+std::optional<ApiError> check_unsupported(const json& body, Endpoint endpoint) {
+  if (present(body, "echo")) {
+    bool echo = false;
+    if (auto e = get_bool(body, "echo", echo)) return e;
+    if (echo) return not_supported("'echo'", "echo");
+  }
+  if (present(body, "suffix")) return not_supported("'suffix'", "suffix");
+  if (present(body, "best_of")) {
+    std::optional<int64_t> n;
+    if (auto e = get_int(body, "best_of", 1, 16, n)) return e;
+    if (*n > 1) return not_supported("'best_of' > 1", "best_of");
+  }
+  if (present(body, "response_format")) {
+    const json& v = body.at("response_format");
+    if (!v.is_object() || !v.contains("type") || !v.at("type").is_string())
+      return bad_request("'response_format' must be an object with a 'type'", "response_format");
+    if (v.at("type").get<std::string>() != "text")
+      return not_supported("'response_format' other than text", "response_format");
+  }
+  if (present(body, "user") && !body.at("user").is_string())
+    return bad_request("'user' must be a string", "user");
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> normalize_messages(const json& in, nlohmann::ordered_json& out) {
+  if (!in.is_array() || in.empty())
+    return bad_request("'messages' must be a non-empty array", "messages");
+  out = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < in.size(); ++i) {
+    const json& m = in[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object()) return bad_request(where + " must be an object", "messages");
+    if (!m.contains("role") || !m.at("role").is_string())
+      return bad_request(where + ".role must be a string", "messages");
+    nlohmann::ordered_json msg = nlohmann::ordered_json::object();
+    msg["role"] = m.at("role").get<std::string>();
+    std::string content;
+    if (m.contains("content")) {
+      const json& c = m.at("content");
+      if (c.is_string()) {
+        content = c.get<std::string>();
+      } else if (c.is_array()) {
+        for (const json& part : c) {
+          if (!part.is_object() || !part.contains("type") || !part.at("type").is_string())
+            return bad_request(where + ".content parts must be objects with a 'type'", "messages");
+          if (part.at("type").get<std::string>() != "text")
+            return not_supported(where + ".content of type '" +
+                                     part.at("type").get<std::string>() + "'",
+                                 "messages");
+          if (!part.contains("text") || !part.at("text").is_string())
+            return bad_request(where + ".content text parts need a string 'text'", "messages");
+          content += part.at("text").get<std::string>();
+        }
+      } else if (!c.is_null()) {
+        return bad_request(where + ".content must be a string, an array or null", "messages");
+      }
+    }
+    msg["content"] = content;
+    for (const auto& [key, value] : m.items())
+      if (key != "role" && key != "content") msg[key] = nlohmann::ordered_json::parse(value.dump());
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+ParsedCompletion parse_completion_request(const json& body, Endpoint endpoint) {
+  ParsedCompletion p;
+  CompletionRequest& r = p.request;
+  r.endpoint = endpoint;
+  auto fail = [&](ApiError e) {
+    p.error = std::move(e);
+    return p;
+  };
+  if (!body.is_object()) return fail(bad_request("the request body must be a JSON object"));
+
+  if (present(body, "model")) {
+    if (!body.at("model").is_string()) return fail(bad_request("'model' must be a string", "model"));
+    r.model = body.at("model").get<std::string>();
+  }
+  if (endpoint == Endpoint::kCompletions) {
+    if (!present(body, "prompt")) return fail(bad_request("'prompt' is required", "prompt"));
+    const json& pr = body.at("prompt");
+    if (pr.is_string()) {
+      r.prompt_text = pr.get<std::string>();
+    } else if (pr.is_array() && pr.size() == 1 && pr[0].is_string()) {
+      r.prompt_text = pr[0].get<std::string>();
+    } else if (pr.is_array() && pr.size() == 1 && pr[0].is_array()) {
+      if (auto e = get_token_array(pr[0], "prompt", r.prompt_tokens, false)) return fail(*e);
+      r.prompt_is_tokens = true;
+    } else if (pr.is_array() && !pr.empty() && pr[0].is_number()) {
+      if (auto e = get_token_array(pr, "prompt", r.prompt_tokens, false)) return fail(*e);
+      r.prompt_is_tokens = true;
+    } else if (pr.is_array() && pr.size() > 1) {
+      return fail(not_supported("more than one prompt per request", "prompt"));
+    } else {
+      return fail(bad_request("'prompt' must be a string or an array of token ids", "prompt"));
+    }
+  } else {
+    if (!present(body, "messages")) return fail(bad_request("'messages' is required", "messages"));
+    if (auto e = normalize_messages(body.at("messages"), r.messages)) return fail(*e);
+    if (present(body, "tools")) {
+      if (!body.at("tools").is_array()) return fail(bad_request("'tools' must be an array", "tools"));
+      r.tools = nlohmann::ordered_json::parse(body.at("tools").dump());
+    }
+  }
+
+  if (auto e = get_bool(body, "stream", r.stream)) return fail(*e);
+  if (present(body, "stream_options")) {
+    const json& so = body.at("stream_options");
+    if (!so.is_object()) return fail(bad_request("'stream_options' must be an object", "stream_options"));
+    if (!r.stream)
+      return fail(bad_request("'stream_options' is only allowed when 'stream' is true",
+                              "stream_options"));
+    if (auto e = get_bool(so, "include_usage", r.include_usage)) return fail(*e);
+  }
+  std::optional<int64_t> i;
+  if (auto e = get_int(body, "n", 1, 16, i)) return fail(*e);
+  if (i) r.n = static_cast<int32_t>(*i);
+  i.reset();
+  const char* max_key = present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (auto e = get_int(body, max_key, 1, std::numeric_limits<int32_t>::max(), i)) return fail(*e);
+  if (i) r.max_tokens = static_cast<int32_t>(*i);
+  if (auto e = get_number(body, "temperature", 0.0, 2.0, r.temperature)) return fail(*e);
+  if (auto e = get_number(body, "top_p", 0.0, 1.0, r.top_p)) return fail(*e);
+  if (present(body, "top_p") && r.top_p <= 0)
+    return fail(bad_request("'top_p' must be greater than 0", "top_p"));
+  i.reset();
+  if (auto e = get_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), i)) return fail(*e);
+  if (i) r.top_k = static_cast<int32_t>(*i);
+  if (auto e = get_number(body, "min_p", 0.0, 1.0, r.min_p)) return fail(*e);
+  i.reset();
+  if (auto e = get_int(body, "seed", std::numeric_limits<int64_t>::min(),
+                       std::numeric_limits<int64_t>::max(), i))
+    return fail(*e);
+  if (i) r.seed = static_cast<uint64_t>(*i);
+  if (present(body, "stop")) {
+    const json& s = body.at("stop");
+    if (s.is_string()) {
+      r.stop.push_back(s.get<std::string>());
+    } else if (s.is_array()) {
+      if (s.size() > 16) return fail(bad_request("'stop' holds at most 16 strings", "stop"));
+      for (const json& x : s) {
+        if (!x.is_string()) return fail(bad_request("'stop' must be a string or a list of strings", "stop"));
+        r.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return fail(bad_request("'stop' must be a string or a list of strings", "stop"));
+    }
+    for (const auto& x : r.stop)
+      if (x.empty()) return fail(bad_request("'stop' strings must not be empty", "stop"));
+  }
+  if (auto e = get_bool(body, "ignore_eos", r.ignore_eos)) return fail(*e);
+  if (auto e = parse_processing(body, endpoint, r)) return fail(*e);
+  if (auto e = check_unsupported(body, endpoint)) return fail(*e);
+  return p;
+}
+
+ParsedTokenize parse_tokenize_request(const json& body) {
+  ParsedTokenize p;
+  TokenizeRequest& r = p.request;
+  if (present(body, "messages")) {
+    r.has_messages = true;
+    if (auto e = normalize_messages(body.at("messages"), r.messages)) {
+      p.error = e;
+      return p;
+    }
+    if (present(body, "tools")) r.tools = nlohmann::ordered_json::parse(body.at("tools").dump());
+  } else if (present(body, "prompt") && body.at("prompt").is_string()) {
+    r.prompt = body.at("prompt").get<std::string>();
+  } else {
+    p.error = bad_request("'prompt' (a string) or 'messages' is required", "prompt");
+    return p;
+  }
+  bool b = false;
+  if (present(body, "add_special")) {
+    if (auto e = get_bool(body, "add_special", b)) {
+      p.error = e;
+      return p;
+    }
+    r.add_special = b;
+  }
+  if (auto e = get_bool(body, "add_generation_prompt", r.add_generation_prompt)) p.error = e;
+  return p;
+}
+
+ParsedDetokenize parse_detokenize_request(const json& body) {
+  ParsedDetokenize p;
+  if (!present(body, "tokens")) {
+    p.error = bad_request("'tokens' is required", "tokens");
+    return p;
+  }
+  if (auto e = get_token_array(body.at("tokens"), "tokens", p.tokens, true)) p.error = e;
+  return p;
+}
+
+}  // namespace cadenza::server

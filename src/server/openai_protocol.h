@@ -1,0 +1,104 @@
+// OpenAI API request parsing and validation (POST /v1/completions, /v1/chat/completions,
+// /tokenize, /detokenize) and the error body shape. Pure functions over JSON: no engine, no I/O.
+//
+// Unknown fields are ignored (clients send extras). Features the engine lacks (echo, suffix,
+// best_of > 1, non-text response formats) are accepted only at their neutral values; anything
+// else is a 400 "... is not supported yet" instead of being silently ignored.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace cadenza::server {
+
+// An error answer: HTTP status and OpenAI's {"error": {message, type, param, code}}.
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // empty: null
+  std::string code;   // empty: null
+};
+
+// {"error": {...}} for `e`.
+nlohmann::json error_body(const ApiError& e);
+ApiError bad_request(std::string message, std::string param = {});
+
+enum class Endpoint { kCompletions, kChat };
+
+struct CompletionRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string model;  // as sent; empty when absent
+  // Completions: the prompt as text, or as token ids (prompt_is_tokens).
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  bool prompt_is_tokens = false;
+  // Chat: messages normalised to {role, content: string, ...other fields kept}; tools as given.
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;  // null when absent
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int32_t n = 1;
+  std::optional<int32_t> max_tokens;  // max_tokens or max_completion_tokens
+  float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;  // <= 0: off
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // extension, (0, 100]
+  std::map<int32_t, float> logit_bias;  // token id -> bias in [-100, 100]
+  int32_t min_tokens = 0;           // extension
+  // -1: no logprobs. Otherwise how many top alternatives per token (completions: `logprobs`;
+  // chat: `top_logprobs` when `logprobs` is true).
+  int32_t logprobs = -1;
+};
+
+struct ParsedCompletion {
+  std::optional<ApiError> error;
+  CompletionRequest request;
+};
+
+// Parses and validates a request body already decoded as JSON.
+ParsedCompletion parse_completion_request(const nlohmann::json& body, Endpoint endpoint);
+
+// Decodes `text` as a JSON object; a 400 ApiError otherwise.
+std::optional<ApiError> parse_json_object(const std::string& text, nlohmann::json& out);
+
+// /tokenize: {"prompt": "text"} or {"messages": [...]}, optional add_special (default true for a
+// prompt, false for messages), add_generation_prompt (default true).
+struct TokenizeRequest {
+  bool has_messages = false;
+  std::string prompt;
+  nlohmann::ordered_json messages;
+  nlohmann::ordered_json tools;
+  std::optional<bool> add_special;
+  bool add_generation_prompt = true;
+};
+struct ParsedTokenize {
+  std::optional<ApiError> error;
+  TokenizeRequest request;
+};
+ParsedTokenize parse_tokenize_request(const nlohmann::json& body);
+
+// /detokenize: {"tokens": [ids]}.
+struct ParsedDetokenize {
+  std::optional<ApiError> error;
+  std::vector<int32_t> tokens;
+};
+ParsedDetokenize parse_detokenize_request(const nlohmann::json& body);
+
+// Chat messages: an array of {role: string, content: string | null | [{type:"text", text}]}
+// normalised to string contents. Errors name the message index.
+std::optional<ApiError> normalize_messages(const nlohmann::json& in, nlohmann::ordered_json& out);
+
+}  // namespace cadenza::server

@@ -1,0 +1,255 @@
+#include "server/routes.h"
+
+#include <random>
+
+#include <fmt/format.h>
+
+namespace cadenza::server {
+
+using nlohmann::json;
+namespace http = boost::beast::http;
+
+HttpReply json_reply(int status, const json& body) {
+  HttpReply r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  return r;
+}
+
+HttpReply ordered_json_reply(int status, const nlohmann::ordered_json& body) {
+  HttpReply r;
+  r.status = status;
+  r.body = body.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return r;
+}
+
+HttpReply error_reply(const ApiError& e) { return json_reply(e.status, error_body(e)); }
+
+namespace {
+
+ApiError api_error(int status, std::string message, std::string type, std::string code = {}) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+struct RouteSpec {
+  const char* path;
+  http::verb method;
+};
+
+constexpr RouteSpec kRoutes[] = {
+    {"/health", http::verb::get},          {"/ready", http::verb::get},
+    {"/metrics", http::verb::get},         {"/v1/models", http::verb::get},
+    {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
+    {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
+};
+
+}  // namespace
+
+HttpReply Router::models() const {
+  json data = json::array({{{"id", ctx_.model_name},
+                            {"object", "model"},
+                            {"created", ctx_.created},
+                            {"owned_by", "cadenza"},
+                            {"max_model_len", ctx_.max_model_len}}});
+  return json_reply(200, {{"object", "list"}, {"data", std::move(data)}});
+}
+
+HttpReply Router::tokenize(const json& body) const {
+  auto parsed = parse_tokenize_request(body);
+  if (parsed.error) return error_reply(*parsed.error);
+  const TokenizeRequest& r = parsed.request;
+  std::vector<int32_t> tokens;
+  if (r.has_messages) {
+    auto text = ctx_.chat->render(r.messages, r.tools, r.add_generation_prompt);
+    if (!text) return error_reply(bad_request(text.error(), "messages"));
+    tokens = r.add_special.value_or(false) ? ctx_.tokenizer->encode(*text, true, true)
+                                           : ctx_.chat->encode(*text);
+  } else {
+    tokens = ctx_.tokenizer->encode(r.prompt, r.add_special.value_or(true), true);
+  }
+  return json_reply(200, {{"tokens", tokens},
+                          {"count", tokens.size()},
+                          {"max_model_len", ctx_.max_model_len}});
+}
+
+HttpReply Router::detokenize(const json& body) const {
+  auto parsed = parse_detokenize_request(body);
+  if (parsed.error) return error_reply(*parsed.error);
+  for (int32_t t : parsed.tokens)
+    if (t >= ctx_.tokenizer->n_vocab())
+      return error_reply(bad_request(
+          fmt::format("token id {} is outside the vocabulary ({} tokens)", t,
+                      ctx_.tokenizer->n_vocab()),
+          "tokens"));
+  return json_reply(200, {{"prompt", ctx_.tokenizer->decode(parsed.tokens)}});
+}
+
+RouteResult Router::generation(const json& body, Endpoint endpoint, RouteResult r) const {
+  auto fail = [&](ApiError e) {
+    r.reply = error_reply(e);
+    return std::move(r);
+  };
+  auto parsed = parse_completion_request(body, endpoint);
+  if (parsed.error) return fail(*parsed.error);
+  CompletionRequest& req = parsed.request;
+  if (!req.model.empty() && req.model != ctx_.model_name)
+    return fail(api_error(404, fmt::format("The model '{}' does not exist", req.model),
+                          "invalid_request_error", "model_not_found"));
+
+  std::vector<int32_t> prompt;
+  if (endpoint == Endpoint::kChat) {
+    auto text = ctx_.chat->render(req.messages, req.tools, true);
+    if (!text) return fail(bad_request(text.error(), "messages"));
+    prompt = ctx_.chat->encode(*text);
+  } else if (req.prompt_is_tokens) {
+    prompt = req.prompt_tokens;
+    for (int32_t t : prompt)
+      if (t >= ctx_.tokenizer->n_vocab())
+        return fail(bad_request(fmt::format("token id {} is outside the vocabulary ({} tokens)", t,
+                                            ctx_.tokenizer->n_vocab()),
+                                "prompt"));
+  } else {
+    prompt = ctx_.tokenizer->encode(req.prompt_text, true, true);
+  }
+  const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  if (n_prompt == 0) return fail(bad_request("the prompt is empty", "prompt"));
+  const int64_t room = ctx_.max_model_len - n_prompt;
+  if (room < 1)
+    return fail(bad_request(
+        fmt::format("This model's maximum context length is {} tokens. However, your prompt has "
+                    "{} tokens, which leaves no room for the completion.",
+                    ctx_.max_model_len, n_prompt),
+        endpoint == Endpoint::kChat ? "messages" : "prompt"));
+  if (req.max_tokens && *req.max_tokens > room)
+    return fail(bad_request(
+        fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                    "tokens ({} in the prompt, {} for the completion). Please reduce the prompt "
+                    "or max_tokens.",
+                    ctx_.max_model_len, n_prompt + *req.max_tokens, n_prompt, *req.max_tokens),
+        "max_tokens"));
+  // Defaults: OpenAI's 16 for legacy completions; the rest of the context for chat.
+  const int64_t max_tokens =
+      req.max_tokens ? *req.max_tokens
+                     : (endpoint == Endpoint::kChat ? room : std::min<int64_t>(16, room));
+
+  SamplingParams p;
+  p.temperature = req.temperature;
+  p.top_k = req.top_k > 0 ? req.top_k : 0;
+  p.top_p = req.top_p;
+  p.min_p = req.min_p;
+  p.max_tokens = static_cast<int32_t>(max_tokens);
+  p.stop = req.stop;
+  p.ignore_eos = req.ignore_eos;
+  p.presence_penalty = req.presence_penalty;
+  p.frequency_penalty = req.frequency_penalty;
+  p.repetition_penalty = req.repetition_penalty;
+  p.logprobs = req.logprobs;
+  for (const auto& [id, bias] : req.logit_bias)
+    if (id >= ctx_.tokenizer->n_vocab())
+      return fail(bad_request(fmt::format("'logit_bias': token id {} is outside the vocabulary "
+                                          "({} tokens)",
+                                          id, ctx_.tokenizer->n_vocab()),
+                              "logit_bias"));
+  p.logit_bias = req.logit_bias;
+  if (req.min_tokens > p.max_tokens)
+    return fail(bad_request(fmt::format("'min_tokens' ({}) is larger than max_tokens ({})",
+                                        req.min_tokens, p.max_tokens),
+                            "min_tokens"));
+  p.min_tokens = req.min_tokens;
+
+  GenerationPlan plan;
+  plan.job = std::make_unique<GenerationJob>(req, ctx_.model_name, static_cast<int32_t>(n_prompt),
+                                             *ctx_.tokenizer);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  for (int32_t i = 0; i < req.n; ++i) {
+    GenInput in;
+    in.prompt = prompt;
+    in.params = p;
+    // n > 1 is n independent requests; with a seed, choice i uses seed + i (reproducible).
+    in.params.seed = req.seed ? *req.seed + static_cast<uint64_t>(i) : rng();
+    plan.inputs.push_back(std::move(in));
+  }
+  r.generation = std::move(plan);
+  return r;
+}
+
+RouteResult Router::handle(const HttpRequest& req) const {
+  RouteResult r;
+  std::string_view target = to_sv(req.target());
+  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  const RouteSpec* spec = nullptr;
+  for (const auto& s : kRoutes)
+    if (target == s.path) spec = &s;
+  if (!spec) {
+    r.route = "other";
+    r.reply = error_reply(api_error(404, fmt::format("no route for {}", std::string(target)),
+                                    "invalid_request_error", "not_found"));
+    return r;
+  }
+  r.route = spec->path;
+  if (req.method() != spec->method &&
+      !(spec->method == http::verb::get && req.method() == http::verb::head)) {
+    r.reply = error_reply(api_error(
+        405, fmt::format("{} does not allow {}", spec->path, std::string(req.method_string())),
+        "invalid_request_error", "method_not_allowed"));
+    r.reply->headers.emplace_back("Allow", std::string(http::to_string(spec->method)));
+    return r;
+  }
+  if (target == "/health") {
+    r.reply = json_reply(200, {{"status", "ok"}});
+    return r;
+  }
+  if (target == "/metrics") {
+    r.reply = HttpReply{200, ctx_.metrics->render(), "text/plain; version=0.0.4; charset=utf-8", {}};
+    return r;
+  }
+  const bool ready = ctx_.bridge->ready() && !ctx_.draining.load();
+  if (target == "/ready") {
+    r.reply = ready ? json_reply(200, {{"status", "ready"}})
+                    : error_reply(api_error(503,
+                                            ctx_.draining.load() ? "the server is draining"
+                                                                 : "the server is starting",
+                                            "service_unavailable", "not_ready"));
+    return r;
+  }
+  auto auth = req.find(http::field::authorization);
+  if (!ctx_.keys.check(auth == req.end() ? std::string_view{} : to_sv(auth->value()))) {
+    r.reply = error_reply(api_error(401, "Incorrect or missing API key (Authorization: Bearer KEY)",
+                                    "authentication_error", "invalid_api_key"));
+    return r;
+  }
+  if (target == "/v1/models") {
+    r.reply = models();
+    return r;
+  }
+  if (!ready) {
+    r.reply = error_reply(api_error(
+        503, ctx_.draining.load() ? "the server is draining" : "the server is starting",
+        "service_unavailable", "not_ready"));
+    r.reply->headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  json body;
+  if (auto e = parse_json_object(req.body(), body)) {
+    r.reply = error_reply(*e);
+    return r;
+  }
+  if (target == "/tokenize") {
+    r.reply = tokenize(body);
+    return r;
+  }
+  if (target == "/detokenize") {
+    r.reply = detokenize(body);
+    return r;
+  }
+  return generation(body,
+                    target == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
+                    std::move(r));
+}
+
+}  // namespace cadenza::server

@@ -1,0 +1,67 @@
+// Router: maps one HTTP request to its answer. Plain replies (health, models, tokenize, errors...)
+// are built here; generation requests come back as a GenerationPlan that the connection submits
+// to the engine and streams from.
+//
+// Order of checks: route (404), method (405), API key (401, except /health, /ready, /metrics),
+// readiness and drain (503), body (400), model name (404), prompt length (400).
+// Thread-safety: handle() is const and may run on every I/O thread at once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include "server/generation.h"
+#include "server/openai_protocol.h"
+#include "server/server_context.h"
+
+namespace cadenza::server {
+
+using HttpRequest = boost::beast::http::request<boost::beast::http::string_body>;
+
+// Beast's string_view (boost::string_view in Boost 1.74) as std::string_view.
+inline std::string_view to_sv(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
+struct HttpReply {
+  int status = 200;
+  std::string body;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+HttpReply json_reply(int status, const nlohmann::json& body);
+HttpReply ordered_json_reply(int status, const nlohmann::ordered_json& body);
+HttpReply error_reply(const ApiError& e);
+
+struct GenerationPlan {
+  std::unique_ptr<GenerationJob> job;
+  std::vector<GenInput> inputs;
+};
+
+struct RouteResult {
+  std::string route;  // the metrics label: a fixed route name, or "other"
+  std::optional<HttpReply> reply;
+  std::optional<GenerationPlan> generation;
+};
+
+class Router {
+ public:
+  explicit Router(ServerContext& ctx) : ctx_(ctx) {}
+  RouteResult handle(const HttpRequest& req) const;
+
+ private:
+  HttpReply models() const;
+  HttpReply tokenize(const nlohmann::json& body) const;
+  HttpReply detokenize(const nlohmann::json& body) const;
+  RouteResult generation(const nlohmann::json& body, Endpoint endpoint, RouteResult r) const;
+
+  ServerContext& ctx_;
+};
+
+}  // namespace cadenza::server

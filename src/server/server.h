@@ -1,0 +1,74 @@
+// Server: the OpenAI-compatible HTTP server of one model (`cadenza serve`).
+//
+//   auto server = Server::create(config, model, tokenizer, std::move(engine), std::move(chat));
+//   Status s = (*server)->start();   // binds, starts the I/O threads and the engine thread
+//   (*server)->port();               // the bound port (config.port 0: an ephemeral one)
+//   (*server)->request_drain();      // from anywhere (SIGTERM handler, tests)
+//   (*server)->wait();               // returns once drained and stopped
+//
+// Threads: `io_threads` threads run one io_context (all connections); one engine thread runs the
+// EngineCore (EngineBridge); drain runs on its own thread.
+// Drain: /ready turns 503 and new generations get 503 at once, the listener closes, running
+// requests get drain_timeout to finish, then the rest are aborted, then everything stops.
+// Ownership: the Server borrows the Model and Tokenizer (they must outlive it) and owns the
+// engine, the chat renderer, the metrics and the threads. Thread-safety: request_drain(),
+// ready(), port() and context() may be called from any thread; start/wait from one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine_core.h"
+#include "server/chat_template.h"
+#include "server/engine_bridge.h"
+#include "server/metrics.h"
+#include "server/server_context.h"
+#include "util/result.h"
+
+namespace cadenza::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  uint16_t port = 8080;  // 0: any free port (see port())
+  int io_threads = 2;
+  std::string model_name;
+  std::vector<std::string> api_keys;
+  int32_t max_queue = 256;
+  double drain_timeout_s = 30;
+  size_t max_body_bytes = size_t{8} << 20;
+  bool warmup = true;
+  bool handle_signals = false;  // SIGTERM/SIGINT start a drain
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> create(const ServerConfig& config,
+                                                const Tokenizer& tokenizer,
+                                                std::unique_ptr<engine::EngineCore> engine,
+                                                std::unique_ptr<ChatRenderer> chat);
+  ~Server();  // stops everything (no drain)
+
+  Status start();
+  uint16_t port() const;
+  bool ready() const;
+  // Starts a graceful drain (idempotent, returns at once).
+  void request_drain();
+  // Blocks until the server has stopped (after a drain).
+  void wait();
+
+  ServerContext& context();
+  Metrics& metrics();
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  void wait_for_signal();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cadenza::server

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# End-to-end test of `cadenza serve` with the official OpenAI Node client.
+# Usage: run_e2e.sh CADENZA_BINARY E2E_SOURCE_DIR WORK_DIR
+# Exit 77 (ctest: skipped) when node/npm are missing or the dependencies cannot be installed.
+set -u
+cadenza=$1 src=$2 work=$3
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "SKIPPED: node and npm are needed for the OpenAI Node client test"
+  exit 77
+fi
+mkdir -p "$work"
+cp "$src/package.json" "$src/package-lock.json" "$src/e2e.mjs" "$work/"
+if [ ! -d "$work/node_modules/openai" ]; then
+  if ! (cd "$work" && npm ci --no-audit --no-fund >npm.log 2>&1); then
+    echo "SKIPPED: npm ci failed (offline?); see $work/npm.log"
+    tail -5 "$work/npm.log"
+    exit 77
+  fi
+fi
+
+model="$work/e2e-model.gguf"
+"$cadenza" synth --preset demo --type f32 --layers 2 --ctx 1024 --seed 2 -o "$model" >/dev/null || exit 1
+
+key="e2e-key-$$"
+CADENZA_API_KEY="$key" "$cadenza" serve -m "$model" --port 0 -t 2 --max-model-len 512 \
+  --served-model-name tiny-e2e --drain-timeout 10 >"$work/serve.out" 2>"$work/serve.err" &
+pid=$!
+cleanup() { kill "$pid" 2>/dev/null; }
+trap cleanup EXIT
+
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/serve.out")
+  [ -n "$port" ] && break
+  kill -0 "$pid" 2>/dev/null || { echo "serve exited early"; cat "$work/serve.err"; exit 1; }
+  sleep 0.1
+done
+[ -n "$port" ] || { echo "serve did not start"; cat "$work/serve.err"; exit 1; }
+
+(cd "$work" && CADENZA_BASE_URL="http://127.0.0.1:$port/v1" CADENZA_API_KEY="$key" \
+  CADENZA_ROOT_URL="http://127.0.0.1:$port" node e2e.mjs)
+rc=$?
+
+# Graceful stop: SIGTERM, exit status 0.
+kill -TERM "$pid"
+wait "$pid"
+serve_rc=$?
+trap - EXIT
+if [ "$serve_rc" -ne 0 ]; then
+  echo "serve exited with $serve_rc after SIGTERM"
+  tail -20 "$work/serve.err"
+  exit 1
+fi
+[ "$rc" -ne 0 ] && tail -20 "$work/serve.err"
+exit $rc

@@ -68,22 +68,37 @@ void ThreadPool::run(int64_t n, Body body, void* ctx) {
   ctx_ = ctx;
   n_ = n;
   next_index_.store(0, std::memory_order_relaxed);
-  busy_workers_.store(static_cast<uint32_t>(workers_.size()), std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
+  finished_workers_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  job_state_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
+  generation_.store(generation, std::memory_order_release);
   generation_.notify_all();
 
   t_thread_index = 0;
   drain(0);
 
-  // Wait for every worker to leave the job (each decrements busy_workers_ once).
+  // Close the job to latecomers; wait only for the workers that joined it.
+  const uint64_t state = job_state_.fetch_or(kJobClosed, std::memory_order_acq_rel);
+  const uint32_t joined = static_cast<uint32_t>(state & (kJobClosed - 1));
   for (int spin = 0;; ++spin) {
-    const uint32_t busy = busy_workers_.load(std::memory_order_acquire);
-    if (busy == 0) break;
+    const uint32_t finished = finished_workers_.load(std::memory_order_acquire);
+    if (finished == joined) break;
     if (spin < kSpinIterations) {
       spin_pause(spin);
     } else {
-      busy_workers_.wait(busy, std::memory_order_acquire);
+      finished_workers_.wait(finished, std::memory_order_acquire);
     }
+  }
+}
+
+// Joins job `generation` unless it is closed or already replaced. Returns whether it joined.
+bool ThreadPool::join(uint32_t generation) {
+  uint64_t state = job_state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((state >> 32) != generation || (state & kJobClosed) != 0) return false;
+    if (job_state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,
+                                         std::memory_order_acquire))
+      return true;
   }
 }
 
@@ -113,9 +128,11 @@ void ThreadPool::worker_main(int thread_index) {
     }
     seen = generation;
     if (stopping_) return;
+    if (!join(generation)) continue;  // the caller finished (or moved on) without us
     drain(thread_index);
-    // After this decrement the caller may post the next job: touch no job field past this point.
-    if (busy_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) busy_workers_.notify_one();
+    // After this increment the caller may post the next job: touch no job field past this point.
+    finished_workers_.fetch_add(1, std::memory_order_acq_rel);
+    finished_workers_.notify_one();
   }
 }
 

@@ -9,8 +9,11 @@
 // index's result entirely inside fn(i) (no cross-index reductions whose order depends on threads).
 //
 // Latency: idle workers spin briefly on the job counter (yielding the core now and then, so an
-// oversubscribed machine still hands work over quickly), then sleep on a futex (std::atomic::wait);
-// the caller waits for the stragglers the same way. No thread is created or joined per call.
+// oversubscribed machine still hands work over quickly), then sleep on a futex (std::atomic::wait).
+// A worker takes part in a job only if it joins before the caller has claimed the last index; the
+// caller then waits only for the workers that joined. So a worker that the OS has not scheduled
+// (other processes on the cores) never stalls a loop the caller could finish alone, which would
+// otherwise cost a scheduler time slice per op. No thread is created or joined per call.
 //
 // Thread-safety: parallel_for may be called from any thread; calls from different threads are
 // serialised (one loop at a time). A parallel_for called from inside fn (nested) runs serially on
@@ -54,6 +57,7 @@ class ThreadPool {
   void run(int64_t n, Body body, void* ctx);
   void worker_main(int thread_index);
   void drain(int thread_index);  // claims and runs indices of the current job until none are left
+  bool join(uint32_t generation);
 
   std::vector<std::thread> workers_;
   std::mutex caller_mutex_;  // one loop at a time
@@ -65,7 +69,12 @@ class ThreadPool {
   int64_t n_ = 0;
   alignas(64) std::atomic<int64_t> next_index_{0};
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped once per job; also the stop signal
-  alignas(64) std::atomic<uint32_t> busy_workers_{0};  // workers still inside the current job
+  // Admission to the current job: generation in the high 32 bits, kJobClosed once the caller has
+  // claimed the last index, and the number of workers that joined in the low bits. A worker reads
+  // the job fields only after joining, so late workers never touch a job that moved on.
+  static constexpr uint64_t kJobClosed = uint64_t{1} << 31;
+  alignas(64) std::atomic<uint64_t> job_state_{0};
+  alignas(64) std::atomic<uint32_t> finished_workers_{0};  // joined workers done with the job
   bool stopping_ = false;  // written before the final generation bump
 };
 

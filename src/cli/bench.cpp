@@ -32,6 +32,7 @@ struct BenchArgs {
   int threads = 0;
   bool json = false;
   bool no_probe = false;
+  int64_t experts_per_token = 0;  // 0: the file's
   std::function<std::optional<int>()> serve;  // `bench serve` / `bench compare` (loadgen)
 };
 
@@ -57,13 +58,17 @@ Stats summarize(std::vector<double> v) {
 }
 
 // Bytes of weights one decode step reads: every tensor once, except the embedding table of which
-// only one row is read (unless it doubles as the output projection).
-uint64_t decode_weight_bytes(const gguf::GgufFile& file) {
+// only one row is read (unless it doubles as the output projection) and expert tensors (*_exps),
+// of which one token reads experts_used of n_experts matrices.
+uint64_t decode_weight_bytes(const gguf::GgufFile& file, const model::ModelConfig& cfg) {
   const bool tied = file.find_tensor("output.weight") == nullptr;
   uint64_t total = 0;
   for (const auto& t : file.tensors()) {
     if (t.name == "token_embd.weight" && !tied) {
       total += t.shape.empty() || t.rows() == 0 ? 0 : t.nbytes / static_cast<uint64_t>(t.rows());
+    } else if (cfg.n_experts > 0 && t.name.ends_with("_exps.weight")) {
+      total += t.nbytes / static_cast<uint64_t>(cfg.n_experts) *
+               static_cast<uint64_t>(cfg.n_experts_used);
     } else {
       total += t.nbytes;
     }
@@ -84,6 +89,65 @@ std::vector<int32_t> bench_tokens(int32_t n, int32_t n_vocab) {
   return ids;
 }
 
+struct MoeStep {
+  uint64_t matrices = 0, bytes = 0;  // expert matrices matmul_experts read in the step
+};
+
+// One decode step of `n_seqs` sequences (one token each, after a 1-token prefill each), counting
+// the expert matrices the CPU backend reads (kernels::cpu::expert_counters). Runs after the
+// routing counters were snapshotted, so they cover the pp/tg runs only.
+Result<MoeStep> measure_moe_step(model::Model& m, int n_seqs) {
+  const int32_t block = 16;
+  auto kv = m.create_kv_cache({.num_blocks = n_seqs, .block_size = block});
+  if (!kv) return kv.error_value();
+  const int32_t n_vocab = static_cast<int32_t>(m.config().n_vocab);
+  const auto ids = bench_tokens(2 * n_seqs, n_vocab);
+  std::vector<int32_t> tables(static_cast<size_t>(n_seqs));
+  std::vector<std::span<const int32_t>> table_spans;
+  for (int i = 0; i < n_seqs; ++i) tables[static_cast<size_t>(i)] = i;
+  for (int i = 0; i < n_seqs; ++i) table_spans.emplace_back(&tables[static_cast<size_t>(i)], 1);
+  std::vector<int32_t> seq(static_cast<size_t>(n_seqs)), rows(static_cast<size_t>(n_seqs));
+  for (int i = 0; i < n_seqs; ++i) seq[static_cast<size_t>(i)] = rows[static_cast<size_t>(i)] = i;
+  std::vector<float> logits(static_cast<size_t>(n_seqs) * static_cast<size_t>(n_vocab));
+  kernels::cpu::ExpertCounters before{};
+  for (int32_t pos = 0; pos < 2; ++pos) {
+    const std::vector<int32_t> tokens(ids.begin() + pos * n_seqs, ids.begin() + (pos + 1) * n_seqs);
+    const std::vector<int32_t> positions(static_cast<size_t>(n_seqs), pos);
+    model::Batch b{tokens, positions, seq, table_spans, rows};
+    if (pos == 1) before = kernels::cpu::expert_counters();
+    if (Status st = m.forward(b, **kv, logits); !st) return st.error_value();
+  }
+  const kernels::cpu::ExpertCounters after = kernels::cpu::expert_counters();
+  return MoeStep{after.matrices - before.matrices, after.bytes - before.bytes};
+}
+
+// Per layer: tokens routed and the min / mean / max share of one expert (percent of the layer's
+// routed tokens; uniform routing gives 100 / n_experts each).
+void print_routing(const model::ModelConfig& cfg, const std::vector<uint64_t>& counts,
+                   const MoeStep& step) {
+  fmt::print("experts: {} per token of {} (routing over the pp/tg runs)\n", cfg.n_experts_used,
+             cfg.n_experts);
+  fmt::print("| layer | tokens routed | min share | mean share | max share |\n");
+  fmt::print("|-------|---------------|-----------|------------|-----------|\n");
+  uint64_t all = 0;
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const auto first = counts.begin() + l * cfg.n_experts;
+    uint64_t total = 0, lo = UINT64_MAX, hi = 0;
+    for (auto it = first; it != first + cfg.n_experts; ++it) {
+      total += *it;
+      lo = std::min(lo, *it);
+      hi = std::max(hi, *it);
+    }
+    all += total;
+    const double t = total > 0 ? static_cast<double>(total) : 1.0;
+    fmt::print("| {:5} | {:13} | {:8.2f}% | {:9.2f}% | {:8.2f}% |\n", l, total, 100.0 * lo / t,
+               100.0 / static_cast<double>(cfg.n_experts), 100.0 * hi / t);
+  }
+  fmt::print("total:   {} (token, expert) routings\n", all);
+  fmt::print("decode step at 16 sequences: {} expert matrices read once each, {:.1f} MiB of "
+             "expert weights\n", step.matrices, static_cast<double>(step.bytes) / 1048576.0);
+}
+
 int run_bench(const BenchArgs& a) {
   auto opened = gguf::GgufFile::open(a.model);
   if (!opened) {
@@ -94,7 +158,7 @@ int run_bench(const BenchArgs& a) {
   const int threads =
       a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
   auto backend = kernels::make_cpu_backend({.n_threads = threads});
-  auto model = model::Model::load(file, *backend);
+  auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
   if (!model) {
     fmt::print(stderr, "bench: {}\n", model.error());
     return 1;
@@ -116,6 +180,7 @@ int run_bench(const BenchArgs& a) {
     }
     s.reset();
   }
+  (*model)->reset_expert_token_counts();
 
   std::vector<double> pp, tg;
   const auto prompt = bench_tokens(a.n_prompt, n_vocab);
@@ -145,7 +210,14 @@ int run_bench(const BenchArgs& a) {
     }
   }
   const Stats pps = summarize(pp), tgs = summarize(tg);
-  const uint64_t step_bytes = decode_weight_bytes(*file);
+  const std::vector<uint64_t> routing = (*model)->expert_token_counts();
+  Result<MoeStep> moe_step = MoeStep{};
+  if ((*model)->config().n_experts > 0) moe_step = measure_moe_step(**model, 16);
+  if (!moe_step) {
+    fmt::print(stderr, "bench: {}\n", moe_step.error());
+    return 1;
+  }
+  const uint64_t step_bytes = decode_weight_bytes(*file, (*model)->config());
   const double decode_gbs = tgs.median * static_cast<double>(step_bytes) / 1e9;
   BandwidthResult probe;
   if (!a.no_probe) probe = measure_read_bandwidth(size_t{1} << 30, threads, 5);
@@ -171,6 +243,12 @@ int run_bench(const BenchArgs& a) {
       j["probe_gb_per_s"] = probe.gb_per_s;
       j["decode_fraction_of_probe"] = probe.gb_per_s > 0 ? decode_gbs / probe.gb_per_s : 0.0;
     }
+    if (cfg.n_experts > 0) {
+      j["experts"] = {{"count", cfg.n_experts}, {"used", cfg.n_experts_used},
+                      {"tokens_per_layer_expert", routing},
+                      {"step16_expert_matrices", moe_step->matrices},
+                      {"step16_expert_bytes", moe_step->bytes}};
+    }
     fmt::print("{}\n", j.dump(2));
     return 0;
   }
@@ -193,6 +271,7 @@ int run_bench(const BenchArgs& a) {
                  100.0 * decode_gbs / probe.gb_per_s, probe.gb_per_s, threads);
     fmt::print("\n");
   }
+  if (cfg.n_experts > 0) print_routing(cfg, routing, *moe_step);
   return 0;
 }
 
@@ -215,6 +294,9 @@ Command bench_command() {
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
     sub->add_flag("--json", args->json, "Print the results as JSON");
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
+    sub->add_option("--experts-per-token", args->experts_per_token,
+                    "MoE: experts used per token (default: the model's; changes quality)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     args->serve = loadgen::add_bench_serve(*sub);
   };
   c.run = [args] {

@@ -54,6 +54,7 @@ struct RunArgs {
   float min_p = 0.05f;
   int64_t seed = -1;
   int threads = 0;
+  int64_t experts_per_token = 0;  // 0: the model's
   int32_t ctx = 0;
   bool no_parse_special = false;
   bool ignore_eos = false;
@@ -76,7 +77,7 @@ int run_generate(const RunArgs& a) {
   const int threads =
       a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
   auto backend = kernels::make_cpu_backend({.n_threads = threads});
-  auto model = model::Model::load(file, *backend);
+  auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
   if (!model) {
     fmt::print(stderr, "run: {}\n", model.error());
     return 1;
@@ -181,6 +182,9 @@ Command run_command() {
     sub->add_option("--min-p", args->min_p, "Min-p (0 = off)")->capture_default_str();
     sub->add_option("--seed", args->seed, "Random seed (default: random)");
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+    sub->add_option("--experts-per-token", args->experts_per_token,
+                    "MoE: experts used per token (default: the model's; changes quality)")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     sub->add_option("-c,--ctx", args->ctx,
                     "Context size in tokens (default: the model's, at most 4096)");
     sub->add_flag("--no-parse-special", args->no_parse_special,

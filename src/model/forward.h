@@ -2,8 +2,10 @@
 // the scratch buffers those passes share. Not part of the public API.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kernels/backend.h"
 #include "model/config.h"
@@ -31,6 +33,7 @@ struct ForwardScratch {
   std::unique_ptr<kernels::Buffer> x, h, q, k, v, attn, gate, up;
   std::unique_ptr<kernels::Buffer> router, expert_ids, expert_weights, expert_out;
   std::unique_ptr<kernels::Buffer> hidden_out, logits;
+  std::vector<int32_t> expert_ids_host;  // routing of one layer, read back for the statistics
 };
 
 // Makes `buffer` at least `size_bytes` large (reallocating without preserving contents).
@@ -45,6 +48,8 @@ struct ForwardContext {
   ForwardScratch& scratch;
   const StepInputs& inputs;
   KvCache& kv;
+  // [n_layers * n_experts] routing counters to add to (MoE), or null.
+  std::atomic<uint64_t>* expert_counts = nullptr;
 };
 
 // The llama-family pass (llama, qwen2, qwen3, qwen3moe): returns the logits of the requested rows,

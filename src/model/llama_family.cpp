@@ -138,6 +138,12 @@ Result<Matrix> forward_llama_family(const ForwardContext& ctx) {
 
       be.matmul(*L.ffn_router, h, router);  // [n][E]
       be.route_experts(router, routing, expert_ids, expert_weights);
+      if (ctx.expert_counts != nullptr) {
+        s.expert_ids_host.resize(static_cast<size_t>(n * K));
+        be.read(*s.expert_ids, 0, s.expert_ids_host.data(), s.expert_ids_host.size() * sizeof(int32_t));
+        std::atomic<uint64_t>* counts = ctx.expert_counts + static_cast<size_t>(il * c.n_experts);
+        for (const int32_t e : s.expert_ids_host) counts[e].fetch_add(1, std::memory_order_relaxed);
+      }
       be.matmul_experts(*L.ffn_gate_exps, h, expert_ids, gate);  // [n*K][f]
       be.matmul_experts(*L.ffn_up_exps, h, expert_ids, up);      // [n*K][f]
       be.swiglu(gate, up, gate);

@@ -3,6 +3,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cassert>
 #include <limits>
 #include <set>
 
@@ -182,14 +183,32 @@ Status ensure_buffer(kernels::Backend& backend, std::unique_ptr<kernels::Buffer>
 Model::Model(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend,
              ModelConfig config)
     : file_(std::move(file)), backend_(backend), config_(std::move(config)),
-      scratch_(std::make_unique<ForwardScratch>()) {}
+      scratch_(std::make_unique<ForwardScratch>()),
+      expert_counts_(std::make_unique<std::atomic<uint64_t>[]>(
+          static_cast<size_t>(config_.n_layers * config_.n_experts))) {}
 
 Model::~Model() = default;
 
 Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile> file,
-                                           kernels::Backend& backend) {
+                                           kernels::Backend& backend,
+                                           const ModelLoadOptions& options) {
   Result<ModelConfig> config = ModelConfig::from_gguf(*file);
   if (!config) return config.error_value();
+  if (options.experts_per_token != 0) {
+    if (config->n_experts == 0) {
+      return make_error("{}: --experts-per-token {} given but the model has no experts",
+                        file->name(), options.experts_per_token);
+    }
+    if (options.experts_per_token < 1 || options.experts_per_token > config->n_experts) {
+      return make_error("{}: experts per token must be in [1, {}], got {}", file->name(),
+                        config->n_experts, options.experts_per_token);
+    }
+    if (options.experts_per_token != config->n_experts_used) {
+      spdlog::warn("{}: using {} experts per token instead of the trained {}; output quality "
+                   "changes", file->name(), options.experts_per_token, config->n_experts_used);
+    }
+    config->n_experts_used = options.experts_per_token;
+  }
   std::unique_ptr<Model> model(new Model(file, backend, std::move(*config)));
   WeightLoader loader(file, backend);
   Status st = load_weights(model->config_, loader, model->weights_);
@@ -202,10 +221,29 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
   return model;
 }
 
-Result<std::unique_ptr<Model>> Model::open(const std::string& path, kernels::Backend& backend) {
+Result<std::unique_ptr<Model>> Model::open(const std::string& path, kernels::Backend& backend,
+                                           const ModelLoadOptions& options) {
   Result<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::open(path);
   if (!file) return file.error_value();
-  return load(std::shared_ptr<const gguf::GgufFile>(std::move(*file)), backend);
+  return load(std::shared_ptr<const gguf::GgufFile>(std::move(*file)), backend, options);
+}
+
+uint64_t Model::expert_tokens(int64_t layer, int64_t expert) const {
+  assert(layer >= 0 && layer < config_.n_layers && expert >= 0 && expert < config_.n_experts);
+  return expert_counts_[static_cast<size_t>(layer * config_.n_experts + expert)].load(
+      std::memory_order_relaxed);
+}
+
+std::vector<uint64_t> Model::expert_token_counts() const {
+  std::vector<uint64_t> out(static_cast<size_t>(config_.n_layers * config_.n_experts));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = expert_counts_[i].load(std::memory_order_relaxed);
+  return out;
+}
+
+void Model::reset_expert_token_counts() {
+  for (int64_t i = 0; i < config_.n_layers * config_.n_experts; ++i) {
+    expert_counts_[static_cast<size_t>(i)].store(0, std::memory_order_relaxed);
+  }
 }
 
 Result<std::unique_ptr<KvCache>> Model::create_kv_cache(const KvCacheOptions& options) const {
@@ -334,7 +372,8 @@ Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {
     in.logit_rows = *r;
   }
 
-  const ForwardContext ctx{config_, weights_, backend_, s, in, kv};
+  const ForwardContext ctx{config_, weights_, backend_, s, in, kv,
+                           config_.n_experts > 0 ? expert_counts_.get() : nullptr};
   Result<kernels::Matrix> out = forward_llama_family(ctx);  // every supported arch is llama-family
   if (!out) return out.error_value();
   backend_.read(*s.logits, 0, logits.data(), logits.size() * sizeof(float));

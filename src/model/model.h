@@ -16,6 +16,7 @@
 // config() and the weights are immutable and may be read from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -76,15 +77,25 @@ struct ModelWeights {
 
 struct ForwardScratch;  // activation buffers, grown on demand (model.cpp)
 
+// Options applied at load time, before any weight is used.
+struct ModelLoadOptions {
+  // Experts used per token (mixture-of-experts models only): 0 keeps the file's
+  // expert_used_count; otherwise it must be in [1, expert_count] (an error otherwise, also for
+  // dense models). Changes the model's quality/speed trade-off (logged as a warning).
+  int64_t experts_per_token = 0;
+};
+
 class Model {
  public:
   // Reads the config from `file`'s metadata, checks that every tensor the architecture needs is
   // present with the expected shape and a supported type, and uploads the weights. Errors name
   // the file and the tensor or key.
   static Result<std::unique_ptr<Model>> load(std::shared_ptr<const gguf::GgufFile> file,
-                                             kernels::Backend& backend);
+                                             kernels::Backend& backend,
+                                             const ModelLoadOptions& options = {});
   // Opens `path` and loads it.
-  static Result<std::unique_ptr<Model>> open(const std::string& path, kernels::Backend& backend);
+  static Result<std::unique_ptr<Model>> open(const std::string& path, kernels::Backend& backend,
+                                             const ModelLoadOptions& options = {});
   ~Model();
 
   const ModelConfig& config() const { return config_; }
@@ -100,6 +111,15 @@ class Model {
   // On error nothing has been computed (the batch is validated first).
   Status forward(const Batch& batch, KvCache& kv, std::span<float> logits);
 
+  // Routing statistics (MoE models; all zero for dense ones): tokens routed to `expert` in
+  // `layer` by every forward() so far (each token counts once per expert it uses, so a layer's
+  // total is tokens x experts_used). Relaxed atomics: may be read from any thread while forward()
+  // runs. Requires layer < n_layers and expert < n_experts.
+  uint64_t expert_tokens(int64_t layer, int64_t expert) const;
+  // Snapshot [layer][expert], row-major (n_layers x n_experts; empty for dense models).
+  std::vector<uint64_t> expert_token_counts() const;
+  void reset_expert_token_counts();
+
  private:
   Model(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend, ModelConfig config);
   Status validate(const Batch& batch, const KvCache& kv, size_t logits_size) const;
@@ -109,6 +129,7 @@ class Model {
   ModelConfig config_;
   ModelWeights weights_;
   std::unique_ptr<ForwardScratch> scratch_;
+  std::unique_ptr<std::atomic<uint64_t>[]> expert_counts_;  // [n_layers * n_experts]
 };
 
 }  // namespace cadenza::model

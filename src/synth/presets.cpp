@@ -79,6 +79,14 @@ std::vector<ModelShape> make_presets() {
   qwen3moe.vocab_style = "qwen2 byte-level BPE";
   out.push_back(qwen3moe);
 
+  // Dense counterpart of qwen3moe-small with the same ACTIVE parameters per token: FFN 4 x 512.
+  ModelShape qwen3_active = dense("qwen3-dense-active", "Qwen3 dense, qwen3moe-small's active size",
+                                  "qwen3", 151936, 32768, 1024, 8, 16, 4, 2048, 1e6, 1e-6, false);
+  qwen3_active.head_dim = 128;
+  qwen3_active.qk_norm = true;
+  qwen3_active.vocab_style = "qwen2 byte-level BPE";
+  out.push_back(qwen3_active);
+
   // A tiny model for quick starts and tests: runs instantly anywhere.
   ModelShape demo = dense("demo", "Cadenza demo (tiny)", "llama", 0, 2048, 256, 4, 8, 2, 768,
                           10000.0, 1e-5, true);

@@ -78,6 +78,8 @@ void log_matmul_path_once();
 void get_rows(ThreadPool& pool, const CpuWeight& table, IndexMatrix ids, Matrix out);
 void gather_rows(ThreadPool& pool, Matrix src, IndexMatrix rows, Matrix out);
 void matmul(ThreadPool& pool, const CpuWeight& w, Matrix x, Matrix y);
+// Groups the (token, slot) pairs by expert so each active expert's matrix is read once per call
+// for all its pairs; results are bitwise those of one call per pair (batch invariant).
 void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix expert_ids,
                     Matrix y);
 

@@ -11,12 +11,14 @@
 //    tile of rows at a time, into per-thread scratch) and dotted against every input row.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
 
+#include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/simd/isa.h"
 #include "kernels/simd/kernels.h"
@@ -277,6 +279,60 @@ void matmul(ThreadPool& pool, const CpuWeight& w, Matrix x, Matrix y) {
   });
 }
 
+namespace {
+
+std::atomic<uint64_t> g_expert_calls{0}, g_expert_matrices{0}, g_expert_bytes{0};
+
+// The repacked grouped path: every (token, slot) pair's activation row is quantized once into its
+// expert's contiguous group (pairs of expert e at [offset[e], offset[e + 1]) in token order), then
+// one parallel region where thread p computes its share of output rows of every active expert for
+// all the expert's pairs (each expert's weights are read once per call) and scatters them to y.
+// A (row, pair) result depends only on the weight row and the pair's activation row (repack_gemm
+// is invariant in n and the row range), so grouping and thread count never change a bit.
+void grouped_repacked(ThreadPool& pool, const CpuWeight& w, const std::vector<int32_t>& active,
+                      const std::vector<int64_t>& offset, const std::vector<const float*>& x_rows,
+                      const std::vector<float*>& y_rows) {
+  const int64_t k = w.cols(), m = w.rows();
+  const auto pairs = static_cast<int64_t>(x_rows.size());
+  const int64_t act_row = simd::repack_act_row_bytes(w.type(), k);
+  uint8_t* act = activation_buffer(static_cast<size_t>(act_row * pairs));
+  auto prepare = [&](int64_t j) { simd::repack_quantize_act(w.type(), x_rows[j], k, act + j * act_row); };
+  if (pairs >= 8) {
+    pool.parallel_for(pairs, [&](int64_t j, int) { prepare(j); });
+  } else {
+    for (int64_t j = 0; j < pairs; ++j) prepare(j);
+  }
+  thread_local std::vector<float> out;
+  if (out.size() < static_cast<size_t>(pairs * m)) out.resize(static_cast<size_t>(pairs * m));
+  float* tmp = out.data();
+  const int64_t unit = simd::kRepackRows;
+  const int64_t units = (m + unit - 1) / unit;
+  const int64_t parts = std::min<int64_t>(pool.size(), units);
+  pool.parallel_for(parts, [&](int64_t p, int) {
+    const auto [u0, u1] = split_range(units, parts, p);
+    const int64_t r0 = u0 * unit, r1 = std::min(m, u1 * unit);
+    if (r1 <= r0) return;
+    for (const int32_t e : active) {
+      const int64_t o = offset[static_cast<size_t>(e)];
+      const int64_t count = offset[static_cast<size_t>(e) + 1] - o;
+      simd::repack_gemm(w.type(), w.repacked_matrix(e), m, k, r0, r1, act + o * act_row, count,
+                        tmp + o * m, m);
+      for (int64_t j = o; j < o + count; ++j) {
+        std::memcpy(y_rows[static_cast<size_t>(j)] + r0, tmp + j * m + r0,
+                    static_cast<size_t>(r1 - r0) * sizeof(float));
+      }
+    }
+  });
+}
+
+}  // namespace
+
+ExpertCounters expert_counters() {
+  return {.calls = g_expert_calls.load(std::memory_order_relaxed),
+          .matrices = g_expert_matrices.load(std::memory_order_relaxed),
+          .bytes = g_expert_bytes.load(std::memory_order_relaxed)};
+}
+
 void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix expert_ids,
                     Matrix y) {
   const int64_t n = expert_ids.rows;
@@ -284,50 +340,74 @@ void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix 
   const int64_t n_experts = w.matrices();
   assert(x.cols == w.cols() && y.cols == w.rows() && y.rows == n * slots);
   assert(x.rows == n || x.rows == n * slots);
+  if (n == 0) return;
   const bool x_per_slot = x.rows == n * slots && slots != 1;
 
-  // Group the (token, slot) pairs by expert; within an expert they stay in token order.
-  std::vector<std::vector<const float*>> x_rows(static_cast<size_t>(n_experts));
-  std::vector<std::vector<float*>> y_rows(static_cast<size_t>(n_experts));
-  for (int64_t t = 0; t < n; ++t) {
-    for (int64_t s = 0; s < slots; ++s) {
-      const int32_t e = expert_ids.data[t * slots + s];
-      assert(e >= 0 && e < n_experts);
-      const int64_t x_row = x_per_slot ? t * slots + s : t;
-      x_rows[e].push_back(x.data + x_row * x.stride);
-      y_rows[e].push_back(y.data + (t * slots + s) * y.stride);
-    }
+  // Group the (token, slot) pairs by expert (counting sort); within an expert, token order.
+  std::vector<int64_t> offset(static_cast<size_t>(n_experts) + 1, 0);
+  for (int64_t i = 0; i < n * slots; ++i) {
+    const int32_t e = expert_ids.data[i];
+    assert(e >= 0 && e < n_experts);
+    ++offset[static_cast<size_t>(e) + 1];
   }
-  // Work items: (expert, tile) for the experts that have tokens.
-  const int64_t m = w.rows();
-  const int64_t tile = tile_rows_for(w.cols());
-  const int64_t n_tiles = (m + tile - 1) / tile;
   std::vector<int32_t> active;
   for (int64_t e = 0; e < n_experts; ++e) {
-    if (!x_rows[e].empty()) active.push_back(static_cast<int32_t>(e));
+    if (offset[static_cast<size_t>(e) + 1] > 0) active.push_back(static_cast<int32_t>(e));
+    offset[static_cast<size_t>(e) + 1] += offset[static_cast<size_t>(e)];
   }
-  // SIMD: one matmul per active expert into a temporary [count][m], then scattered to y.
-  if (!active.empty()) {
+  std::vector<const float*> x_rows(static_cast<size_t>(n * slots));
+  std::vector<float*> y_rows(static_cast<size_t>(n * slots));
+  {
+    std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t s = 0; s < slots; ++s) {
+        const int32_t e = expert_ids.data[t * slots + s];
+        const auto j = static_cast<size_t>(fill[static_cast<size_t>(e)]++);
+        const int64_t x_row = x_per_slot ? t * slots + s : t;
+        x_rows[j] = x.data + x_row * x.stride;
+        y_rows[j] = y.data + (t * slots + s) * y.stride;
+      }
+    }
+  }
+  g_expert_calls.fetch_add(1, std::memory_order_relaxed);
+  g_expert_matrices.fetch_add(active.size(), std::memory_order_relaxed);
+  g_expert_bytes.fetch_add(active.size() * static_cast<size_t>(w.rows()) * w.row_bytes,
+                           std::memory_order_relaxed);
+
+  if (simd::active_isa() != simd::Isa::scalar) ensure_repacked(pool, w);
+  if (w.repacked != nullptr && simd::repack_usable(w.type(), simd::active_isa())) {
+    grouped_repacked(pool, w, active, offset, x_rows, y_rows);
+    return;
+  }
+  const int64_t m = w.rows();
+  // Other SIMD kernels: one matmul per active expert into a temporary [count][m], then scattered.
+  {
     std::vector<float> tmp;
     bool used_simd = true;
     for (const int32_t e : active) {
-      const auto count = static_cast<int64_t>(x_rows[e].size());
+      const int64_t o = offset[static_cast<size_t>(e)];
+      const int64_t count = offset[static_cast<size_t>(e) + 1] - o;
       tmp.resize(static_cast<size_t>(count * m));
-      if (!simd_matmul(pool, w, e, x_rows[e].data(), count, tmp.data(), m)) {
+      if (!simd_matmul(pool, w, e, x_rows.data() + o, count, tmp.data(), m)) {
         used_simd = false;
         break;
       }
       for (int64_t j = 0; j < count; ++j) {
-        std::memcpy(y_rows[e][j], tmp.data() + j * m, static_cast<size_t>(m) * sizeof(float));
+        std::memcpy(y_rows[static_cast<size_t>(o + j)], tmp.data() + j * m,
+                    static_cast<size_t>(m) * sizeof(float));
       }
     }
     if (used_simd) return;
   }
+  // f32 fallback: work items (expert, tile) for the active experts.
+  const int64_t tile = tile_rows_for(w.cols());
+  const int64_t n_tiles = (m + tile - 1) / tile;
   pool.parallel_for(static_cast<int64_t>(active.size()) * n_tiles, [&](int64_t i, int) {
     const int32_t e = active[static_cast<size_t>(i / n_tiles)];
     const int64_t r0 = (i % n_tiles) * tile;
-    matmul_tile(w, w.row(e, 0), r0, std::min(m, r0 + tile), x_rows[e].data(), y_rows[e].data(),
-                static_cast<int64_t>(x_rows[e].size()));
+    const int64_t o = offset[static_cast<size_t>(e)];
+    matmul_tile(w, w.row(e, 0), r0, std::min(m, r0 + tile), x_rows.data() + o, y_rows.data() + o,
+                offset[static_cast<size_t>(e) + 1] - o);
   });
 }
 

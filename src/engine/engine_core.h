@@ -145,6 +145,8 @@ class EngineCore {
   // One iteration of the loop (see the header comment). Empty when there is nothing to do.
   std::vector<RequestOutput> step();
 
+  // The model this engine runs (read-only views such as MoE routing statistics).
+  const model::Model& model() const { return model_; }
   bool has_work() const { return scheduler_->has_work(); }
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }

@@ -169,6 +169,12 @@ void EngineBridge::publish_gauges(size_t pending) {
   g.num_preemptions = s.num_preemptions;
   g.prefix_cache_queries = s.prefix_cache_queries;
   g.prefix_cache_hits = s.prefix_cache_hits;
+  const model::Model& model = engine_->model();
+  if (model.config().n_experts > 0) {
+    g.moe_layers = model.config().n_layers;
+    g.moe_experts = model.config().n_experts;
+    g.expert_tokens = model.expert_token_counts();
+  }
   metrics_.set_engine_gauges(g);
 }
 

@@ -99,6 +99,15 @@ std::string Metrics::render() const {
   out += fmt::format("cadenza_prefix_cache_hits_total {}\n", gauges_.prefix_cache_hits);
   header(out, "cadenza_num_preemptions_total", "counter", "Requests preempted (KV recompute).");
   out += fmt::format("cadenza_num_preemptions_total {}\n", gauges_.num_preemptions);
+  if (gauges_.moe_experts > 0 &&
+      gauges_.expert_tokens.size() == static_cast<size_t>(gauges_.moe_layers * gauges_.moe_experts)) {
+    header(out, "cadenza_moe_expert_tokens_total", "counter",
+           "Tokens routed to each expert, per layer (each token counts once per expert it uses).");
+    for (int64_t l = 0; l < gauges_.moe_layers; ++l)
+      for (int64_t e = 0; e < gauges_.moe_experts; ++e)
+        out += fmt::format("cadenza_moe_expert_tokens_total{{layer=\"{}\",expert=\"{}\"}} {}\n", l, e,
+                           gauges_.expert_tokens[static_cast<size_t>(l * gauges_.moe_experts + e)]);
+  }
   header(out, "cadenza_request_success_total", "counter", "Finished requests by finish reason.");
   for (const auto& [reason, n] : finished_)
     out += fmt::format("cadenza_request_success_total{{finished_reason=\"{}\"}} {}\n", reason, n);

@@ -21,6 +21,11 @@ struct EngineGauges {
   int64_t num_preemptions = 0;
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
+  // MoE routing statistics: tokens routed to each expert, [layer][expert] row-major
+  // (moe_layers x moe_experts; empty for dense models).
+  int64_t moe_layers = 0;
+  int64_t moe_experts = 0;
+  std::vector<uint64_t> expert_tokens;
 };
 
 class Histogram {

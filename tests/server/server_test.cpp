@@ -21,6 +21,7 @@
 #include "engine/engine_core.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "server/metrics.h"
 #include "synth/synth.h"
 #include "test_client.h"
 
@@ -684,6 +685,31 @@ TEST(ChatRenderer, BosIsNotDoubled) {
   ASSERT_GE(ids2.size(), 2u);
   EXPECT_EQ(ids2[0], t.bos_id());
   EXPECT_NE(ids2[1], t.bos_id());
+}
+
+// MoE routing statistics become one counter per layer and expert, in valid exposition format.
+TEST(MetricsText, ExpertTokensPerLayerAndExpert) {
+  Metrics m;
+  EngineGauges g;
+  g.moe_layers = 2;
+  g.moe_experts = 3;
+  g.expert_tokens = {5, 0, 7, 1, 2, 9};
+  m.set_engine_gauges(g);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("# TYPE cadenza_moe_expert_tokens_total counter"), std::string::npos);
+  EXPECT_NE(text.find("cadenza_moe_expert_tokens_total{layer=\"0\",expert=\"2\"} 7\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("cadenza_moe_expert_tokens_total{layer=\"1\",expert=\"2\"} 9\n"),
+            std::string::npos);
+  // Dense models export no expert series.
+  Metrics dense;
+  dense.set_engine_gauges(EngineGauges{});
+  EXPECT_EQ(dense.render().find("cadenza_moe_expert_tokens_total"), std::string::npos);
+  if (std::system("command -v promtool > /dev/null 2>&1") != 0)
+    GTEST_SKIP() << "promtool is not installed: `promtool check metrics` skipped";
+  const std::string file = ::testing::TempDir() + "/cadenza_moe_metrics.txt";
+  std::ofstream(file) << text;
+  EXPECT_EQ(std::system(("promtool check metrics < " + file).c_str()), 0) << text;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "loadgen/bench_serve_cli.h"
@@ -155,8 +156,7 @@ int run_bench(const BenchArgs& a) {
     return 1;
   }
   std::shared_ptr<const gguf::GgufFile> file = std::move(*opened);
-  const int threads =
-      a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = resolve_threads(a.threads);
   auto backend = kernels::make_cpu_backend({.n_threads = threads});
   auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
   if (!model) {

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "engine/engine_core.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kv/kv_sizing.h"
@@ -64,36 +65,6 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool sequential = false;
 };
-
-// Parses "1073741824", "1GiB", "512MiB", "1.5G", "100MB": KiB/MiB/GiB/TiB and bare K/M/G/T are
-// powers of 1024, KB/MB/GB/TB powers of 1000 (the spellings people use for memory sizes).
-Result<int64_t> parse_byte_size(const std::string& text) {
-  size_t pos = 0;
-  while (pos < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
-    ++pos;
-  const std::string number = text.substr(0, pos);
-  std::string unit = text.substr(pos);
-  if (number.find_first_of("0123456789") == std::string::npos ||
-      std::count(number.begin(), number.end(), '.') > 1)
-    return make_error("--kv-cache-memory: '{}' is not a size (e.g. 1073741824, 1GiB, 512MiB)",
-                      text);
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double scale = 0;
-  const std::pair<const char*, double> units[] = {
-      {"", 1},        {"B", 1},         {"K", 0x1p10},    {"KIB", 0x1p10}, {"KB", 1e3},
-      {"M", 0x1p20},  {"MIB", 0x1p20},  {"MB", 1e6},      {"G", 0x1p30},   {"GIB", 0x1p30},
-      {"GB", 1e9},    {"T", 0x1p40},    {"TIB", 0x1p40},  {"TB", 1e12}};
-  for (const auto& [name, factor] : units)
-    if (unit == name) scale = factor;
-  if (scale == 0)
-    return make_error("--kv-cache-memory: unknown unit '{}' in '{}' (B, KiB, MiB, GiB, KB, MB, GB)",
-                      text.substr(pos), text);
-  const double bytes = std::stod(number) * scale;
-  if (!(bytes >= 1) || bytes > 0x1p62)
-    return make_error("--kv-cache-memory: '{}' is out of range", text);
-  return static_cast<int64_t>(bytes);
-}
 
 // One input line, parsed, and later its result.
 struct Job {
@@ -456,14 +427,6 @@ Status drain(engine::EngineCore& engine, std::unordered_map<engine::RequestId, J
   return {};
 }
 
-kv::KvElementType kv_element_type(DType t) {
-  switch (t) {
-    case DType::F16: return kv::KvElementType::kF16;
-    case DType::Q8_0: return kv::KvElementType::kQ8_0;
-    default: return kv::KvElementType::kF32;
-  }
-}
-
 int fail(const std::string& message) {
   fmt::print(stderr, "generate: {}\n", message);
   return 1;
@@ -490,8 +453,7 @@ int run_generate(GenerateArgs a) {
   }
 
   const auto t_load = Clock::now();
-  const int threads =
-      a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = resolve_threads(a.threads);
   auto backend = kernels::make_cpu_backend({.n_threads = threads});
   auto model = model::Model::open(a.model, *backend);
   if (!model) return fail(model.error());
@@ -500,28 +462,17 @@ int run_generate(GenerateArgs a) {
   const model::ModelConfig& mc = (*model)->config();
 
   engine::EngineConfig ec;
-  ec.block_size = a.block_size;
   ec.enable_prefix_caching = !a.no_prefix_caching;
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_model_len = a.max_model_len;
   if (a.block_size < 1) return fail("--block-size must be >= 1");
-  const kv::KvShape shape{.n_layers = mc.n_layers,
-                          .n_kv_heads = mc.n_kv_heads,
-                          .head_dim_k = mc.head_dim_k,
-                          .head_dim_v = mc.head_dim_v,
-                          .type = kv_element_type(ec.kv_type),
-                          .block_size = a.block_size};
-  auto block_bytes = kv::kv_bytes_per_block(shape);
+  ec.block_size = a.block_size;
+  auto block_bytes = kv_block_bytes(mc, ec);
   if (!block_bytes) return fail(block_bytes.error());
   if (!a.kv_cache_memory.empty()) {
-    auto budget = parse_byte_size(a.kv_cache_memory);
-    if (!budget) return fail(budget.error());
-    auto blocks = kv::kv_num_blocks_for_budget(shape, *budget);
+    auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
     if (!blocks) return fail(blocks.error());
-    if (*blocks == 0)
-      return fail(fmt::format("--kv-cache-memory {} is smaller than one KV block ({} bytes)",
-                              a.kv_cache_memory, *block_bytes));
     ec.num_kv_blocks = *blocks;
   }
   auto engine = engine::EngineCore::create(**model, **tokenizer, ec);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "engine/sampler.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -74,8 +75,7 @@ int run_generate(const RunArgs& a) {
     fmt::print(stderr, "run: {}\n", tokenizer.error());
     return 1;
   }
-  const int threads =
-      a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = resolve_threads(a.threads);
   auto backend = kernels::make_cpu_backend({.n_threads = threads});
   auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
   if (!model) {

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "engine/engine_core.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kv/kv_sizing.h"
@@ -49,36 +50,6 @@ struct ServeArgs {
 int fail(const std::string& message) {
   spdlog::error("serve: {}", message);
   return 1;
-}
-
-// "1073741824", "1GiB", "512MiB", "1.5G", "100MB": K/M/G/T and KiB/MiB/GiB/TiB are powers of
-// 1024, KB/MB/GB/TB powers of 1000.
-Result<int64_t> parse_size(const std::string& option, const std::string& text) {
-  size_t pos = 0;
-  while (pos < text.size() && (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
-    ++pos;
-  std::string unit = text.substr(pos);
-  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  double number = 0;
-  try {
-    size_t used = 0;
-    number = std::stod(text.substr(0, pos), &used);
-    if (used != pos) throw std::invalid_argument("x");
-  } catch (const std::exception&) {
-    return make_error("{}: '{}' is not a size (e.g. 1GiB, 512MiB, 1048576)", option, text);
-  }
-  double scale = 0;
-  if (unit.empty() || unit == "B") scale = 1;
-  const char* binary[] = {"K", "M", "G", "T"};
-  const char* decimal[] = {"KB", "MB", "GB", "TB"};
-  for (int i = 0; i < 4; ++i) {
-    if (unit == binary[i] || unit == std::string(binary[i]) + "IB") scale = std::pow(1024.0, i + 1);
-    if (unit == decimal[i]) scale = std::pow(1000.0, i + 1);
-  }
-  if (scale == 0) return make_error("{}: unknown unit in '{}'", option, text);
-  const double bytes = number * scale;
-  if (!(bytes >= 1) || bytes > 0x1p62) return make_error("{}: '{}' is out of range", option, text);
-  return static_cast<int64_t>(bytes);
 }
 
 Result<std::vector<std::string>> collect_keys(const ServeArgs& a) {
@@ -118,12 +89,11 @@ int run_serve(const ServeArgs& a) {
     ss << in.rdbuf();
     template_source = ss.str();
   }
-  auto body_limit = parse_size("--max-body-bytes", a.max_body_bytes);
+  auto body_limit = parse_byte_size("--max-body-bytes", a.max_body_bytes);
   if (!body_limit) return fail(body_limit.error());
   if (a.port < 0 || a.port > 65535) return fail("--port must be in 0..65535");
 
-  const int threads =
-      a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = resolve_threads(a.threads);
   auto backend = kernels::make_cpu_backend({.n_threads = threads});
   auto model = model::Model::open(a.model, *backend);
   if (!model) return fail(model.error());
@@ -136,18 +106,8 @@ int run_serve(const ServeArgs& a) {
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_model_len = a.max_model_len;
   if (!a.kv_cache_memory.empty()) {
-    auto budget = parse_size("--kv-cache-memory", a.kv_cache_memory);
-    if (!budget) return fail(budget.error());
-    const kv::KvShape shape{.n_layers = mc.n_layers,
-                            .n_kv_heads = mc.n_kv_heads,
-                            .head_dim_k = mc.head_dim_k,
-                            .head_dim_v = mc.head_dim_v,
-                            .type = kv::KvElementType::kF32,  // EngineConfig::kv_type's default
-                            .block_size = ec.block_size};
-    auto blocks = kv::kv_num_blocks_for_budget(shape, *budget);
+    auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
     if (!blocks) return fail(blocks.error());
-    if (*blocks == 0)
-      return fail(fmt::format("--kv-cache-memory {} is smaller than one KV block", a.kv_cache_memory));
     ec.num_kv_blocks = *blocks;
   }
   auto engine = engine::EngineCore::create(**model, **tokenizer, ec);

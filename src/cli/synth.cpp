@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/options.h"
 #include "synth/synth.h"
 
 namespace cadenza::cli {
@@ -62,7 +63,7 @@ int run_synth(const SynthArgs& a) {
   opts.weight_type = a.type;
   opts.vocab_from = a.vocab_from;
   opts.seed = a.seed;
-  opts.threads = a.threads > 0 ? a.threads : static_cast<int>(std::thread::hardware_concurrency());
+  opts.threads = resolve_threads(a.threads);
   fmt::print(stderr, "synth: {} shape, {} weights, RANDOM values -> {}\n", shape->display_name,
              a.type, a.output);
   const auto start = std::chrono::steady_clock::now();

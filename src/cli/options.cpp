@@ -1,0 +1,77 @@
+#include "cli/options.h"
+
+#include <algorithm>
+#include <cctype>
+#include <thread>
+#include <utility>
+
+#include "kv/kv_sizing.h"
+
+namespace cadenza::cli {
+
+Result<int64_t> parse_byte_size(std::string_view option, const std::string& text) {
+  size_t pos = 0;
+  while (pos < text.size() &&
+         (std::isdigit(static_cast<unsigned char>(text[pos])) || text[pos] == '.'))
+    ++pos;
+  const std::string number = text.substr(0, pos);
+  std::string unit = text.substr(pos);
+  if (number.find_first_of("0123456789") == std::string::npos ||
+      std::count(number.begin(), number.end(), '.') > 1)
+    return make_error("{}: '{}' is not a size (e.g. 1073741824, 1GiB, 512MiB)", option, text);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  double scale = 0;
+  const std::pair<const char*, double> units[] = {
+      {"", 1},        {"B", 1},         {"K", 0x1p10},    {"KIB", 0x1p10}, {"KB", 1e3},
+      {"M", 0x1p20},  {"MIB", 0x1p20},  {"MB", 1e6},      {"G", 0x1p30},   {"GIB", 0x1p30},
+      {"GB", 1e9},    {"T", 0x1p40},    {"TIB", 0x1p40},  {"TB", 1e12}};
+  for (const auto& [name, factor] : units)
+    if (unit == name) scale = factor;
+  if (scale == 0)
+    return make_error("{}: unknown unit '{}' in '{}' (B, KiB, MiB, GiB, KB, MB, GB)", option,
+                      text.substr(pos), text);
+  const double bytes = std::stod(number) * scale;
+  if (!(bytes >= 1) || bytes > 0x1p62) return make_error("{}: '{}' is out of range", option, text);
+  return static_cast<int64_t>(bytes);
+}
+
+int resolve_threads(int requested) {
+  return requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
+}
+
+namespace {
+
+kv::KvShape kv_shape(const model::ModelConfig& model, const engine::EngineConfig& engine) {
+  kv::KvElementType type = kv::KvElementType::kF32;
+  if (engine.kv_type == DType::F16) type = kv::KvElementType::kF16;
+  if (engine.kv_type == DType::Q8_0) type = kv::KvElementType::kQ8_0;
+  return {.n_layers = model.n_layers,
+          .n_kv_heads = model.n_kv_heads,
+          .head_dim_k = model.head_dim_k,
+          .head_dim_v = model.head_dim_v,
+          .type = type,
+          .block_size = engine.block_size};
+}
+
+}  // namespace
+
+Result<int64_t> kv_block_bytes(const model::ModelConfig& model, const engine::EngineConfig& engine) {
+  return kv::kv_bytes_per_block(kv_shape(model, engine));
+}
+
+Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
+                                     const engine::EngineConfig& engine, const std::string& text) {
+  auto budget = parse_byte_size("--kv-cache-memory", text);
+  if (!budget) return budget.error_value();
+  const kv::KvShape shape = kv_shape(model, engine);
+  auto block_bytes = kv::kv_bytes_per_block(shape);
+  if (!block_bytes) return block_bytes.error_value();
+  auto blocks = kv::kv_num_blocks_for_budget(shape, *budget);
+  if (!blocks) return blocks.error_value();
+  if (*blocks == 0)
+    return make_error("--kv-cache-memory {} is smaller than one KV block ({} bytes)", text,
+                      *block_bytes);
+  return *blocks;
+}
+
+}  // namespace cadenza::cli

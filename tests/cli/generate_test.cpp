@@ -18,6 +18,7 @@
 
 #include "gguf/gguf.h"
 #include "synth/synth.h"
+#include "test_models.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cadenza {
@@ -68,17 +69,7 @@ class GenerateTest : public testing::Test {
     dir_ = new fs::path(fs::temp_directory_path() /
                         ("cadenza-generate-test-" + std::to_string(::getpid())));
     fs::create_directories(*dir_);
-    synth::SynthOptions opts;
-    opts.shape = *synth::find_preset("demo");  // scaled down further
-    opts.shape.n_vocab = 300;
-    opts.shape.n_embd = 64;
-    opts.shape.n_layer = 2;
-    opts.shape.n_head = 4;
-    opts.shape.n_head_kv = 2;
-    opts.shape.head_dim = 16;
-    opts.shape.n_ff = 128;
-    opts.weight_type = "f32";
-    opts.seed = 7;
+    const synth::SynthOptions opts = test::tiny_model_options(7);
     auto written = synth::write_synthetic_model(opts, model_path().string());
     ASSERT_TRUE(written.ok()) << written.error();
   }

@@ -16,6 +16,7 @@
 #include "engine/engine_core.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "synth/synth.h"
+#include "test_models.h"
 
 namespace cadenza::engine::test_util {
 
@@ -52,17 +53,7 @@ inline std::unique_ptr<Loaded> load(const std::string& path) {
 class EngineTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    synth::SynthOptions opts;
-    opts.shape = *synth::find_preset("demo");  // scaled down further
-    opts.shape.n_vocab = 300;
-    opts.shape.n_embd = 64;
-    opts.shape.n_layer = 2;
-    opts.shape.n_head = 4;
-    opts.shape.n_head_kv = 2;
-    opts.shape.head_dim = 16;
-    opts.shape.n_ff = 128;
-    opts.weight_type = "f32";
-    opts.seed = 3;
+    const synth::SynthOptions opts = test::tiny_model_options(3);
     path_ = (std::filesystem::temp_directory_path() /
              ("engine-test-" + std::to_string(::getpid()) + ".gguf")).string();
     auto written = synth::write_synthetic_model(opts, path_);

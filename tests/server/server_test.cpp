@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "server/metrics.h"
 #include "synth/synth.h"
+#include "test_models.h"
 #include "test_client.h"
 
 namespace cadenza::server {
@@ -63,18 +64,8 @@ struct RemoveAtExit {
 std::string model_path() {
   static RemoveAtExit remover;
   static const std::string path = [] {
-    synth::SynthOptions opts;
-    opts.shape = *synth::find_preset("demo");
-    opts.shape.n_vocab = 300;
-    opts.shape.n_embd = 64;
-    opts.shape.n_layer = 2;
-    opts.shape.n_head = 4;
-    opts.shape.n_head_kv = 2;
-    opts.shape.head_dim = 16;
-    opts.shape.n_ff = 128;
+    synth::SynthOptions opts = test::tiny_model_options(5);
     opts.shape.n_ctx = 2048;
-    opts.weight_type = "f32";
-    opts.seed = 5;
     const std::string p = (std::filesystem::temp_directory_path() /
                            ("server-test-" + std::to_string(::getpid()) + ".gguf"))
                               .string();

@@ -7,12 +7,12 @@ packages=(
   build-essential cmake ninja-build g++ pkg-config ccache git
   libcli11-dev nlohmann-json3-dev libpcre2-dev libfmt-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libboost-dev libcurl4-openssl-dev
+  libboost-dev libcurl4-openssl-dev libyaml-cpp-dev libhiredis-dev
 )
 if [ "${1:-}" = "--test" ]; then
   # clang + compiler-rt: the libFuzzer target; promtool: the metrics format; chromium: the bench
-  # report page. Node.js runs the OpenAI-SDK end-to-end test; the image may ship its own build.
-  packages+=(clang libclang-rt-dev prometheus chromium)
+  # report page; redis-server: the gateway's Redis cache test; wrk: gateway load checks. Node.js runs the OpenAI-SDK end-to-end test; the image may ship its own build.
+  packages+=(clang libclang-rt-dev prometheus chromium redis-server wrk)
   command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 fi
 missing=()

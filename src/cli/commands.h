@@ -26,6 +26,8 @@ Command synth_command();  // cli/synth.cpp
 Command bench_command();  // cli/bench.cpp
 Command generate_command();  // cli/generate.cpp
 Command serve_command();     // cli/serve.cpp
+Command pull_command();      // cli/pull.cpp
+Command gateway_command();   // cli/gateway.cpp
 
 std::vector<Command> all_commands();
 

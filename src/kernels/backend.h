@@ -229,6 +229,8 @@ class Backend {
   virtual void mul(Matrix a, Matrix b, Matrix out) = 0;
   // out = silu(gate) * up, silu(x) = x / (1 + exp(-x)). out may alias gate or up.
   virtual void swiglu(Matrix gate, Matrix up, Matrix out) = 0;
+  // out = sigmoid(x) = 1 / (1 + exp(-x)), elementwise. out may alias x.
+  virtual void sigmoid(Matrix x, Matrix out) = 0;
 
   // Rotates, in place, the first params.n_dims elements of each head of x: [n][n_heads*head_dim]
   // (contiguous heads within a row) at the positions of its row. positions: [n][1].

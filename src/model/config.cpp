@@ -178,9 +178,11 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file) {
     c.arch = Architecture::Qwen3;
   } else if (c.architecture == "qwen3moe") {
     c.arch = Architecture::Qwen3Moe;
+  } else if (c.architecture == "qwen2moe") {
+    c.arch = Architecture::Qwen2Moe;
   } else {
     return make_error("{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, "
-                      "qwen3moe)", file.name(), c.architecture);
+                      "qwen3moe, qwen2moe)", file.name(), c.architecture);
   }
   {
     Result<std::string> name = file.get_string_or("general.name", "");
@@ -217,22 +219,25 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file) {
   c.rms_norm_eps = static_cast<float>(eps);
 
   CADENZA_TRY_ASSIGN(c.n_experts, md.count_or("expert_count", 0, 0, kMaxExperts));
-  if (c.arch == Architecture::Qwen3Moe && c.n_experts == 0) {
-    return make_error("{}: key '{}' is missing or 0 (qwen3moe needs experts)", file.name(),
-                      md.key("expert_count"));
+  const bool moe_arch = c.arch == Architecture::Qwen3Moe || c.arch == Architecture::Qwen2Moe;
+  if (moe_arch && c.n_experts == 0) {
+    return make_error("{}: key '{}' is missing or 0 ({} needs experts)", file.name(),
+                      md.key("expert_count"), c.architecture);
   }
   if (c.n_experts > 0) {
     CADENZA_TRY_ASSIGN(c.n_experts_used, md.count("expert_used_count", 1, c.n_experts));
   }
-  // A dense FFN width is not needed by qwen3moe (all layers are experts) but is usually present.
-  CADENZA_TRY_ASSIGN(c.n_ff, c.arch == Architecture::Qwen3Moe
+  // A dense FFN width is not needed by qwen3moe/qwen2moe (all layers are experts) but is usually
+  // present.
+  CADENZA_TRY_ASSIGN(c.n_ff, moe_arch
                                  ? md.count_or("feed_forward_length", 0, 0, kMaxFf)
                                  : md.count("feed_forward_length", 1, kMaxFf));
   if (c.n_experts > 0) {
     CADENZA_TRY_ASSIGN(c.n_ff_expert, md.count_or("expert_feed_forward_length", c.n_ff, 1, kMaxFf));
-    // llama (Mixtral) and qwen3moe both renormalise the top-k softmax weights; a file may say
-    // otherwise explicitly.
-    Result<bool> norm = file.get_bool_or(md.key("expert_weights_norm"), true);
+    // llama (Mixtral) and qwen3moe renormalise the top-k softmax weights, qwen2moe (Qwen1.5-MoE,
+    // Qwen2-57B-A14B: norm_topk_prob false) does not; a file may say otherwise explicitly.
+    Result<bool> norm =
+        file.get_bool_or(md.key("expert_weights_norm"), c.arch != Architecture::Qwen2Moe);
     if (!norm) return norm.error_value();
     c.moe_normalize_top_k = *norm;
     // Gating function as the reference numbers it: 1 = softmax (the default), 2 = sigmoid.
@@ -246,6 +251,17 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file) {
     CADENZA_TRY_ASSIGN(scale, md.real_or("expert_weights_scale", 0.0));
     c.moe_weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
   }
+  if (c.arch == Architecture::Qwen2Moe) {
+    // The shared expert's width; files without the key but with the tensors are read from the
+    // tensor shape (older conversions wrote only feed_forward_length).
+    int64_t from_tensor = 0;
+    if (const gguf::TensorInfo* t = file.find_tensor("blk.0.ffn_gate_shexp.weight");
+        t != nullptr && t->shape.size() == 2) {
+      from_tensor = t->shape[1];
+    }
+    CADENZA_TRY_ASSIGN(c.n_ff_shared_expert,
+                       md.count_or("expert_shared_feed_forward_length", from_tensor, 0, kMaxFf));
+  }
 
   switch (c.arch) {
     case Architecture::Llama:
@@ -253,6 +269,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file) {
       c.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
       break;
     case Architecture::Qwen2:
+    case Architecture::Qwen2Moe:
       c.rope_layout = kernels::RopeLayout::NeoX;
       c.qkv_bias = true;
       break;
@@ -276,6 +293,7 @@ std::string ModelConfig::summary() const {
   if (head_dim_v != head_dim_k) s += fmt::format(" (v {})", head_dim_v);
   if (n_experts > 0) {
     s += fmt::format(", experts {} (top {}) x ffn {}", n_experts, n_experts_used, n_ff_expert);
+    if (n_ff_shared_expert > 0) s += fmt::format(" + shared ffn {}", n_ff_shared_expert);
   } else {
     s += fmt::format(", ffn {}", n_ff);
   }

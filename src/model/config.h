@@ -15,13 +15,14 @@ class GgufFile;
 
 namespace cadenza::model {
 
-// Architectures whose forward pass we implement. All four share the llama-family forward pass
+// Architectures whose forward pass we implement. All share the llama-family forward pass
 // (llama_family.cpp); they differ in flags of ModelConfig.
 enum class Architecture {
   Llama,     // "llama": Llama 2/3, Mistral, TinyLlama; Mixtral when expert_count > 0
   Qwen2,     // "qwen2": QKV biases, NeoX RoPE
   Qwen3,     // "qwen3": per-head Q/K RMS norm, head_dim from key_length, NeoX RoPE
   Qwen3Moe,  // "qwen3moe": Qwen3 attention + mixture-of-experts FFN in every layer
+  Qwen2Moe,  // "qwen2moe": Qwen2 attention (QKV biases) + experts and a gated shared expert
 };
 
 enum class RopeScaling { None, Linear, Llama3 };
@@ -63,6 +64,9 @@ struct ModelConfig {
   int64_t n_ff_expert = 0;          // expert FFN width
   bool moe_normalize_top_k = true;  // renormalise the chosen experts' weights to sum to 1
   float moe_weights_scale = 1.0f;
+  // Shared expert (qwen2moe): a dense SwiGLU FFN of this width that every token runs, scaled by
+  // sigmoid(h . ffn_gate_inp_shexp) and added to the routed experts' output. 0: none.
+  int64_t n_ff_shared_expert = 0;
 
   bool tied_output = false;  // no output.weight: logits use token_embd.weight
 

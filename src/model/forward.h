@@ -32,6 +32,7 @@ struct ForwardScratch {
   // activations
   std::unique_ptr<kernels::Buffer> x, h, q, k, v, attn, gate, up;
   std::unique_ptr<kernels::Buffer> router, expert_ids, expert_weights, expert_out;
+  std::unique_ptr<kernels::Buffer> shared_gate, shared_up, shared_out, shared_weight;  // qwen2moe
   std::unique_ptr<kernels::Buffer> hidden_out, logits;
   std::vector<int32_t> expert_ids_host;  // routing of one layer, read back for the statistics
 };
@@ -52,7 +53,7 @@ struct ForwardContext {
   std::atomic<uint64_t>* expert_counts = nullptr;
 };
 
-// The llama-family pass (llama, qwen2, qwen3, qwen3moe): returns the logits of the requested rows,
+// The llama-family pass (llama, qwen2, qwen3, qwen3moe, qwen2moe): returns the logits of the requested rows,
 // [n_logits][n_vocab], in backend memory (scratch.logits).
 Result<kernels::Matrix> forward_llama_family(const ForwardContext& ctx);
 

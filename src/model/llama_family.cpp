@@ -11,13 +11,15 @@
 //     x = x + a Wo (+bo)
 //     h = rms_norm(x) * ffn_norm
 //     dense:  x = x + (silu(h Wgate) * (h Wup)) Wdown
-//     experts [Mixtral-style llama, qwen3moe]:
+//     experts [Mixtral-style llama, qwen3moe, qwen2moe]:
 //             top-k of softmax(h Wrouter), weights renormalised;
 //             x = x + sum_k w_k * (silu(h Wgate_k) * (h Wup_k)) Wdown_k
+//     shared expert [qwen2moe]: (not renormalised top-k)
+//             x = x + sigmoid(h . Wgate_inp_shexp) * (silu(h Wgate_sh) * (h Wup_sh)) Wdown_sh
 //   logits = (rms_norm(x[rows wanted]) * output_norm) Woutput   [tied: Woutput = token_embd]
 //
 // Shapes in comments: n = tokens in the batch, d = n_embd, H/KV = query/KV heads, dk/dv = head
-// dims, f = FFN width, E/K = experts / experts used.
+// dims, f = FFN width, E/K = experts / experts used, fs = shared expert width.
 #include <cmath>
 
 #include "model/forward.h"
@@ -62,6 +64,16 @@ Result<Matrix> forward_llama_family(const ForwardContext& ctx) {
     if (!st) return st.error_value();
   }
   if (moe) {
+    if (c.n_ff_shared_expert > 0) {
+      const int64_t fs = c.n_ff_shared_expert;
+      for (auto [buffer, bytes] : {std::pair{&s.shared_gate, f32_bytes(n, fs)},
+                                   std::pair{&s.shared_up, f32_bytes(n, fs)},
+                                   std::pair{&s.shared_out, f32_bytes(n, c.n_embd)},
+                                   std::pair{&s.shared_weight, f32_bytes(n, 1)}}) {
+        Status st = ensure_buffer(be, *buffer, bytes);
+        if (!st) return st.error_value();
+      }
+    }
     for (auto [buffer, bytes] : {std::pair{&s.router, f32_bytes(n, c.n_experts)},
                                  std::pair{&s.expert_ids, f32_bytes(n, c.n_experts_used)},
                                  std::pair{&s.expert_weights, f32_bytes(n, c.n_experts_used)},
@@ -136,6 +148,22 @@ Result<Matrix> forward_llama_family(const ForwardContext& ctx) {
       routing.normalize_top_k = c.moe_normalize_top_k;
       routing.scale = c.moe_weights_scale;
 
+      if (L.ffn_gate_shexp) {
+        // The shared expert reads h, so it runs before the routed sum overwrites h; its gated
+        // output waits in shared_out and joins the residual after the routed experts'.
+        const int64_t fs = c.n_ff_shared_expert;
+        const Matrix sh_gate = Matrix::of(s.shared_gate->data(), n, fs);
+        const Matrix sh_up = Matrix::of(s.shared_up->data(), n, fs);
+        const Matrix sh_out = Matrix::of(s.shared_out->data(), n, c.n_embd);
+        const Matrix sh_weight = Matrix::of(s.shared_weight->data(), n, 1);
+        be.matmul(*L.ffn_gate_shexp, h, sh_gate);  // [n][fs]
+        be.matmul(*L.ffn_up_shexp, h, sh_up);      // [n][fs]
+        be.swiglu(sh_gate, sh_up, sh_gate);
+        be.matmul(*L.ffn_down_shexp, sh_gate, expert_out.row_range(0, n));  // [n][d]
+        be.matmul(*L.ffn_gate_inp_shexp, h, sh_weight);                      // [n][1]
+        be.sigmoid(sh_weight, sh_weight);
+        be.weighted_sum_slots(expert_out.row_range(0, n), sh_weight, sh_out);  // [n][d]
+      }
       be.matmul(*L.ffn_router, h, router);  // [n][E]
       be.route_experts(router, routing, expert_ids, expert_weights);
       if (ctx.expert_counts != nullptr) {
@@ -149,6 +177,7 @@ Result<Matrix> forward_llama_family(const ForwardContext& ctx) {
       be.swiglu(gate, up, gate);
       be.matmul_experts(*L.ffn_down_exps, gate, expert_ids, expert_out);  // [n*K][d]
       be.weighted_sum_slots(expert_out, expert_weights, h);               // [n][d]
+      if (L.ffn_gate_shexp) be.add(x, Matrix::of(s.shared_out->data(), n, c.n_embd), x);
     }
     be.add(x, h, x);
   }

@@ -161,6 +161,13 @@ Status load_weights(const ModelConfig& c, WeightLoader& loader, ModelWeights& w)
       CADENZA_LOAD(L.ffn_gate_exps, loader.require(name("ffn_gate_exps.weight"), {d, f, e}));
       CADENZA_LOAD(L.ffn_up_exps, loader.require(name("ffn_up_exps.weight"), {d, f, e}));
       CADENZA_LOAD(L.ffn_down_exps, loader.require(name("ffn_down_exps.weight"), {f, d, e}));
+      if (c.n_ff_shared_expert > 0) {
+        const int64_t fs = c.n_ff_shared_expert;
+        CADENZA_LOAD(L.ffn_gate_shexp, loader.require(name("ffn_gate_shexp.weight"), {d, fs}));
+        CADENZA_LOAD(L.ffn_up_shexp, loader.require(name("ffn_up_shexp.weight"), {d, fs}));
+        CADENZA_LOAD(L.ffn_down_shexp, loader.require(name("ffn_down_shexp.weight"), {fs, d}));
+        CADENZA_LOAD(L.ffn_gate_inp_shexp, loader.require(name("ffn_gate_inp_shexp.weight"), {d}));
+      }
     }
   }
   return {};

@@ -63,6 +63,9 @@ struct LayerWeights {
   std::unique_ptr<kernels::Weight> ffn_gate, ffn_up, ffn_down;            // dense FFN
   std::unique_ptr<kernels::Weight> ffn_router;                            // [n_experts][n_embd]
   std::unique_ptr<kernels::Weight> ffn_gate_exps, ffn_up_exps, ffn_down_exps;  // experts
+  // Shared expert (qwen2moe): gate/up [fs][n_embd], down [n_embd][fs], gate_inp [1][n_embd].
+  std::unique_ptr<kernels::Weight> ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+  std::unique_ptr<kernels::Weight> ffn_gate_inp_shexp;
 };
 
 struct ModelWeights {

@@ -79,6 +79,19 @@ std::vector<ModelShape> make_presets() {
   qwen3moe.vocab_style = "qwen2 byte-level BPE";
   out.push_back(qwen3moe);
 
+  // Qwen1.5-MoE / Qwen2-MoE layout, scaled down like qwen3moe-small: Qwen2 attention (QKV biases,
+  // head dim 64), 16 experts of width 512 (4 used, weights not renormalised) and a sigmoid-gated
+  // shared expert of width 2048, the same 4:1 shared-to-expert ratio as Qwen1.5-MoE-A2.7B.
+  ModelShape qwen2moe = dense("qwen2moe-small", "Qwen2-MoE-style (small)", "qwen2moe", 151936,
+                              32768, 1024, 8, 16, 16, 2048, 1e6, 1e-6, false);
+  qwen2moe.qkv_bias = true;
+  qwen2moe.n_expert = 16;
+  qwen2moe.n_expert_used = 4;
+  qwen2moe.n_ff_expert = 512;
+  qwen2moe.n_ff_shared_expert = 2048;
+  qwen2moe.vocab_style = "qwen2 byte-level BPE";
+  out.push_back(qwen2moe);
+
   // Dense counterpart of qwen3moe-small with the same ACTIVE parameters per token: FFN 4 x 512.
   ModelShape qwen3_active = dense("qwen3-dense-active", "Qwen3 dense, qwen3moe-small's active size",
                                   "qwen3", 151936, 32768, 1024, 8, 16, 4, 2048, 1e6, 1e-6, false);

@@ -13,7 +13,7 @@ namespace cadenza::synth {
 struct ModelShape {
   std::string preset;          // preset name, e.g. "qwen2.5-0.5b"
   std::string display_name;    // e.g. "Qwen2.5-0.5B"
-  std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe
+  std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe, qwen2moe
   int64_t n_vocab = 0;
   int64_t n_ctx = 0;
   int64_t n_embd = 0;
@@ -25,6 +25,7 @@ struct ModelShape {
   int64_t n_expert = 0;        // 0 for dense models
   int64_t n_expert_used = 0;
   int64_t n_ff_expert = 0;     // per-expert FFN width
+  int64_t n_ff_shared_expert = 0;  // qwen2moe: the gated shared expert's FFN width (0: none)
   double rope_base = 10000.0;
   double rms_eps = 1e-5;
   bool tied_output = false;    // no output.weight; the embedding matrix is reused

@@ -145,6 +145,13 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
                    fit_row(e, m.n_embd), Init::kNormal});
       t.push_back({p + "ffn_down_exps.weight", {m.n_ff_expert, m.n_embd, m.n_expert},
                    fit_row(more ? DType::Q6_K : e, m.n_ff_expert), Init::kNormal});
+      if (m.n_ff_shared_expert > 0) {
+        matrix(p + "ffn_gate_shexp.weight", m.n_embd, m.n_ff_shared_expert, scheme.base);
+        matrix(p + "ffn_up_shexp.weight", m.n_embd, m.n_ff_shared_expert, scheme.base);
+        matrix(p + "ffn_down_shexp.weight", m.n_ff_shared_expert, m.n_embd,
+               more ? DType::Q6_K : scheme.base);
+        vec(p + "ffn_gate_inp_shexp.weight", m.n_embd, Init::kSmall);
+      }
     } else {
       matrix(p + "ffn_gate.weight", m.n_embd, m.n_ff, scheme.base);
       matrix(p + "ffn_up.weight", m.n_embd, m.n_ff, scheme.base);
@@ -249,6 +256,10 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));
     if (m.arch != "llama")
       w.set(a + "expert_feed_forward_length", Value::u32(static_cast<uint32_t>(m.n_ff_expert)));
+    if (m.n_ff_shared_expert > 0) {
+      w.set(a + "expert_shared_feed_forward_length",
+            Value::u32(static_cast<uint32_t>(m.n_ff_shared_expert)));
+    }
   }
 }
 

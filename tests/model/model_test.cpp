@@ -54,6 +54,13 @@ std::vector<SyntheticSpec> architecture_variants() {
   qwen3moe.experts_used = 3;
   qwen3moe.ff_expert = 24;
   specs.push_back(qwen3moe);
+  SyntheticSpec qwen2moe = qwen2;
+  qwen2moe.arch = "qwen2moe";
+  qwen2moe.experts = 6;
+  qwen2moe.experts_used = 2;
+  qwen2moe.ff_expert = 16;
+  qwen2moe.ff_shared = 40;
+  specs.push_back(qwen2moe);
   return specs;
 }
 

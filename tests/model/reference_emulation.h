@@ -64,6 +64,7 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
   void swiglu(kernels::Matrix g, kernels::Matrix u, kernels::Matrix out) override {
     inner_->swiglu(g, u, out);
   }
+  void sigmoid(kernels::Matrix x, kernels::Matrix out) override { inner_->sigmoid(x, out); }
   void rope(kernels::Matrix x, int32_t heads, int32_t dim, kernels::IndexMatrix pos,
             const kernels::RopeParams& p) override {
     inner_->rope(x, heads, dim, pos, p);

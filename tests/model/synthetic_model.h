@@ -29,6 +29,7 @@ struct SyntheticSpec {
   int64_t experts = 0;
   int64_t experts_used = 0;
   int64_t ff_expert = 0;
+  int64_t ff_shared = 0;  // qwen2moe shared expert width (0: none)
   bool qkv_bias = false;
   bool qk_norm = false;
   bool tied = false;
@@ -71,6 +72,10 @@ inline std::vector<uint8_t> synthetic_bytes(const SyntheticSpec& s) {
     w.set(a + ".expert_used_count", gguf::Value::u32(static_cast<uint32_t>(s.experts_used)));
     if (s.ff_expert) {
       w.set(a + ".expert_feed_forward_length", gguf::Value::u32(static_cast<uint32_t>(s.ff_expert)));
+    }
+    if (s.ff_shared) {
+      w.set(a + ".expert_shared_feed_forward_length",
+            gguf::Value::u32(static_cast<uint32_t>(s.ff_shared)));
     }
   }
   for (const auto& [key, value] : s.extra) w.set(key, value);
@@ -127,6 +132,12 @@ inline std::vector<uint8_t> synthetic_bytes(const SyntheticSpec& s) {
       add(p + "ffn_gate_exps.weight", {s.embd, f, s.experts}, false);
       add(p + "ffn_up_exps.weight", {s.embd, f, s.experts}, false);
       add(p + "ffn_down_exps.weight", {f, s.embd, s.experts}, false);
+      if (s.ff_shared) {
+        add(p + "ffn_gate_shexp.weight", {s.embd, s.ff_shared}, false);
+        add(p + "ffn_up_shexp.weight", {s.embd, s.ff_shared}, false);
+        add(p + "ffn_down_shexp.weight", {s.ff_shared, s.embd}, false);
+        add(p + "ffn_gate_inp_shexp.weight", {s.embd}, true);
+      }
     } else {
       add(p + "ffn_gate.weight", {s.embd, s.ff}, false);
       add(p + "ffn_up.weight", {s.embd, s.ff}, false);

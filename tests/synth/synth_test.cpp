@@ -26,6 +26,7 @@ ModelShape small(const std::string& preset) {
   s.head_dim = s.qk_norm ? 128 : 64;
   s.n_ff = 512;
   if (s.n_expert > 0) s.n_ff_expert = 256;
+  if (s.n_ff_shared_expert > 0) s.n_ff_shared_expert = 512;
   return s;
 }
 
@@ -49,13 +50,16 @@ void check_preset(const char* preset, const char* type) {
   EXPECT_EQ((*file)->find_tensor("blk.0.attn_q.bias") != nullptr, opts.shape.qkv_bias);
   EXPECT_EQ((*file)->find_tensor("blk.1.attn_k_norm.weight") != nullptr, opts.shape.qk_norm);
   EXPECT_EQ((*file)->find_tensor("blk.1.ffn_up_exps.weight") != nullptr, opts.shape.n_expert > 0);
+  EXPECT_EQ((*file)->find_tensor("blk.1.ffn_down_shexp.weight") != nullptr,
+            opts.shape.n_ff_shared_expert > 0);
   EXPECT_EQ(summary->file_bytes, std::filesystem::file_size(path));
   std::filesystem::remove(path);
 }
 
 TEST(Synth, EveryPresetWritesAValidFile) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "tinyllama-1.1b",
-                             "llama-2-7b", "mixtral-small", "qwen3moe-small", "demo"})
+                             "llama-2-7b", "mixtral-small", "qwen3moe-small", "qwen2moe-small",
+                             "demo"})
     for (const char* type : {"f16", "q4_k_m"}) check_preset(preset, type);
 }
 

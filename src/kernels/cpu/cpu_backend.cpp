@@ -131,6 +131,7 @@ class CpuBackend final : public Backend {
   void add(Matrix a, Matrix b, Matrix out) override { cpu::add(pool_, a, b, out); }
   void mul(Matrix a, Matrix b, Matrix out) override { cpu::mul(pool_, a, b, out); }
   void swiglu(Matrix gate, Matrix up, Matrix out) override { cpu::swiglu(pool_, gate, up, out); }
+  void sigmoid(Matrix x, Matrix out) override { cpu::sigmoid(pool_, x, out); }
   void rope(Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
             const RopeParams& params) override {
     const float* factors = nullptr;

@@ -88,6 +88,7 @@ void rms_norm(ThreadPool& pool, Matrix x, const float* weight, float eps, Matrix
 void add(ThreadPool& pool, Matrix a, Matrix b, Matrix out);
 void mul(ThreadPool& pool, Matrix a, Matrix b, Matrix out);
 void swiglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out);
+void sigmoid(ThreadPool& pool, Matrix x, Matrix out);
 // freq_factors: n_dims/2 values or nullptr.
 void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
           const RopeParams& params, const float* freq_factors);

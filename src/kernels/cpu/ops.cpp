@@ -82,6 +82,16 @@ void swiglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out) {
   });
 }
 
+// Scalar on purpose: it runs on one value per token (the shared-expert gate of qwen2moe).
+void sigmoid(ThreadPool& pool, Matrix x, Matrix out) {
+  assert(same_shape(x, out));
+  for_each_row(pool, x.rows, x.cols, [&](int64_t r) {
+    const float* in = x.data + r * x.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < x.cols; ++i) o[i] = 1.0f / (1.0f + std::exp(-in[i]));
+  });
+}
+
 void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
           const RopeParams& params, const float* freq_factors) {
   assert(x.cols == static_cast<int64_t>(n_heads) * head_dim && positions.rows == x.rows);

@@ -181,11 +181,37 @@ void EngineCore::drop_stream(RequestId id, RequestOutput& out) {
   streams_.erase(it);
 }
 
-void EngineCore::release_pending(RequestId parent) {
+std::vector<Request*> EngineCore::release_pending(RequestId parent,
+                                                  std::vector<RequestOutput>& outputs) {
+  std::vector<Request*> forked;
   auto it = pending_.find(parent);
-  if (it == pending_.end()) return;
-  for (std::unique_ptr<Request>& r : it->second) scheduler_->add(std::move(r));
+  if (it == pending_.end()) return forked;
+  std::vector<std::unique_ptr<Request>> samples = std::move(it->second);
   pending_.erase(it);
+  for (std::unique_ptr<Request>& r : samples) {
+    const RequestId id = r->id;
+    std::optional<kv::BlockCopy> copy = scheduler_->fork(r, parent);
+    if (!copy) {
+      scheduler_->add(std::move(r));  // not now: it shares the prompt through the prefix cache
+      continue;
+    }
+    if (copy->num_tokens > 0) {
+      if (Status st = kv_cache_->copy_block(copy->src, copy->dst, copy->num_tokens); !st) {
+        RequestOutput out = new_output(id);  // a bug if it happens: the ids come from the manager
+        out.error = st.error();
+        finish(id, FinishReason::kError, out);
+        outputs.push_back(std::move(out));
+        continue;
+      }
+    }
+    Request* child = scheduler_->find(id);
+    Stream& s = *streams_.at(id);  // it starts now: its queue time ends here
+    s.scheduled = true;
+    s.metrics.queue_time_s = seconds(Clock::now() - child->arrival_time);
+    totals_.queue_time.add(s.metrics.queue_time_s);
+    forked.push_back(child);
+  }
+  return forked;
 }
 
 void EngineCore::drop_pending(RequestId parent, FinishReason reason, const std::string& error,
@@ -321,30 +347,37 @@ std::vector<RequestOutput> EngineCore::step() {
   for (const sched::ScheduledRequest& e : plan.scheduled) {
     if (!e.sample) continue;
     Request& r = *e.request;
-    Stream& s = *streams_.at(r.id);
     std::span<const float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
                                   static_cast<size_t>(n_vocab_));
     ++row;
-    // Its prompt is computed (and its full blocks cached): the other samples may start.
-    release_pending(r.id);
-    RequestOutput out = new_output(r.id);
-    if (s.processor.active()) {
-      processed_.assign(logits.begin(), logits.end());
-      s.processor.apply(processed_, r.num_output_tokens());
-      logits = processed_;
-    }
-    const int32_t token = s.sampler.sample(logits);
-    if (r.params.logprobs >= 0)
-      out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, scratch_));
-    s.processor.accept(token);
-    if (process_token(r, s, token, out)) {
-      const FinishReason reason =
-          out.finish_reason == FinishReason::kNone ? FinishReason::kStop : out.finish_reason;
-      finish(r.id, reason, out);
-    }
-    outputs.push_back(std::move(out));
+    // Its prompt is computed (and its full blocks cached): the other samples start, from the
+    // same logits when they can be forked.
+    const std::vector<Request*> forked = release_pending(r.id, outputs);
+    sample_next(r, logits, outputs);
+    for (Request* child : forked) sample_next(*child, logits, outputs);
   }
   return outputs;
+}
+
+void EngineCore::sample_next(Request& r, std::span<const float> logits,
+                             std::vector<RequestOutput>& outputs) {
+  Stream& s = *streams_.at(r.id);
+  RequestOutput out = new_output(r.id);
+  if (s.processor.active()) {
+    processed_.assign(logits.begin(), logits.end());
+    s.processor.apply(processed_, r.num_output_tokens());
+    logits = processed_;
+  }
+  const int32_t token = s.sampler.sample(logits);
+  if (r.params.logprobs >= 0)
+    out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, scratch_));
+  s.processor.accept(token);
+  if (process_token(r, s, token, out)) {
+    const FinishReason reason =
+        out.finish_reason == FinishReason::kNone ? FinishReason::kStop : out.finish_reason;
+    finish(r.id, reason, out);
+  }
+  outputs.push_back(std::move(out));
 }
 
 EngineStats EngineCore::stats() const {

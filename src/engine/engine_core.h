@@ -18,10 +18,13 @@
 //
 // n > 1 (SamplingParams::n): add_request returns one id; the request runs as n samples, each with
 // its own outputs (RequestOutput::id = that id, RequestOutput::index = 0..n-1) and its own final
-// output (finished). Sample i samples with seed + i. Sample 0 computes the prompt; samples 1..n-1
-// are queued once its prompt is computed, so they share its full prompt blocks through the prefix
-// cache (with prefix caching off they recompute the prompt). The request is done when every
-// index has returned its final output; abort(id) aborts them all.
+// output (finished). Sample i samples with seed + i. Sample 0 computes the prompt; in the step
+// that computes its last prompt token, samples 1..n-1 are forked from it (sched::Scheduler::fork):
+// they share its full KV blocks, get a copy of its partial last block, and sample their first
+// token from the same logits, so the prompt is computed once whatever the prefix-cache setting.
+// A sample that cannot be forked then (max_num_seqs running, or no free block for its copy) is
+// queued instead and shares the prompt's full blocks through the prefix cache. The request is
+// done when every index has returned its final output; abort(id) aborts them all.
 //
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.
@@ -182,9 +185,12 @@ class EngineCore {
   RequestOutput new_output(RequestId id) const;
   // Forgets the stream of internal id `id` (and its group entry); moves its metrics to `out`.
   void drop_stream(RequestId id, RequestOutput& out);
-  // Samples 1..n-1 of `parent` not yet queued: queues them (release) or ends them (drop, one final
-  // output each into `outputs`).
-  void release_pending(RequestId parent);
+  // Samples 1..n-1 of `parent` not yet started: forks them from the parent (returned: they sample
+  // from the parent's logits this step) or queues those that cannot be forked (release), or ends
+  // them (drop, one final output each into `outputs`).
+  std::vector<Request*> release_pending(RequestId parent, std::vector<RequestOutput>& outputs);
+  // Samples the next token of `r` from its raw logits, applies stops, appends its output.
+  void sample_next(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs);
   void drop_pending(RequestId parent, FinishReason reason, const std::string& error,
                     std::vector<RequestOutput>& outputs);
 

@@ -53,6 +53,27 @@ Request& Scheduler::add(std::unique_ptr<Request> request) {
   return *r;
 }
 
+std::optional<kv::BlockCopy> Scheduler::fork(std::unique_ptr<Request>& child, RequestId parent) {
+  assert(child && requests_.count(child->id) == 0 && "duplicate request id");
+  Request* p = find(parent);
+  if (p == nullptr || p->status != RequestStatus::kRunning ||
+      static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) {
+    return std::nullopt;
+  }
+  kv::ForkResult f = kv_.fork(parent, child->id);
+  if (!f) return std::nullopt;
+  Request* r = child.get();
+  r->tokens = p->tokens;
+  r->num_computed_tokens = p->num_computed_tokens;
+  r->num_cached_prompt_tokens = std::min(p->num_computed_tokens, r->num_prompt_tokens);
+  r->arrival_seq = next_arrival_seq_++;
+  r->status = RequestStatus::kRunning;
+  r->finish_reason = FinishReason::kNone;
+  requests_.emplace(r->id, std::move(child));
+  insert_running(r);
+  return f.copy;
+}
+
 bool Scheduler::abort(RequestId id) {
   if (requests_.count(id) == 0) return false;
   return pending_aborts_.insert(id).second;

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
@@ -90,6 +91,14 @@ class Scheduler {
   // one token, num_prompt_tokens == tokens.size(), num_computed_tokens == 0, and the request fits
   // the KV pool on its own. Sets arrival_seq.
   Request& add(std::unique_ptr<Request> request);
+
+  // n > 1 sampling: starts `child` as a running copy of running request `parent` at its current
+  // state (same tokens and num_computed_tokens; kv::KvCacheManager::fork shares the full blocks).
+  // Returns the KV copy the engine must perform before the child's next step, or nullopt (and
+  // `child` is left untouched in the caller's hands) when the parent is not running, the running
+  // set is at max_num_seqs, or the pool lacks the child's fresh blocks: the caller then add()s it.
+  // Preconditions: unique child id, parent has no uncommitted plan.
+  std::optional<kv::BlockCopy> fork(std::unique_ptr<Request>& child, RequestId parent);
 
   // Marks a live request for abort; schedule() applies it (frees its blocks, returns it in
   // plan.aborted). False when the id is unknown or already finished.

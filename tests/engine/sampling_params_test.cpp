@@ -269,11 +269,47 @@ TEST_F(SamplingParamsTest, LogprobsMatchTheSessionLogits) {
   EXPECT_TRUE((lp[{*id, 0}].empty()));
 }
 
-TEST_F(SamplingParamsTest, ParallelSamplesShareThePromptBlocks) {
+// n > 1 forks samples 1..n-1 from sample 0 in the step that computes the prompt: the prompt is
+// computed once (its partial last block copied), with or without the prefix cache, and every
+// sample equals a request run alone.
+TEST_F(SamplingParamsTest, ParallelSamplesForkFromTheComputedPrompt) {
   const auto prompt = random_prompt(70, 1600);  // 4 full blocks of 16 + 6 tokens
   auto e = engine({.num_kv_blocks = 64, .max_num_seqs = 8, .max_model_len = 256});
   const Generation ref = run_alone(*e, prompt, greedy(8));
-  auto f = engine({.num_kv_blocks = 64, .max_num_seqs = 8, .max_model_len = 256});
+  for (const bool caching : {true, false}) {
+    SCOPED_TRACE(caching ? "prefix caching on" : "prefix caching off");
+    auto f = engine({.num_kv_blocks = 64, .enable_prefix_caching = caching, .max_num_seqs = 8,
+                     .max_model_len = 256});
+    SamplingParams p = greedy(8);
+    p.n = 4;
+    auto id = f->add_request(prompt, p);
+    ASSERT_TRUE(id.ok()) << id.error();
+    auto g = run_all(*f);
+    ASSERT_EQ(g.size(), 4u);
+    for (int32_t i = 0; i < 4; ++i) {
+      SCOPED_TRACE(i);
+      const Generation& s = g[{*id, i}];
+      EXPECT_EQ(s.tokens, ref.tokens);
+      EXPECT_EQ(s.text, ref.text);
+      EXPECT_EQ(s.reason, FinishReason::kLength);
+      EXPECT_EQ(s.metrics.num_cached_prompt_tokens, i == 0 ? 0 : 70);
+    }
+    const EngineStats st = f->stats();
+    EXPECT_EQ(st.prefix_cache_hit_tokens, 0);  // forks do not go through the cache
+    // The prompt once (70) + 4 x 7 decode steps (each sample's first token comes from the prompt).
+    EXPECT_EQ(st.num_computed_tokens, 70 + 4 * 7);
+    EXPECT_EQ(st.num_finished, 4);
+    EXPECT_EQ(st.kv_usage, 0.0);
+  }
+}
+
+// When the running set is full, the samples that cannot be forked wait and share the prompt's
+// full blocks through the prefix cache instead; outputs are the same.
+TEST_F(SamplingParamsTest, ParallelSamplesThatCannotForkQueueAndHitThePrefixCache) {
+  const auto prompt = random_prompt(70, 1600);
+  auto e = engine({.num_kv_blocks = 64, .max_num_seqs = 8, .max_model_len = 256});
+  const Generation ref = run_alone(*e, prompt, greedy(8));
+  auto f = engine({.num_kv_blocks = 64, .max_num_seqs = 2, .max_model_len = 256});
   SamplingParams p = greedy(8);
   p.n = 4;
   auto id = f->add_request(prompt, p);
@@ -282,17 +318,35 @@ TEST_F(SamplingParamsTest, ParallelSamplesShareThePromptBlocks) {
   ASSERT_EQ(g.size(), 4u);
   for (int32_t i = 0; i < 4; ++i) {
     SCOPED_TRACE(i);
-    const Generation& s = g[{*id, i}];
-    EXPECT_EQ(s.tokens, ref.tokens);
-    EXPECT_EQ(s.text, ref.text);
-    EXPECT_EQ(s.reason, FinishReason::kLength);
-    EXPECT_EQ(s.metrics.num_cached_prompt_tokens, i == 0 ? 0 : 64);
+    EXPECT_EQ((g[{*id, i}].tokens), ref.tokens);
   }
+  EXPECT_EQ((g[{*id, 1}].metrics.num_cached_prompt_tokens), 70);  // forked
+  EXPECT_EQ((g[{*id, 2}].metrics.num_cached_prompt_tokens), 64);  // queued: full blocks cached
+  EXPECT_EQ((g[{*id, 3}].metrics.num_cached_prompt_tokens), 64);
   const EngineStats st = f->stats();
-  EXPECT_EQ(st.prefix_cache_hit_tokens, 3 * 64);
-  // The prompt once (70) + 3 x the 6 uncached prompt tokens + 4 x 7 decode steps.
-  EXPECT_EQ(st.num_computed_tokens, 70 + 3 * 6 + 4 * 7);
-  EXPECT_EQ(st.num_finished, 4);
+  EXPECT_EQ(st.prefix_cache_hit_tokens, 2 * 64);
+  // The prompt once, the 6 uncached tokens of each queued sample, 4 x 7 decode steps.
+  EXPECT_EQ(st.num_computed_tokens, 70 + 2 * 6 + 4 * 7);
+  EXPECT_EQ(st.kv_usage, 0.0);
+}
+
+// Forked samples under KV pressure: preempted and recomputed, they still equal a run alone, and
+// every block comes back.
+TEST_F(SamplingParamsTest, ForkedSamplesSurvivePreemption) {
+  const auto prompt = random_prompt(70, 1650);
+  auto e = engine({.num_kv_blocks = 64, .max_num_seqs = 8, .max_model_len = 256});
+  const Generation ref = run_alone(*e, prompt, greedy(40));
+  // Each sample needs 7 blocks (110 tokens); 4 are shared: 3 samples need 13 > 11.
+  auto f = engine({.num_kv_blocks = 11, .max_num_seqs = 8, .max_model_len = 160});
+  SamplingParams p = greedy(40);
+  p.n = 3;
+  auto id = f->add_request(prompt, p);
+  ASSERT_TRUE(id.ok()) << id.error();
+  auto g = run_all(*f);
+  ASSERT_EQ(g.size(), 3u);
+  for (int32_t i = 0; i < 3; ++i) EXPECT_EQ((g[{*id, i}].tokens), ref.tokens) << i;
+  const EngineStats st = f->stats();
+  EXPECT_GT(st.num_preemptions, 0);
   EXPECT_EQ(st.kv_usage, 0.0);
 }
 

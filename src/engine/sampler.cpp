@@ -17,34 +17,69 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 
 int32_t Sampler::sample(std::span<const float> logits) {
   if (params_.temperature <= 0.0f || logits.size() <= 1) return argmax(logits);
-
-  candidates_.clear();
-  candidates_.reserve(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i)
-    candidates_.push_back({static_cast<int32_t>(i), logits[i], 0.0f});
+  const float inv_t = 1.0f / params_.temperature;
+  const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < logits.size();
+  const bool top_p = params_.top_p < 1.0f;
+  const bool min_p = params_.min_p > 0.0f;
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
 
-  // top-k: keep the k best, sorted (partial sort keeps this cheap on large vocabularies).
-  size_t keep = candidates_.size();
-  if (params_.top_k > 0) keep = std::min(keep, static_cast<size_t>(params_.top_k));
-  std::partial_sort(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(keep),
-                    candidates_.end(), by_logit);
-  candidates_.resize(keep);
-
-  // Softmax at the temperature (subtract the max for stability).
-  const float inv_t = 1.0f / params_.temperature;
-  const float max_logit = candidates_[0].logit;
-  double sum = 0.0;
-  for (auto& c : candidates_) {
-    c.p = std::exp((c.logit - max_logit) * inv_t);
-    sum += c.p;
+  candidates_.clear();
+  double z = 0.0;  // softmax denominator over the candidates the filters start from
+  if (top_k) {
+    // top-k: keep the k best, sorted (a partial sort of k out of the vocabulary).
+    candidates_.reserve(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i)
+      candidates_.push_back({static_cast<int32_t>(i), logits[i], 0.0f});
+    const auto keep = static_cast<ptrdiff_t>(params_.top_k);
+    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
+    candidates_.resize(static_cast<size_t>(keep));
+    const float max_logit = candidates_[0].logit;
+    for (auto& c : candidates_) {
+      c.p = std::exp((c.logit - max_logit) * inv_t);
+      z += c.p;
+    }
+  } else {
+    // No top-k: the softmax runs over the whole vocabulary, but top-p and min-p keep a prefix of
+    // the tokens sorted by logit, so only a pool that surely contains that prefix is sorted (the
+    // OpenAI defaults, temperature 1 without top-k, would otherwise sort 150k logits per token).
+    float max_logit = logits[0];
+    for (float l : logits) max_logit = std::max(max_logit, l);
+    for (float l : logits) z += std::exp((l - max_logit) * inv_t);
+    if (!top_p && !min_p) {
+      // Every token stays: draw in id order, no sort at all.
+      const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * z;
+      double acc = 0.0;
+      for (size_t i = 0; i < logits.size(); ++i) {
+        acc += std::exp((logits[i] - max_logit) * inv_t);
+        if (u < acc) return static_cast<int32_t>(i);
+      }
+      return static_cast<int32_t>(logits.size() - 1);
+    }
+    // The pool: tokens whose weight relative to the top token is >= floor. It is a prefix of the
+    // sorted order. min-p's own floor bounds the result; top-p needs a pool holding >= top_p of
+    // the mass (the nucleus is then inside it), so the floor drops until it does.
+    float floor = min_p ? params_.min_p * 0.999f : 1e-4f;  // below min-p: rounding margin
+    for (;;) {
+      candidates_.clear();
+      double pool = 0.0;
+      for (size_t i = 0; i < logits.size(); ++i) {
+        const float w = std::exp((logits[i] - max_logit) * inv_t);
+        if (w >= floor) {
+          candidates_.push_back({static_cast<int32_t>(i), logits[i], w});
+          pool += w;
+        }
+      }
+      if (min_p || pool >= static_cast<double>(params_.top_p) * z || floor == 0.0f) break;
+      floor = floor > 1e-30f ? floor * 1e-4f : 0.0f;
+    }
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
   }
-  for (auto& c : candidates_) c.p = static_cast<float>(c.p / sum);
+  for (auto& c : candidates_) c.p = static_cast<float>(c.p / z);
 
   // top-p: the smallest prefix whose mass reaches top_p (at least one token).
-  if (params_.top_p < 1.0f) {
+  if (top_p) {
     double cum = 0.0;
     size_t n = 0;
     while (n < candidates_.size()) {
@@ -55,7 +90,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
     candidates_.resize(n);
   }
   // min-p: drop tokens far less likely than the best one.
-  if (params_.min_p > 0.0f) {
+  if (min_p) {
     const float floor = params_.min_p * candidates_[0].p;
     size_t n = 1;
     while (n < candidates_.size() && candidates_[n].p >= floor) ++n;

@@ -70,5 +70,59 @@ TEST(Sampler, MinPDropsUnlikelyTokens) {
   for (int i = 0; i < 2000; ++i) EXPECT_NE(s.sample(logits), 2);
 }
 
+// Without top-k the sampler sorts only a pool of likely tokens. A large vocabulary whose head
+// holds a third of the mass and whose flat tail holds the rest makes top-p reach past the first
+// pool (the tail tokens are below its floor), so the pool must grow to the whole tail.
+TEST(Sampler, TopPWithoutTopKReachesIntoAFlatTail) {
+  const size_t vocab = 20001;
+  std::vector<float> logits(vocab, 0.0f);
+  logits[0] = 9.3f;  // weight 1 against e^-9.3 = 9.1e-5 (below the first pool) for the others
+  const double tail_w = std::exp(-9.3), z = 1.0 + 20000.0 * tail_w;
+  // Nucleus for top_p 0.9: token 0, then tail tokens by id until the mass reaches 0.9.
+  const double head_p = 1.0 / z;
+  const auto last_tail = static_cast<size_t>(std::ceil((0.9 - head_p) / (tail_w / z)));
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .min_p = 0.0f, .seed = 21});
+  int head = 0;
+  size_t max_id = 0;
+  const int n = 3000;
+  for (int i = 0; i < n; ++i) {
+    const auto id = static_cast<size_t>(s.sample(logits));
+    head += id == 0;
+    max_id = std::max(max_id, id);
+  }
+  EXPECT_NEAR(head / double(n), head_p / 0.9, 0.04);
+  EXPECT_LE(max_id, last_tail + 1);     // nothing past the nucleus
+  EXPECT_GT(max_id, last_tail * 9 / 10);  // and the nucleus reaches deep into the tail
+}
+
+// The OpenAI defaults (temperature 1, no top-k / top-p / min-p) over a real-sized vocabulary:
+// frequencies follow the softmax.
+TEST(Sampler, FullVocabularyFrequenciesFollowTheSoftmax) {
+  std::vector<float> logits(151936, -30.0f);
+  logits[1000] = std::log(0.5f);
+  logits[77] = std::log(0.3f);
+  logits[150000] = std::log(0.2f);
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 13});
+  std::map<int, int> counts;
+  const int n = 2000;
+  for (int i = 0; i < n; ++i) counts[s.sample(logits)]++;
+  EXPECT_NEAR(counts[1000] / double(n), 0.5, 0.04);
+  EXPECT_NEAR(counts[77] / double(n), 0.3, 0.04);
+  EXPECT_NEAR(counts[150000] / double(n), 0.2, 0.04);
+}
+
+TEST(Sampler, MinPWithoutTopKKeepsExactlyTheTokensAboveTheFloor) {
+  // Relative weights 1, 0.5, 0.2, 0.05 (and a long tail far below): min_p 0.1 keeps three.
+  std::vector<float> logits(20000, -40.0f);
+  const float w[] = {1.0f, 0.5f, 0.2f, 0.05f};
+  for (int i = 0; i < 4; ++i) logits[static_cast<size_t>(100 * i + 5)] = std::log(w[i]);
+  Sampler s({.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.1f, .seed = 17});
+  std::map<int, int> counts;
+  for (int i = 0; i < 6000; ++i) counts[s.sample(logits)]++;
+  EXPECT_EQ(counts.size(), 3u);
+  EXPECT_EQ(counts.count(305), 0u);
+  EXPECT_NEAR(counts[5] / 6000.0, 1.0 / 1.7, 0.03);
+}
+
 }  // namespace
 }  // namespace cadenza

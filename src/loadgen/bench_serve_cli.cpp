@@ -67,10 +67,17 @@ std::function<std::optional<int>()> add_bench_serve(CLI::App& bench) {
                    "JSONL prompts: {prompt}, {messages} or ShareGPT {conversations} per line")
       ->check(CLI::ExistingFile);
   serve->add_flag("--ignore-eos", o->ignore_eos, "Ask the server to generate max_tokens tokens");
+  serve->add_option("--temperature", o->temperature, "Sampling temperature sent (0: greedy)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  serve->add_option("--top-p", o->top_p, "top_p sent (default: not sent)")
+      ->check(CLI::Range(0.0, 1.0));
+  serve->add_option("--top-k", o->top_k, "top_k sent (default: not sent)")
+      ->check(CLI::NonNegativeNumber);
   serve
       ->add_option("--tokenizer", o->tokenizer,
-                   "GGUF file whose tokenizer builds prompts and "
-                   "counts output tokens")
+                   "GGUF file whose tokenizer builds exact-length prompts (and counts output "
+                   "tokens when the server sends no usage)")
       ->check(CLI::ExistingFile);
   serve->add_option("--seed", o->workload.seed, "Seed of prompts, lengths and arrivals")
       ->capture_default_str();

@@ -20,6 +20,7 @@ Summary summarize_run(const RunResult& run, const SloOptions& slo) {
     ++s.completed;
     s.input_tokens += r.prompt_tokens;
     s.output_tokens += r.output_tokens;
+    s.output_chunks += static_cast<int64_t>(r.chunk_s.size());
     s.output_source = r.output_source;
     if (r.ttft_s >= 0) ttft.push_back(r.ttft_s * 1e3);
     e2e.push_back(r.e2e_s * 1e3);
@@ -55,6 +56,7 @@ void to_json(nlohmann::json& j, const Summary& s) {
                      {"duration_s", s.duration_s},
                      {"input_tokens", s.input_tokens},
                      {"output_tokens", s.output_tokens},
+                     {"output_chunks", s.output_chunks},
                      {"request_throughput", s.request_throughput},
                      {"input_token_throughput", s.input_token_throughput},
                      {"output_token_throughput", s.output_token_throughput},
@@ -82,6 +84,7 @@ void from_json(const nlohmann::json& j, Summary& s) {
   s.duration_s = j.value("duration_s", 0.0);
   s.input_tokens = j.value("input_tokens", int64_t{0});
   s.output_tokens = j.value("output_tokens", int64_t{0});
+  s.output_chunks = j.value("output_chunks", int64_t{0});
   s.request_throughput = j.value("request_throughput", 0.0);
   s.input_token_throughput = j.value("input_token_throughput", 0.0);
   s.output_token_throughput = j.value("output_token_throughput", 0.0);

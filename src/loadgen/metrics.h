@@ -1,8 +1,8 @@
 // The numbers a run is judged by, computed from the client-side records (see docs/bench-serve.md
 // for the definitions).
 //
-//  TTFT  request start -> first content chunk            (successful requests)
-//  ITL   gap between consecutive content chunks          (all gaps of successful requests)
+//  TTFT  request start -> first token chunk              (successful requests)
+//  ITL   gap between consecutive token chunks            (all gaps of successful requests)
 //  TPOT  (E2E - TTFT) / (output tokens - 1)              (successful requests with >= 2 tokens)
 //  E2E   request start -> end of the response            (successful requests)
 //  Throughputs divide totals of successful requests by the run's duration (start of the run ->
@@ -33,6 +33,9 @@ struct Summary {
   double duration_s = 0;
   int64_t input_tokens = 0;  // sum over successful requests
   int64_t output_tokens = 0;
+  // Token chunks received (ChunkInfo::token), successful requests. Equal to output_tokens for a
+  // server that streams one chunk per token; fewer when it packs tokens (ITL then covers several).
+  int64_t output_chunks = 0;
   double request_throughput = 0;      // successful requests / s
   double input_token_throughput = 0;  // tokens / s
   double output_token_throughput = 0;

@@ -15,6 +15,9 @@ std::string build_request_body(const WorkItem& item, const RequestOptions& o) {
   j["stream"] = true;
   j["stream_options"] = {{"include_usage", true}};
   if (o.ignore_eos) j["ignore_eos"] = true;
+  j["temperature"] = o.temperature;
+  if (o.top_p >= 0) j["top_p"] = o.top_p;
+  if (o.top_k >= 0) j["top_k"] = o.top_k;
   return j.dump();
 }
 
@@ -35,17 +38,26 @@ Result<ChunkInfo> parse_chunk(std::string_view data, ApiKind api) {
   if (auto it = j.find("choices"); it != j.end() && it->is_array() && !it->empty()) {
     const auto& ch = (*it)[0];
     if (!ch.is_object()) return Error("stream chunk choice is not an object");
+    if (auto f = ch.find("finish_reason"); f != ch.end() && f->is_string())
+      c.finish_reason = f->get<std::string>();
     if (api == ApiKind::chat) {
       if (auto d = ch.find("delta"); d != ch.end() && d->is_object()) {
+        bool has_text = false;
         for (const char* key : {"reasoning_content", "content"})
-          if (auto f = d->find(key); f != d->end() && f->is_string())
+          if (auto f = d->find(key); f != d->end() && f->is_string()) {
+            has_text = true;
             c.content += f->get_ref<const std::string&>();
+          }
+        // The role chunk has "content": "" too; it announces the reply, it is not a token.
+        c.token = !c.content.empty() || d->contains("tool_calls") ||
+                  (has_text && !d->contains("role") && c.finish_reason.empty());
       }
     } else if (auto t = ch.find("text"); t != ch.end() && t->is_string()) {
       c.content = t->get<std::string>();
+      // Empty text with a finish_reason: see empty_finish.
+      c.token = !c.content.empty() || c.finish_reason.empty();
     }
-    if (auto f = ch.find("finish_reason"); f != ch.end() && f->is_string())
-      c.finish_reason = f->get<std::string>();
+    c.empty_finish = !c.token && !c.finish_reason.empty();
   }
   if (auto u = j.find("usage"); u != j.end() && u->is_object()) {
     if (auto p = u->find("prompt_tokens"); p != u->end() && p->is_number_integer())

@@ -122,8 +122,8 @@ void print_summary(std::FILE* out, const PointResult& p) {
   for (const auto& [kind, n] : s.errors) fmt::print(out, "  {:<32} {}\n", kind + ":", n);
   fmt::print(out, "{:<34} {:.2f}\n", "Duration (s):", s.duration_s);
   fmt::print(out, "{:<34} {}\n", "Input tokens:", s.input_tokens);
-  fmt::print(out, "{:<34} {} (counted from {})\n", "Output tokens:", s.output_tokens,
-             s.output_source.empty() ? "-" : s.output_source);
+  fmt::print(out, "{:<34} {} (counted from {}; {} token chunks)\n", "Output tokens:",
+             s.output_tokens, s.output_source.empty() ? "-" : s.output_source, s.output_chunks);
   fmt::print(out, "{:<34} {:.2f}\n", "Request throughput (req/s):", s.request_throughput);
   if (s.has_slo)
     fmt::print(out, "{:<34} {:.2f} ({} requests)\n", "Goodput (req/s):", s.goodput,

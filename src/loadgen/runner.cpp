@@ -94,6 +94,7 @@ struct Run {
     std::string text;
     bool done = false;
     std::optional<int32_t> usage_prompt, usage_completion;
+    std::optional<double> empty_finish_s;  // a finish chunk without text (ChunkInfo::empty_finish)
     ErrorKind stream_error = ErrorKind::none;
     std::string stream_message;
     auto on_event = [&](const SseEvent& ev) {
@@ -109,10 +110,9 @@ struct Run {
         done = true;
         return;
       }
-      if (!c->content.empty()) {
-        r.chunk_s.push_back(seconds(Clock::now() - start));
-        if (tokenizer) text += c->content;
-      }
+      if (c->token) r.chunk_s.push_back(seconds(Clock::now() - start));
+      if (c->empty_finish) empty_finish_s = seconds(Clock::now() - start);
+      if (tokenizer) text += c->content;
       if (c->prompt_tokens) usage_prompt = c->prompt_tokens;
       if (c->completion_tokens) usage_completion = c->completion_tokens;
     };
@@ -140,15 +140,22 @@ struct Run {
       r.error = ErrorKind::malformed;
       r.message = "the stream ended without data: [DONE]";
     }
+    // The finish_reason rode on the last token's (empty) chunk: the server's count says so.
+    if (empty_finish_s && usage_completion &&
+        static_cast<size_t>(*usage_completion) > r.chunk_s.size() &&
+        (r.chunk_s.empty() || *empty_finish_s >= r.chunk_s.back()))
+      r.chunk_s.push_back(*empty_finish_s);
     if (!r.chunk_s.empty()) r.ttft_s = r.chunk_s.front();
     r.prompt_tokens = usage_prompt.value_or(item.prompt_tokens);
     r.usage_output_tokens = usage_completion.value_or(-1);
-    if (tokenizer) {
-      r.output_tokens = static_cast<int32_t>(tokenizer->encode(text, false, false).size());
-      r.output_source = "tokenizer";
-    } else if (usage_completion) {
+    // The server's count is exact; re-encoding the text is not (text that was generated as one
+    // token sequence can encode as another, and special tokens have no text).
+    if (usage_completion) {
       r.output_tokens = *usage_completion;
       r.output_source = "usage";
+    } else if (tokenizer) {
+      r.output_tokens = static_cast<int32_t>(tokenizer->encode(text, false, false).size());
+      r.output_source = "tokenizer";
     } else {
       r.output_tokens = static_cast<int32_t>(r.chunk_s.size());
       r.output_source = "chunks";

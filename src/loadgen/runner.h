@@ -28,12 +28,15 @@ namespace cadenza::loadgen {
 struct RequestRecord {
   size_t index = 0;                      // position in the run, in order of sending
   double start_s = 0;                    // when sent, seconds after the run's first request
-  double ttft_s = -1;                    // first content chunk after start; -1: none arrived
+  double ttft_s = -1;                    // first token chunk after start; -1: none arrived
   double e2e_s = 0;                      // end of the response after start
-  std::vector<double> chunk_s;           // arrival of each content chunk after start (ascending)
+  std::vector<double> chunk_s;           // arrival of each token chunk (ChunkInfo::token) after
+                                         // start, ascending; empty-text token chunks included
   int32_t prompt_tokens = 0;             // server usage when sent, else the workload's count
   int32_t output_tokens = 0;             // see output_source
-  const char* output_source = "chunks";  // "tokenizer", "usage" or "chunks"
+  // "usage" (the server's usage.completion_tokens), else "tokenizer" (the streamed text
+  // re-encoded with --tokenizer), else "chunks" (token chunks counted).
+  const char* output_source = "chunks";
   int32_t usage_output_tokens = -1;      // the server's usage.completion_tokens; -1: not sent
   int32_t max_tokens = 0;
   ErrorKind error = ErrorKind::none;
@@ -70,8 +73,9 @@ struct RunResult {
 };
 
 // Runs `items` (cycled when the run is longer than the list). `tokenizer` (may be null) counts
-// output tokens from the streamed text. Errors: a bad URL or configuration (no items, no
-// request or duration limit); failed requests are recorded, not errors.
+// output tokens from the streamed text when the server sends no usage. Errors: a bad URL or
+// configuration (no items, no request or duration limit); failed requests are recorded, not
+// errors.
 Result<RunResult> run_load(const RunConfig& config, const std::vector<WorkItem>& items,
                            const std::vector<WorkItem>& warmup_items, const Tokenizer* tokenizer);
 

@@ -45,11 +45,14 @@ nlohmann::json config_json(const ServeOptions& o, size_t num_requests) {
                    {"len_dist", dist_name(w.input.dist)},
                    {"len_spread", w.input.spread},
                    {"ignore_eos", o.ignore_eos},
+                   {"temperature", o.temperature},
                    {"seed", w.seed},
                    {"timeout_s", o.timeout_s}};
   if (w.prefix_groups > 0)
     j["shared_prefix"] = {{"groups", w.prefix_groups}, {"len", w.prefix_len}};
   if (!w.dataset.empty()) j["dataset"] = w.dataset;
+  if (o.top_p >= 0) j["top_p"] = o.top_p;
+  if (o.top_k >= 0) j["top_k"] = o.top_k;
   if (!o.tokenizer.empty()) j["tokenizer"] = o.tokenizer;
   if (o.slo.ttft_ms > 0) j["slo_ttft_ms"] = o.slo.ttft_ms;
   if (o.slo.tpot_ms > 0) j["slo_tpot_ms"] = o.slo.tpot_ms;
@@ -102,10 +105,25 @@ int run_bench_serve(const ServeOptions& o, std::FILE* out) {
   ResultFile result;
   result.name = o.name.empty() ? o.model : o.name;
   result.config = config_json(o, num);
-  for (const SweepPoint& p : *points) {
+  for (size_t index = 0; index < points->size(); ++index) {
+    const SweepPoint& p = (*points)[index];
+    // Each point draws its own prompts (seed + point index): a server with a prefix cache must not
+    // find an earlier point's prompts in it.
+    if (index > 0) {
+      WorkloadOptions w = o.workload;
+      w.seed = o.workload.seed + index;
+      auto next = make_workload(w, tokenizer.get(), pool);
+      if (!next) return fail(next.error());
+      items = std::move(next);
+    }
     RunConfig cfg;
     cfg.url = o.url;
-    cfg.request = {.api = o.api, .model = o.model, .ignore_eos = o.ignore_eos};
+    cfg.request = {.api = o.api,
+                   .model = o.model,
+                   .ignore_eos = o.ignore_eos,
+                   .temperature = o.temperature,
+                   .top_p = o.top_p,
+                   .top_k = o.top_k};
     cfg.api_key = o.api_key;
     cfg.request_rate = p.request_rate;
     cfg.concurrency = p.concurrency;

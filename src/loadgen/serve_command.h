@@ -25,7 +25,10 @@ struct ServeOptions {
   int32_t warmup = 0;
   WorkloadOptions workload;
   bool ignore_eos = false;
-  std::string tokenizer;  // GGUF file whose tokenizer counts tokens
+  double temperature = 0;  // sent with every request (0: greedy)
+  double top_p = -1;       // sent when >= 0
+  int32_t top_k = -1;      // sent when >= 0
+  std::string tokenizer;  // GGUF whose tokenizer builds prompts (and counts tokens without usage)
   double timeout_s = 600;
   SloOptions slo;
   std::string json_path;

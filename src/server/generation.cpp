@@ -153,7 +153,10 @@ std::string GenerationJob::on_event(const GenEvent& e) {
                                            {"finish_reason", nullptr}}}))
                            .dump(-1, ' ', false, json::error_handler_t::replace));
     }
-    if (!out.text.empty() || !out.logprobs.empty())
+    // One chunk per generated token, even when its text is held back (part of a UTF-8
+    // character, a possible stop string) or empty (a special token), as vLLM does: clients
+    // time tokens by chunks.
+    if (!out.text.empty() || !out.logprobs.empty() || !out.new_token_ids.empty())
       sse += sse_event(chunk(json::array({{{"index", index},
                                            {"delta", {{"content", out.text}}},
                                            {"logprobs", lp},
@@ -165,7 +168,8 @@ std::string GenerationJob::on_event(const GenEvent& e) {
                                            {"logprobs", nullptr},
                                            {"finish_reason", reason}}}))
                            .dump(-1, ' ', false, json::error_handler_t::replace));
-  } else if (!out.text.empty() || !out.logprobs.empty() || out.finished) {
+  } else if (!out.text.empty() || !out.logprobs.empty() || !out.new_token_ids.empty() ||
+             out.finished) {
     sse += sse_event(chunk(json::array({{{"index", index},
                                          {"text", out.text},
                                          {"logprobs", lp},

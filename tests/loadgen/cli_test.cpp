@@ -1,11 +1,13 @@
 // The CLI11 binding: `bench serve` / `bench compare` parse into runs, and plain `bench` is left
 // alone (the returned function answers nullopt).
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "fake_server.h"
 #include "loadgen/bench_serve_cli.h"
@@ -51,6 +53,31 @@ TEST(Cli, BenchServeAndCompareParseAndRun) {
   EXPECT_THROW(parse_and_run({"bench", "serve", "--url", server.url()}), CLI::ParseError);
   EXPECT_THROW(parse_and_run({"bench", "serve", "--model", "m", "--endpoint", "x"}),
                CLI::ParseError);
+}
+
+// Sampling options reach the request body, and every sweep point sends prompts of its own (a
+// server's prefix cache must not serve a later point from an earlier one's prompts).
+TEST(Cli, SweepPointsDrawTheirOwnPromptsAndSendSampling) {
+  testing::FakeServer server({.ttft_ms = 2, .itl_ms = 1, .chunks = 2});
+  auto rc = parse_and_run({"bench", "serve", "--url", server.url(), "--model", "fake",
+                           "--endpoint", "completions", "--num-requests", "3", "--input-len",
+                           "8", "--output-len", "2", "--sweep-concurrency", "1,2", "--quiet",
+                           "--temperature", "0.5", "--top-k", "7"});
+  ASSERT_TRUE(rc.has_value());
+  EXPECT_EQ(*rc, 0);
+  const auto bodies = server.bodies();
+  ASSERT_EQ(bodies.size(), 6u);
+  std::set<std::string> first, second;
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    auto j = nlohmann::json::parse(bodies[i]);
+    EXPECT_EQ(j["temperature"], 0.5);
+    EXPECT_EQ(j["top_k"], 7);
+    EXPECT_FALSE(j.contains("top_p"));
+    (i < 3 ? first : second).insert(j["prompt"].get<std::string>());
+  }
+  EXPECT_EQ(first.size(), 3u);
+  EXPECT_EQ(second.size(), 3u);
+  for (const auto& prompt : second) EXPECT_EQ(first.count(prompt), 0u) << prompt;
 }
 
 }  // namespace

@@ -86,14 +86,22 @@ struct FakeServer::Impl {
         break;
       const auto first =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(script.ttft_ms);
+      const std::string role =
+          R"({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]})";
+      if (script.role_chunk && !co_await send(s, event(role))) break;
       co_await sleep_until(first);
       const int n = script.mode == FakeScript::Mode::close_mid_stream ? 3 : script.chunks;
       bool ok = true;
       for (int i = 0; i < n && ok; ++i) {
         if (i > 0) co_await sleep_until(first + i * std::chrono::milliseconds(script.itl_ms));
+        const int k = script.empty_every;
+        const bool empty = k > 0 && i % k == k - 1;
         std::string data = fmt::format(
-            R"({{"id":"x","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":" tok{}"}},"finish_reason":null}}]}})",
-            i);
+            R"({{"id":"x","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"{}"}},"finish_reason":null}}]}})",
+            empty ? std::string() : fmt::format(" tok{}", i));
+        if (script.last_token_finishes && i == n - 1)
+          data =
+              R"({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":""},"finish_reason":"length"}]})";
         if (script.mode == FakeScript::Mode::malformed && i == 1) data = "{not json";
         ok = co_await send(s, event(data));
       }
@@ -103,6 +111,9 @@ struct FakeServer::Impl {
         break;
       }
       std::string tail;
+      if (script.finish_chunk)
+        tail += event(
+            R"({"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}]})");
       if (script.send_usage)
         tail += event(fmt::format(
             R"({{"id":"x","object":"chat.completion.chunk","choices":[],"usage":{{"prompt_tokens":7,"completion_tokens":{},"total_tokens":{}}}}})",

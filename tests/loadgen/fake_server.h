@@ -25,6 +25,17 @@ struct FakeScript {
   int itl_ms = 50;
   int chunks = 10;
   bool send_usage = true;
+  // stream mode: the chat role announcement ({"role":"assistant","content":""}) right after the
+  // headers, before the TTFT wait (it must not count as the first token).
+  bool role_chunk = false;
+  // stream mode: every k-th token chunk (k > 0) has empty content, as a server sends while it
+  // holds back part of a UTF-8 character; it is still a token.
+  int empty_every = 0;
+  // stream mode: a finish-only chunk (delta {} with finish_reason "length") after the tokens.
+  bool finish_chunk = false;
+  // stream mode: the last token chunk has empty content and finish_reason "length" (vLLM and
+  // Cadenza put the finish_reason on the last token's chunk).
+  bool last_token_finishes = false;
 };
 
 class FakeServer {

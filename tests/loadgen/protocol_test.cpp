@@ -81,6 +81,60 @@ TEST(OpenAiApi, ChunksOfBothEndpoints) {
   EXPECT_NE(e.error().find("overloaded"), std::string::npos);
 }
 
+TEST(OpenAiApi, TokenChunksIncludeEmptyTextButNotRoleOrFinish) {
+  auto token = [](const char* data, ApiKind api) {
+    auto c = parse_chunk(data, api);
+    EXPECT_TRUE(c) << data;
+    return c && c->token;
+  };
+  const ApiKind chat = ApiKind::chat, comp = ApiKind::completions;
+  EXPECT_TRUE(token(R"({"choices":[{"delta":{"content":"Hi"},"finish_reason":null}]})", chat));
+  // Held-back text: a token with no text yet.
+  EXPECT_TRUE(token(R"({"choices":[{"delta":{"content":""},"finish_reason":null}]})", chat));
+  EXPECT_TRUE(token(R"({"choices":[{"delta":{"reasoning_content":""}}]})", chat));
+  EXPECT_TRUE(token(R"({"choices":[{"delta":{"tool_calls":[{"index":0}]}}]})", chat));
+  // The role announcement, unless it already carries text.
+  EXPECT_FALSE(token(R"({"choices":[{"delta":{"role":"assistant","content":""}}]})", chat));
+  EXPECT_TRUE(token(R"({"choices":[{"delta":{"role":"assistant","content":"A"}}]})", chat));
+  // Finish-only chunks and usage.
+  EXPECT_FALSE(token(R"({"choices":[{"delta":{},"finish_reason":"stop"}]})", chat));
+  EXPECT_FALSE(token(R"({"choices":[{"delta":{"content":""},"finish_reason":"stop"}]})", chat));
+  EXPECT_TRUE(token(R"({"choices":[{"delta":{"content":"."},"finish_reason":"stop"}]})", chat));
+  EXPECT_FALSE(token(R"({"choices":[],"usage":{"completion_tokens":3}})", chat));
+  EXPECT_TRUE(token(R"({"choices":[{"text":"","finish_reason":null}]})", comp));
+  EXPECT_TRUE(token(R"({"choices":[{"text":"x","finish_reason":"length"}]})", comp));
+  EXPECT_FALSE(token(R"({"choices":[{"text":"","finish_reason":"length"}]})", comp));
+  EXPECT_FALSE(token("[DONE]", comp));
+  // Finish chunks without text are marked: the runner decides with the usage (run_test.cpp).
+  auto empty_finish = [](const char* data, ApiKind api) {
+    auto c = parse_chunk(data, api);
+    EXPECT_TRUE(c) << data;
+    return c && c->empty_finish;
+  };
+  EXPECT_TRUE(empty_finish(R"({"choices":[{"delta":{},"finish_reason":"stop"}]})", chat));
+  EXPECT_TRUE(empty_finish(R"({"choices":[{"text":"","finish_reason":"length"}]})", comp));
+  EXPECT_FALSE(empty_finish(R"({"choices":[{"text":"x","finish_reason":"length"}]})", comp));
+  EXPECT_FALSE(empty_finish(R"({"choices":[{"delta":{"content":""}}]})", chat));
+}
+
+TEST(OpenAiApi, RequestBodySendsSampling) {
+  WorkItem w;
+  w.prompt = "hello";
+  w.max_tokens = 4;
+  auto greedy = nlohmann::json::parse(build_request_body(w, {ApiKind::completions, "m"}));
+  EXPECT_EQ(greedy["temperature"], 0.0);
+  EXPECT_FALSE(greedy.contains("top_p"));
+  EXPECT_FALSE(greedy.contains("top_k"));
+  RequestOptions o{ApiKind::completions, "m"};
+  o.temperature = 0.7;
+  o.top_p = 0.9;
+  o.top_k = 40;
+  auto sampled = nlohmann::json::parse(build_request_body(w, o));
+  EXPECT_EQ(sampled["temperature"], 0.7);
+  EXPECT_EQ(sampled["top_p"], 0.9);
+  EXPECT_EQ(sampled["top_k"], 40);
+}
+
 TEST(OpenAiApi, RequestBodyStreamsWithUsage) {
   WorkItem w;
   w.messages = nlohmann::json::array({{{"role", "user"}, {"content", "hello"}}});

@@ -1,14 +1,18 @@
 // End-to-end runs of the load generator against the scripted fake server: timings, throughput,
 // keep-alive, open-loop arrivals and errors by kind.
 #include <cmath>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "fake_server.h"
+#include "gguf/gguf.h"
 #include "loadgen/arrival.h"
 #include "loadgen/metrics.h"
 #include "loadgen/runner.h"
+#include "synth/synth.h"
+#include "tokenizer/tokenizer.h"
 
 namespace cadenza::loadgen {
 namespace {
@@ -71,6 +75,99 @@ TEST(Run, ClosedLoopTimingsMatchTheScript) {
   EXPECT_EQ(body["stream"], true);
   EXPECT_EQ(body["max_tokens"], 10);
   EXPECT_EQ(server.targets().at(0), "/v1/chat/completions");
+}
+
+// Token chunks as OpenAI-compatible servers send them: a role announcement first (sent here at
+// once, before the scripted TTFT), every third token with empty text (held-back UTF-8), a
+// finish-only chunk at the end. The role and finish chunks are not tokens; the empty ones are.
+TEST(Run, EmptyTokenChunksCountAndTheRoleChunkIsNotTheFirstToken) {
+  FakeServer server(FakeScript{.ttft_ms = 200,
+                               .itl_ms = 50,
+                               .chunks = 9,
+                               .role_chunk = true,
+                               .empty_every = 3,
+                               .finish_chunk = true});
+  RunConfig cfg;
+  cfg.url = server.url();
+  cfg.request.model = "fake";
+  cfg.concurrency = 2;
+  cfg.num_requests = 4;
+  const RunResult r = run(cfg, 4);
+  const Summary s = summarize_run(r, {});
+  ASSERT_EQ(s.completed, 4u) << (r.records.empty() ? "" : r.records[0].message);
+  for (const auto& rec : r.records) EXPECT_EQ(rec.chunk_s.size(), 9u);
+  EXPECT_EQ(s.output_chunks, 36);
+  EXPECT_EQ(s.output_tokens, 36);
+  EXPECT_EQ(s.itl_ms.count, 4u * 8u);
+  expect_within(s.ttft_ms.median, 200, 0.05, "TTFT median (not the role chunk)");
+  expect_within(s.itl_ms.median, 50, 0.05, "ITL median (empty chunks included)");
+  expect_within(s.itl_ms.max, 50, 0.5, "ITL max (no gap spans a skipped chunk)");
+}
+
+// A finish_reason on an empty chunk: the last token when the usage counts one more token than
+// the token chunks (vLLM, Cadenza), only a close when it does not (llama.cpp, finish_chunk above).
+TEST(Run, AnEmptyFinishChunkIsTheLastTokenWhenUsageSaysSo) {
+  for (bool usage : {true, false}) {
+    FakeServer server(FakeScript{.ttft_ms = 100,
+                                 .itl_ms = 50,
+                                 .chunks = 5,
+                                 .send_usage = usage,
+                                 .last_token_finishes = true});
+    RunConfig cfg;
+    cfg.url = server.url();
+    cfg.request.model = "fake";
+    cfg.concurrency = 2;
+    cfg.num_requests = 2;
+    const RunResult r = run(cfg, 2);
+    const Summary s = summarize_run(r, {});
+    ASSERT_EQ(s.completed, 2u) << (r.records.empty() ? "" : r.records[0].message);
+    EXPECT_EQ(s.output_chunks, usage ? 10 : 8) << "usage " << usage;
+    EXPECT_EQ(s.output_tokens, usage ? 10 : 8) << "usage " << usage;
+    if (usage)  // the last token is timed by its chunk: 4 gaps of 50 ms after the first
+      for (const auto& rec : r.records)
+        expect_within((rec.chunk_s.back() - rec.chunk_s.front()) * 1e3, 200, 0.1, "last token");
+  }
+}
+
+// Output tokens: the server's usage when sent, even with a tokenizer; the re-encoded text only
+// without usage.
+TEST(Run, UsageIsCountedBeforeTheTokenizer) {
+  synth::SynthOptions opts;
+  opts.shape = *synth::find_preset("demo");
+  opts.shape.n_layer = 1;
+  opts.shape.n_embd = 64;
+  opts.shape.n_head = 2;
+  opts.shape.n_head_kv = 1;
+  opts.shape.head_dim = 32;
+  opts.shape.n_ff = 64;
+  const std::string model =
+      (std::filesystem::temp_directory_path() / "cadenza_loadgen_run_vocab.gguf").string();
+  auto written = synth::write_synthetic_model(opts, model);
+  ASSERT_TRUE(written) << written.error();
+  auto file = gguf::GgufFile::open(model);
+  ASSERT_TRUE(file) << file.error();
+  auto tok = Tokenizer::from_gguf(**file);
+  ASSERT_TRUE(tok) << tok.error();
+  // The fake's text for 6 chunks; the byte-level vocabulary encodes it as more than 6 tokens.
+  std::string text;
+  for (int i = 0; i < 6; ++i) text += " tok" + std::to_string(i);
+  const auto text_tokens = static_cast<int64_t>((*tok)->encode(text, false, false).size());
+  ASSERT_NE(text_tokens, 6);
+  for (bool usage : {true, false}) {
+    FakeServer server(FakeScript{.ttft_ms = 5, .itl_ms = 5, .chunks = 6, .send_usage = usage});
+    RunConfig cfg;
+    cfg.url = server.url();
+    cfg.request.model = "fake";
+    cfg.concurrency = 1;
+    cfg.num_requests = 2;
+    auto r = run_load(cfg, items(2), {}, tok->get());
+    ASSERT_TRUE(r) << r.error();
+    const Summary s = summarize_run(*r, {});
+    ASSERT_EQ(s.completed, 2u);
+    EXPECT_EQ(s.output_source, usage ? "usage" : "tokenizer");
+    EXPECT_EQ(s.output_tokens, usage ? 12 : 2 * text_tokens);
+    EXPECT_EQ(s.output_chunks, 12);
+  }
 }
 
 TEST(Run, WarmupRequestsAreNotMeasured) {

@@ -45,6 +45,11 @@ for p in points:
     s = p["summary"]
     assert s["completed"] == 6 and s["failed"] == 0, (p["label"], s["completed"], s["failed"], s["errors"])
     assert s["ttft_ms"]["count"] == 6 and s["ttft_ms"]["median"] > 0, p["label"]
+    # ignore_eos: exactly max_tokens each, from the server's usage; and one streamed chunk per
+    # token even though this random-weight model's bytes are often partial UTF-8 (held back).
+    assert s["output_source"] == "usage" and s["output_tokens"] == 6 * 16, (p["label"], s["output_source"], s["output_tokens"])
+    assert s["output_chunks"] == s["output_tokens"], (p["label"], s["output_chunks"], s["output_tokens"])
+    assert s["itl_ms"]["count"] == 6 * 15, (p["label"], s["itl_ms"]["count"])
 PY
 
 chromium=$(command -v chromium || command -v chromium-browser || true)

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+
+#include <CLI/CLI.hpp>
 #include <thread>
 #include <utility>
 
@@ -42,6 +44,7 @@ int resolve_threads(int requested) {
 namespace {
 
 kv::KvShape kv_shape(const model::ModelConfig& model, const engine::EngineConfig& engine) {
+  // EngineConfig::kv_type is one of the three types parse_kv_cache_type gives.
   kv::KvElementType type = kv::KvElementType::kF32;
   if (engine.kv_type == DType::F16) type = kv::KvElementType::kF16;
   if (engine.kv_type == DType::Q8_0) type = kv::KvElementType::kQ8_0;
@@ -72,6 +75,47 @@ Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
     return make_error("--kv-cache-memory {} is smaller than one KV block ({} bytes)", text,
                       *block_bytes);
   return *blocks;
+}
+
+Result<DType> parse_kv_cache_type(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "f16") return DType::F16;
+  if (lower == "q8" || lower == "q8_0") return DType::Q8_0;
+  if (lower == "f32") return DType::F32;
+  return make_error("--kv-cache-type: '{}' is not a KV cache type (f16, q8 or f32)", text);
+}
+
+std::string kv_cache_type_name(DType type) {
+  switch (type) {
+    case DType::F16: return "f16";
+    case DType::Q8_0: return "q8";
+    case DType::F32: return "f32";
+    default: return std::string(dtype_name(type));
+  }
+}
+
+CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value) {
+  const std::string default_name = kv_cache_type_name(value);
+  return sub
+      .add_option_function<std::string>(
+          "--kv-cache-type",
+          [&value](const std::string& text) {
+            if (Result<DType> t = parse_kv_cache_type(text)) value = *t;
+          },
+          "KV cache element type: f16, q8 (8-bit Q8_0 blocks of 32 values with an f16 scale: "
+          "about half of f16's memory; head dims must be multiples of 32) or f32")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            // CLI11 puts the option name in front of the message itself.
+            Result<DType> t = parse_kv_cache_type(text);
+            if (t) return std::string();
+            const std::string prefix = "--kv-cache-type: ";
+            const std::string& e = t.error();
+            return e.rfind(prefix, 0) == 0 ? e.substr(prefix.size()) : e;
+          },
+          "{f16,q8,f32}"))
+      ->default_str(default_name);
 }
 
 }  // namespace cadenza::cli

@@ -1,4 +1,5 @@
-// Option helpers shared by the subcommands (sizes with units, thread counts, KV sizing).
+// Option helpers shared by the subcommands (sizes with units, thread counts, KV sizing, the KV
+// cache element type).
 #pragma once
 
 #include <cstdint>
@@ -7,7 +8,13 @@
 
 #include "engine/engine_core.h"
 #include "model/config.h"
+#include "tensor/dtype.h"
 #include "util/result.h"
+
+namespace CLI {
+class App;
+class Option;
+}  // namespace CLI
 
 namespace cadenza::cli {
 
@@ -25,5 +32,17 @@ Result<int64_t> kv_block_bytes(const model::ModelConfig& model, const engine::En
 // configuration (block size, KV element type). An error when the budget holds no block.
 Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
                                      const engine::EngineConfig& engine, const std::string& text);
+
+// The KV cache element type named by --kv-cache-type: "f16" -> F16, "q8" (or "q8_0") -> Q8_0
+// (blocks of 32 values: an f16 scale + 32 int8, about 53% of f16's bytes; head dims must be
+// multiples of 32), "f32" -> F32. Case-insensitive. Errors name the option and the choices.
+Result<DType> parse_kv_cache_type(std::string_view text);
+// The name parse_kv_cache_type maps to `type` ("f16", "q8", "f32"; dtype_name otherwise).
+std::string kv_cache_type_name(DType type);
+
+// Adds `--kv-cache-type {f16,q8,f32}` to `sub`, checked when the command line is parsed (a bad
+// value is a usage error) and stored into `value`, which keeps its default (F16 for the engine
+// and sessions) when the option is absent. `value` must outlive the parse.
+CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value);
 
 }  // namespace cadenza::cli

@@ -61,7 +61,7 @@ struct EngineConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step (>= max_num_seqs)
   int32_t max_num_seqs = 64;              // running requests at most
   int32_t max_model_len = 0;  // prompt + output tokens at most; 0: min(context_length, 4096)
-  DType kv_type = DType::F32;
+  DType kv_type = DType::F16;  // KV element type: F16, F32 or Q8_0 (model::KvCacheOptions)
 };
 
 struct RequestMetrics {

@@ -45,4 +45,13 @@ Result<int32_t> kv_num_blocks_for_budget(const KvShape& shape, int64_t budget_by
   return static_cast<int32_t>(std::min<int64_t>(n, std::numeric_limits<int32_t>::max()));
 }
 
+Result<int64_t> kv_sequences_for_budget(const KvShape& shape, int64_t budget_bytes,
+                                        int64_t tokens_per_sequence) {
+  if (tokens_per_sequence < 1) return make_error("kv sizing: sequences of {} tokens", tokens_per_sequence);
+  Result<int32_t> blocks = kv_num_blocks_for_budget(shape, budget_bytes);
+  if (!blocks) return blocks.error_value();
+  const int64_t per_sequence = (tokens_per_sequence + shape.block_size - 1) / shape.block_size;
+  return *blocks / per_sequence;
+}
+
 }  // namespace cadenza::kv

@@ -39,4 +39,10 @@ Result<int64_t> kv_bytes_per_block(const KvShape& shape);
 // because block ids are int32.
 Result<int32_t> kv_num_blocks_for_budget(const KvShape& shape, int64_t budget_bytes);
 
+// How many sequences of `tokens_per_sequence` tokens each fit in `budget_bytes` with paging: the
+// budget's blocks over the ceil(tokens / block_size) blocks one sequence needs (no prefix
+// sharing). Errors: a bad shape, a negative budget, tokens_per_sequence < 1.
+Result<int64_t> kv_sequences_for_budget(const KvShape& shape, int64_t budget_bytes,
+                                        int64_t tokens_per_sequence);
+
 }  // namespace cadenza::kv

@@ -1,6 +1,7 @@
 #include "model/kv_cache.h"
 
 #include <limits>
+#include <optional>
 
 #include "model/config.h"
 
@@ -22,18 +23,31 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
     return make_error("kv cache: the {} backend does not support element type {}", backend.name(),
                       dtype_name(options.type));
   }
-  const DTypeTraits& traits = cadenza::traits(options.type);
-  if (traits.block_size != 1) {
-    return make_error("kv cache: element type {} is a block type", traits.name);
+  // Every head row is stored on its own: a Q8_0 block (32 values) must not straddle two heads.
+  const int64_t type_block = cadenza::traits(options.type).block_size;
+  if (config.head_dim_k % type_block != 0 || config.head_dim_v % type_block != 0) {
+    return make_error(
+        "kv cache: element type {} needs head dims that are multiples of {} (this model: key {}, "
+        "value {}); use f16 or f32",
+        dtype_name(options.type), type_block, config.head_dim_k,
+        config.head_dim_v);
+  }
+  const std::optional<uint64_t> key_row = row_bytes(options.type, config.head_dim_k);
+  const std::optional<uint64_t> value_row = row_bytes(options.type, config.head_dim_v);
+  if (!key_row || !value_row) {
+    return make_error("kv cache: element type {} cannot hold head dims {} / {}",
+                      dtype_name(options.type), config.head_dim_k, config.head_dim_v);
   }
   const uint64_t slots = static_cast<uint64_t>(options.num_blocks) * static_cast<uint64_t>(options.block_size);
-  const uint64_t key_bytes = slots * static_cast<uint64_t>(config.n_kv_heads * config.head_dim_k) * traits.type_size;
-  const uint64_t value_bytes = slots * static_cast<uint64_t>(config.n_kv_heads * config.head_dim_v) * traits.type_size;
+  const uint64_t key_slot = static_cast<uint64_t>(config.n_kv_heads) * *key_row;
+  const uint64_t value_slot = static_cast<uint64_t>(config.n_kv_heads) * *value_row;
+  const uint64_t key_bytes = slots * key_slot;
+  const uint64_t value_bytes = slots * value_slot;
 
   std::unique_ptr<KvCache> cache(new KvCache(backend));
   cache->options_ = options;
-  cache->key_slot_bytes_ = static_cast<size_t>(config.n_kv_heads * config.head_dim_k) * traits.type_size;
-  cache->value_slot_bytes_ = static_cast<size_t>(config.n_kv_heads * config.head_dim_v) * traits.type_size;
+  cache->key_slot_bytes_ = static_cast<size_t>(key_slot);
+  cache->value_slot_bytes_ = static_cast<size_t>(value_slot);
   for (int64_t l = 0; l < config.n_layers; ++l) {
     Result<std::unique_ptr<kernels::Buffer>> keys = backend.allocate(static_cast<size_t>(key_bytes));
     if (!keys) return make_error("kv cache: layer {} keys: {}", l, keys.error());

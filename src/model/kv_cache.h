@@ -22,13 +22,16 @@ struct ModelConfig;
 struct KvCacheOptions {
   int32_t num_blocks = 0;   // > 0
   int32_t block_size = 16;  // tokens per block, > 0
-  DType type = DType::F32;  // element type; the backend must support it
+  // Element type: F16 (default), F32, or Q8_0 (blocks of 32 values: an f16 scale + 32 int8; each
+  // head row quantized on its own, so head dims must be multiples of 32). The backend must
+  // support it (Backend::supports_kv_type). K/V are computed in f32 and rounded when stored.
+  DType type = DType::F16;
 };
 
 class KvCache {
  public:
   // Allocates the store for `config`'s layers and KV heads. Errors: bad options, a type the
-  // backend does not support, out of memory.
+  // backend does not support, Q8_0 with a head dim that is not a multiple of 32, out of memory.
   static Result<std::unique_ptr<KvCache>> create(kernels::Backend& backend,
                                                  const ModelConfig& config,
                                                  const KvCacheOptions& options);

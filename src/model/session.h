@@ -25,11 +25,11 @@ namespace cadenza::model {
 
 struct SessionOptions {
   // Tokens the sequence can hold. 0 = the model's context_length, capped at 4096 (KV memory grows
-  // with it: 2 * layers * kv_heads * head_dim * 4 bytes per token).
+  // with it: 2 * layers * kv_heads * head_dim * 2 bytes per token with the default f16 store).
   int32_t max_tokens = 0;
   int32_t block_size = 16;
   int32_t max_batch_tokens = 512;  // tokens per forward pass
-  DType kv_type = DType::F32;
+  DType kv_type = DType::F16;  // KV element type: F16, F32 or Q8_0 (see KvCacheOptions)
 };
 
 class Session {

@@ -255,11 +255,11 @@ TEST_F(GenerateTest, SmallKvPoolAndChunkingDoNotChangeOutputs) {
   const fs::path tight = *dir_ / "pool.tight.jsonl";
   std::string log;
   ASSERT_EQ(generate(in, roomy, "--temp 0", &log), 0) << log;
-  // Tiny model: 2 layers x 2 KV heads x 16 x (K + V) x 4 bytes = 512 bytes per token, 8 KiB per
-  // 16-token block; 40 KiB = 5 blocks, one 64-token sequence (4 blocks) and a little more, so
-  // requests queue and get preempted. A small step budget chunks the prompts.
+  // Tiny model: 2 layers x 2 KV heads x 16 x (K + V) x 2 bytes (f16 KV, the default) = 256 bytes
+  // per token, 4 KiB per 16-token block; 20 KiB = 5 blocks, one 64-token sequence (4 blocks) and a
+  // little more, so requests queue and get preempted. A small step budget chunks the prompts.
   ASSERT_EQ(generate(in, tight,
-                     "--temp 0 --kv-cache-memory 40KiB --max-num-batched-tokens 16 "
+                     "--temp 0 --kv-cache-memory 20KiB --max-num-batched-tokens 16 "
                      "--max-num-seqs 4 --no-prefix-caching",
                      &log),
             0)
@@ -317,11 +317,19 @@ TEST_F(GenerateTest, RunLevelProblemsAreFatal) {
   EXPECT_NE(log.find("unknown unit"), std::string::npos) << log;
   EXPECT_NE(generate(in, out, "--kv-cache-memory 100", &log), 0);
   EXPECT_NE(log.find("smaller than one KV block"), std::string::npos) << log;
-  // 8 KiB holds one block, less than one 64-token sequence: the engine refuses.
+  // 8 KiB holds two blocks, less than one 64-token sequence: the engine refuses.
   EXPECT_NE(generate(in, out, "--kv-cache-memory 8KiB", &log), 0);
   EXPECT_NE(log.find("cannot hold one"), std::string::npos) << log;
   EXPECT_EQ(generate(in, out, "--kv-cache-memory 0.5MiB", &log), 0) << log;
+  EXPECT_NE(log.find("KV cache 128 blocks"), std::string::npos) << log;  // f16: 4 KiB blocks
+  EXPECT_EQ(generate(in, out, "--kv-cache-memory 0.5MiB --kv-cache-type f32", &log), 0) << log;
   EXPECT_NE(log.find("KV cache 64 blocks"), std::string::npos) << log;
+  EXPECT_NE(log.find("f32)"), std::string::npos) << log;
+  EXPECT_NE(generate(in, out, "--kv-cache-type q4", &log), 0);
+  EXPECT_NE(log.find("'q4' is not a KV cache type"), std::string::npos) << log;
+  // The tiny model's 16-wide heads cannot hold Q8_0 blocks of 32.
+  EXPECT_NE(generate(in, out, "--kv-cache-type q8", &log), 0);
+  EXPECT_NE(log.find("divisible by 32"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -1,8 +1,20 @@
-// simd::attend and simd::swiglu (kernels/simd/attention.h) against double-precision formulas on
-// random data, and attend's per-head invariance (a head's output does not depend on how many
-// heads share the call), at the levels that have them (avx512 and above).
+// simd::attend (the AVX-512 path) and simd::attend_ref (the scalar reference) from
+// kernels/simd/attention.h, on random data:
+//  - both against a double-precision formula over the decoded K/V values, for F32, F16 and Q8_0
+//    K/V rows;
+//  - the vector path against the scalar reference at every level that has it;
+//  - the element-type contract: a typed row gives bit for bit the result of its decoded f32 row
+//    (on each path);
+//  - a paged ragged batch: sequences of different lengths with scattered block tables, GQA groups
+//    (query heads sharing a KV head), each (token, KV head) resolved through its block table;
+//  - per-head invariance (a head's output does not depend on how many heads share the call), the
+//    property batch invariance rests on;
+// and simd::swiglu against its formula.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -21,7 +33,7 @@ class AttendTest : public ::testing::TestWithParam<Isa> {
   }
 };
 
-// out = softmax(scale * q . K) V in double.
+// out = softmax(scale * q . K) V in double, over f32 rows.
 std::vector<double> naive_attention(const float* q, const std::vector<const float*>& k,
                                     const std::vector<const float*>& v, int dk, int dv,
                                     float scale) {
@@ -41,47 +53,227 @@ std::vector<double> naive_attention(const float* q, const std::vector<const floa
   return out;
 }
 
-TEST_P(AttendTest, MatchesDoubleFormulaAndIsPerHeadInvariant) {
+size_t row_size(DType t, int n) { return static_cast<size_t>(*row_bytes(t, n)); }
+
+// A store of `rows` rows of n values of type t, filled from random f32 values, plus the rows
+// decoded back to f32 (what attention must see).
+struct TypedRows {
+  DType type;
+  int n;
+  std::vector<uint8_t> bytes;
+  std::vector<float> decoded;
+
+  TypedRows(Rng& rng, DType t, int64_t rows, int n_) : type(t), n(n_) {
+    const size_t rb = row_size(t, n);
+    bytes.resize(static_cast<size_t>(rows) * rb);
+    decoded.resize(static_cast<size_t>(rows * n));
+    std::vector<float> src(static_cast<size_t>(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      // Rows of different magnitudes so that Q8_0 scales and f16 exponents vary.
+      const float sigma = std::pow(10.0f, uniform(rng, -1.0f, 0.5f));
+      for (float& x : src) x = normal(rng, sigma);
+      quantize_row(t, src.data(), bytes.data() + r * rb, n);
+      dequantize_row(t, bytes.data() + r * rb, decoded.data() + r * n, n);
+    }
+  }
+  const void* row(int64_t r) const { return bytes.data() + static_cast<size_t>(r) * row_size(type, n); }
+  const float* decoded_row(int64_t r) const { return decoded.data() + r * n; }
+};
+
+using AttendFn = void (*)(const float* const*, int, const void* const*, const void* const*, DType,
+                          int64_t, int, int, float, float* const*, float*);
+
+// Runs `fn` for nq query heads over the given rows; returns [nq][dv].
+std::vector<float> run_attend(AttendFn fn, const std::vector<const float*>& q,
+                              const std::vector<const void*>& k, const std::vector<const void*>& v,
+                              DType type, int dk, int dv, float scale) {
+  const int nq = static_cast<int>(q.size());
+  std::vector<float> out(static_cast<size_t>(nq * dv), NAN);
+  std::vector<float*> o(static_cast<size_t>(nq));
+  for (int h = 0; h < nq; ++h) o[static_cast<size_t>(h)] = out.data() + h * dv;
+  std::vector<float> scratch(static_cast<size_t>(attend_scratch_floats(nq, dk, dv)), NAN);
+  fn(q.data(), nq, k.data(), v.data(), type, static_cast<int64_t>(k.size()), dk, dv, scale,
+     o.data(), scratch.data());
+  return out;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// The head shapes covered: the common unrolled sizes (64, 128), a generic multiple of 32 with
+// dk != dv, and (F32/F16 only) sizes the vector path does not take or takes only as multiples of
+// 16.
+struct HeadShape {
+  int dk, dv;
+};
+std::vector<HeadShape> shapes_for(DType t) {
+  std::vector<HeadShape> s = {{64, 64}, {128, 128}, {32, 96}};
+  if (t != DType::Q8_0) {
+    s.push_back({16, 48});
+    s.push_back({8, 6});
+  }
+  return s;
+}
+
+TEST_P(AttendTest, EveryTypeMatchesDoubleFormulaAndTheReference) {
   IsaScope scope(GetParam());
   SCOPED_TRACE(seed_trace());
-  if (!attend_available(64, 64)) GTEST_SKIP() << "SKIPPED: no vector attention at this level";
   Rng rng(test_seed() + 11);
-  for (int dk : {16, 64, 128}) {
-    const int dv = dk == 16 ? 32 : dk;
-    for (int nq : {1, 7, 16}) {
-      for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{33}, int64_t{100}}) {
-        SCOPED_TRACE("dk " + std::to_string(dk) + " nq " + std::to_string(nq) + " n " + std::to_string(n));
-        std::vector<float> qs(static_cast<size_t>(nq * dk)), ks(static_cast<size_t>(n * dk)),
-            vs(static_cast<size_t>(n * dv));
-        for (auto& x : qs) x = normal(rng, 1.0f);
-        for (auto& x : ks) x = normal(rng, 1.0f);
-        for (auto& x : vs) x = normal(rng, 1.0f);
-        // Rows in reverse order in memory: attend must follow the pointers.
-        std::vector<const float*> k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
-        for (int64_t p = 0; p < n; ++p) {
-          k[static_cast<size_t>(p)] = ks.data() + (n - 1 - p) * dk;
-          v[static_cast<size_t>(p)] = vs.data() + (n - 1 - p) * dv;
-        }
-        std::vector<const float*> q(static_cast<size_t>(nq));
-        std::vector<float> out(static_cast<size_t>(nq * dv)), single(static_cast<size_t>(dv));
-        std::vector<float*> o(static_cast<size_t>(nq));
-        for (int h = 0; h < nq; ++h) {
-          q[static_cast<size_t>(h)] = qs.data() + h * dk;
-          o[static_cast<size_t>(h)] = out.data() + h * dv;
-        }
-        std::vector<float> scratch(static_cast<size_t>(attend_scratch_floats(nq, dv)));
-        const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
-        attend(q.data(), nq, k.data(), v.data(), n, dk, dv, scale, o.data(), scratch.data());
-        for (int h = 0; h < nq; ++h) {
-          const std::vector<double> want = naive_attention(q[static_cast<size_t>(h)], k, v, dk, dv, scale);
-          for (int i = 0; i < dv; ++i) EXPECT_NEAR(out[static_cast<size_t>(h * dv + i)], want[static_cast<size_t>(i)], 2e-5) << h << "," << i;
-          float* so = single.data();
-          attend(&q[static_cast<size_t>(h)], 1, k.data(), v.data(), n, dk, dv, scale, &so, scratch.data());
-          EXPECT_EQ(0, std::memcmp(so, out.data() + h * dv, static_cast<size_t>(dv) * sizeof(float))) << "head " << h;
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (const HeadShape& hs : shapes_for(type)) {
+      const int dk = hs.dk, dv = hs.dv;
+      ASSERT_TRUE(attend_type_supported(type, dk, dv));
+      const bool vector = attend_available(dk, dv);
+      for (int nq : {1, 7, 16}) {
+        for (int64_t n : {int64_t{1}, int64_t{31}, int64_t{33}, int64_t{100}}) {
+          SCOPED_TRACE(std::string(dtype_name(type)) + " dk " + std::to_string(dk) + " dv " +
+                       std::to_string(dv) + " nq " + std::to_string(nq) + " n " + std::to_string(n));
+          const TypedRows ks(rng, type, n, dk), vs(rng, type, n, dv);
+          std::vector<float> qs(static_cast<size_t>(nq * dk));
+          for (auto& x : qs) x = normal(rng, 1.0f);
+          // Rows in reverse order in memory: attend must follow the pointers.
+          std::vector<const void*> k(static_cast<size_t>(n)), v(static_cast<size_t>(n)),
+              k32(static_cast<size_t>(n)), v32(static_cast<size_t>(n));
+          std::vector<const float*> kd(static_cast<size_t>(n)), vd(static_cast<size_t>(n));
+          for (int64_t p = 0; p < n; ++p) {
+            const size_t i = static_cast<size_t>(p);
+            k[i] = ks.row(n - 1 - p);
+            v[i] = vs.row(n - 1 - p);
+            k32[i] = kd[i] = ks.decoded_row(n - 1 - p);
+            v32[i] = vd[i] = vs.decoded_row(n - 1 - p);
+          }
+          std::vector<const float*> q(static_cast<size_t>(nq));
+          for (int h = 0; h < nq; ++h) q[static_cast<size_t>(h)] = qs.data() + h * dk;
+          const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+
+          const std::vector<float> ref = run_attend(attend_ref, q, k, v, type, dk, dv, scale);
+          EXPECT_TRUE(bitwise_equal(ref, run_attend(attend_ref, q, k32, v32, DType::F32, dk, dv, scale)))
+              << "reference: typed rows differ from their decoded f32 rows";
+          std::vector<float> vec;
+          if (vector) {
+            vec = run_attend(attend, q, k, v, type, dk, dv, scale);
+            EXPECT_TRUE(bitwise_equal(vec, run_attend(attend, q, k32, v32, DType::F32, dk, dv, scale)))
+                << "vector: typed rows differ from their decoded f32 rows";
+          }
+          for (int h = 0; h < nq; ++h) {
+            const std::vector<double> want = naive_attention(q[static_cast<size_t>(h)], kd, vd, dk, dv, scale);
+            for (int i = 0; i < dv; ++i) {
+              const size_t at = static_cast<size_t>(h * dv + i);
+              const double w = want[static_cast<size_t>(i)];
+              EXPECT_NEAR(ref[at], w, 2e-5 * (1.0 + std::abs(w))) << "reference head " << h << " elem " << i;
+              if (vector) {
+                EXPECT_NEAR(vec[at], w, 2e-5 * (1.0 + std::abs(w))) << "vector head " << h << " elem " << i;
+                EXPECT_NEAR(vec[at], ref[at], 2e-5 * (1.0 + std::abs(w))) << "vs reference, head " << h;
+              }
+            }
+            // Per-head invariance: the head alone gives the bits it got in the group.
+            const std::vector<const float*> one = {q[static_cast<size_t>(h)]};
+            const std::vector<float> ref1 = run_attend(attend_ref, one, k, v, type, dk, dv, scale);
+            EXPECT_EQ(0, std::memcmp(ref1.data(), ref.data() + h * dv, static_cast<size_t>(dv) * sizeof(float)))
+                << "reference, head " << h;
+            if (vector) {
+              const std::vector<float> vec1 = run_attend(attend, one, k, v, type, dk, dv, scale);
+              EXPECT_EQ(0, std::memcmp(vec1.data(), vec.data() + h * dv, static_cast<size_t>(dv) * sizeof(float)))
+                  << "vector, head " << h;
+            }
+          }
         }
       }
     }
   }
+}
+
+// A paged KV store of one layer, laid out as the CPU backend lays it out (kernels::KvLayer):
+// slot s of KV head g at row s * n_kv + g, each row row_size(type, d) bytes. Three sequences of
+// different lengths share it through shuffled block tables; every position of every sequence is
+// a query token (a ragged prefill batch) with n_heads query heads in GQA groups of
+// n_heads / n_kv. Each (token, KV head) is computed as the backend computes it: rows resolved
+// through the block table, the group split into calls of at most kAttendMaxHeads heads.
+TEST_P(AttendTest, PagedRaggedGqaBatchMatchesReference) {
+  IsaScope scope(GetParam());
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 13);
+  struct Case {
+    int n_heads, n_kv, dk, dv;
+  };
+  // Qwen2.5-0.5B's grouping (14 query heads on 2 KV heads, 64 dims), a group wider than one call
+  // (20 on 1), and an 8-on-4 grouping with unequal head sizes.
+  for (const Case& c : {Case{14, 2, 64, 64}, Case{20, 1, 32, 32}, Case{8, 4, 128, 64}}) {
+    for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " heads " + std::to_string(c.n_heads) + "/" +
+                   std::to_string(c.n_kv) + " dk " + std::to_string(c.dk) + " dv " + std::to_string(c.dv));
+      const int block_size = 16, num_blocks = 20;
+      const std::vector<int> lengths = {70, 1, 45};
+      std::vector<int32_t> blocks(num_blocks);
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), rng);
+      std::vector<std::vector<int32_t>> tables;
+      size_t next = 0;
+      for (int len : lengths) {
+        const size_t nb = static_cast<size_t>((len + block_size - 1) / block_size);
+        tables.emplace_back(blocks.begin() + static_cast<long>(next), blocks.begin() + static_cast<long>(next + nb));
+        next += nb;
+      }
+      ASSERT_LE(next, static_cast<size_t>(num_blocks));
+      const int64_t store_rows = static_cast<int64_t>(num_blocks) * block_size * c.n_kv;
+      const TypedRows keys(rng, type, store_rows, c.dk), values(rng, type, store_rows, c.dv);
+      const int group = c.n_heads / c.n_kv;
+      const float scale = 1.0f / std::sqrt(static_cast<float>(c.dk));
+      const bool vector = attend_available(c.dk, c.dv);
+      std::vector<float> qrow(static_cast<size_t>(c.n_heads * c.dk));
+      for (size_t s = 0; s < lengths.size(); ++s) {
+        for (int pos = 0; pos < lengths[s]; ++pos) {
+          for (auto& x : qrow) x = normal(rng, 1.0f);
+          for (int g = 0; g < c.n_kv; ++g) {
+            const int64_t n = pos + 1;
+            std::vector<const void*> k, v;
+            std::vector<const float*> kd, vd;
+            for (int64_t p = 0; p < n; ++p) {
+              const int64_t slot = static_cast<int64_t>(tables[s][static_cast<size_t>(p / block_size)]) * block_size + p % block_size;
+              const int64_t row = slot * c.n_kv + g;
+              k.push_back(keys.row(row));
+              v.push_back(values.row(row));
+              kd.push_back(keys.decoded_row(row));
+              vd.push_back(values.decoded_row(row));
+            }
+            for (int h0 = 0; h0 < group; h0 += kAttendMaxHeads) {
+              const int nq = std::min(group - h0, kAttendMaxHeads);
+              std::vector<const float*> q;
+              for (int i = 0; i < nq; ++i) q.push_back(qrow.data() + (g * group + h0 + i) * c.dk);
+              const std::vector<float> ref = run_attend(attend_ref, q, k, v, type, c.dk, c.dv, scale);
+              std::vector<float> vec;
+              if (vector) vec = run_attend(attend, q, k, v, type, c.dk, c.dv, scale);
+              for (int i = 0; i < nq; ++i) {
+                const std::vector<double> want = naive_attention(q[static_cast<size_t>(i)], kd, vd, c.dk, c.dv, scale);
+                for (int e = 0; e < c.dv; ++e) {
+                  const size_t at = static_cast<size_t>(i * c.dv + e);
+                  const double w = want[static_cast<size_t>(e)];
+                  ASSERT_NEAR(ref[at], w, 2e-5 * (1.0 + std::abs(w)))
+                      << "reference: seq " << s << " pos " << pos << " head " << g * group + h0 + i;
+                  if (vector) {
+                    ASSERT_NEAR(vec[at], ref[at], 2e-5 * (1.0 + std::abs(w)))
+                        << "vector vs reference: seq " << s << " pos " << pos << " head " << g * group + h0 + i;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AttendTypes, SupportedTypesAndShapes) {
+  EXPECT_TRUE(attend_type_supported(DType::F32, 8, 6));
+  EXPECT_TRUE(attend_type_supported(DType::F16, 8, 6));
+  EXPECT_TRUE(attend_type_supported(DType::Q8_0, 64, 32));
+  EXPECT_FALSE(attend_type_supported(DType::Q8_0, 16, 16));  // a block would straddle two heads
+  EXPECT_FALSE(attend_type_supported(DType::Q8_0, 64, 48));
+  EXPECT_FALSE(attend_type_supported(DType::Q4_0, 64, 64));
+  EXPECT_FALSE(attend_type_supported(DType::BF16, 64, 64));
+  EXPECT_FALSE(attend_type_supported(DType::F16, 0, 64));
 }
 
 TEST_P(AttendTest, SwigluMatchesDoubleFormula) {

@@ -29,6 +29,21 @@ TEST(KvSizing, Qwen25HalfBillionShape) {
   }
 }
 
+// Sequences of 1,000 tokens per GiB (src/kv/README.md's table): 63 blocks of 16 each, so the
+// blocks per GiB above divided by 63, rounded down; q8 holds 3.8x as many as f32.
+TEST(KvSizing, SequencesPerGibFollowTheElementType) {
+  const int64_t gib = int64_t{1} << 30;
+  EXPECT_EQ(*kv_sequences_for_budget(qwen05(KvElementType::kF32), gib, 1000), 2730 / 63);
+  EXPECT_EQ(*kv_sequences_for_budget(qwen05(KvElementType::kF16), gib, 1000), 5461 / 63);
+  EXPECT_EQ(*kv_sequences_for_budget(qwen05(KvElementType::kQ8_0), gib, 1000), 10280 / 63);
+  // A 1,008-token sequence still fits 63 blocks; 1,009 tokens need a 64th.
+  EXPECT_EQ(*kv_sequences_for_budget(qwen05(KvElementType::kF16), gib, 1008), 5461 / 63);
+  EXPECT_EQ(*kv_sequences_for_budget(qwen05(KvElementType::kF16), gib, 1009), 5461 / 64);
+  EXPECT_FALSE(kv_sequences_for_budget(qwen05(KvElementType::kF16), gib, 0).ok());
+  EXPECT_FALSE(kv_sequences_for_budget(qwen05(KvElementType::kF16), -1, 1000).ok());
+  EXPECT_FALSE(kv_sequences_for_budget(KvShape{24, 2, 48, 48, KvElementType::kQ8_0, 16}, gib, 1000).ok());
+}
+
 TEST(KvSizing, RejectsBadShapesAndRoundsDown) {
   EXPECT_FALSE(kv_bytes_per_block(KvShape{24, 2, 48, 48, KvElementType::kQ8_0, 16}).ok());
   EXPECT_FALSE(kv_bytes_per_block(KvShape{0, 2, 64, 64, KvElementType::kF16, 16}).ok());

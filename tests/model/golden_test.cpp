@@ -1,13 +1,20 @@
 // Golden tests: for every model in ../shared/models, our logits against the reference
 // implementation's (../shared/golden/<model>.json, see ../shared/README.md).
 //
+// Each model runs with the default F16 KV cache (LogitsAndGreedyMatchReference), with an F32 KV
+// cache (same bounds) and with a Q8_0 KV cache (its own bound, below).
+//
 // Bounds on max |our logit - reference logit| over the 8 reference top-k tokens at every prompt
 // position and over all logits of case 0's last position (logits span about +-5 on these models):
-//  - F16 models: 2e-2 (measured: 2.5e-3 .. 1.7e-2, the largest on qwen3moe).
+//  - F16 models: kF16Bound (measured, top-k / last logits, at every ISA level: f16 KV 2.4e-3 ..
+//    1.99e-2, f32 KV 2.5e-3 .. 1.7e-2; the largest on qwen3moe either way).
 //  - Quantized models (small-llama-spm-{Q8_0,Q4_0,Q4_K_M}): kQuantizedBound below. The reference
 //    quantizes activations to 8-bit blocks inside every matmul (Q8_0 for Q4_0/Q8_0 weights, Q8_K
 //    for K-quants) and keeps K/V in f16; we multiply dequantized weights with f32 activations and
-//    keep K/V in f32. FirstPositionMatchesWithEmulatedReferenceRounding shows that this is the
+//    compute attention in f32 on K/V kept in f16 (default) or f32. The reference also rounds q
+//    (and the softmax weights) to f16 for its f16 K/V products, which we do not, so storing K/V
+//    in f16 alone moves the diffs only a little, mostly down (see kF16Bound).
+//    FirstPositionMatchesWithEmulatedReferenceRounding shows that activation rounding is the
 //    whole story where attention does not mix tokens: emulating that rounding, position 0 agrees
 //    to 4e-6 (the golden files' printed precision).
 // Top-1: wherever the reference's top-1 leads its runner-up by more than the bound, our argmax
@@ -34,12 +41,26 @@
 namespace cadenza::model {
 namespace {
 
-constexpr double kF16Bound = 2e-2;
-// Measured max |diff| (top-k, last logits): Q8_0 0.051, 0.062; Q4_0 0.048, 0.059; Q4_K_M 0.067,
-// 0.084 (8-bit activation rounding accumulated over 2 layers and the 256-wide output projection).
-// 0.12 keeps about 1.4x headroom for reduction-order changes (SIMD kernels) while a real bug shows
-// up as errors of order 1.
+// Measured max top-k |diff| with f16 KV (f32 KV): licenses 0.0045 (0.0052), tiny-llama 0.0024
+// (0.0025), llama3 0.0071 (0.0074), mixtral 0.0039 (0.0027), qwen2 0.0118 (0.0133), qwen3 0.0083
+// (0.0086), qwen3moe 0.0199 (0.0169). qwen3moe with f16 K/V sits at the old 0.02, hence 0.025.
+constexpr double kF16Bound = 2.5e-2;
+// Measured max |diff| (top-k, last logits) with f32 KV: Q8_0 0.051-0.053, 0.059-0.062; Q4_0
+// 0.048-0.060, 0.059-0.071; Q4_K_M 0.063-0.067, 0.084-0.103. With f16 KV: Q8_0 0.042-0.051,
+// 0.079; Q4_0 0.040-0.048, 0.077; Q4_K_M 0.061-0.067, 0.091 (8-bit activation rounding
+// accumulated over 2 layers and the 256-wide output projection; ranges over the ISA levels).
+// 0.12 keeps headroom for reduction-order changes (SIMD kernels) while a real bug shows up as
+// errors of order 1.
 constexpr double kQuantizedBound = 0.12;
+// Q8_0 K/V (LogitsCloseToReferenceWithQ8KvCache; only models with head dims that are multiples
+// of 32: licenses, qwen3, qwen3moe, small-llama-*). Measured max |diff| (top-k, last logits) at
+// every ISA level: licenses 0.091, 0.036; qwen3 0.086, 0.092; Q8_0 0.051-0.056, 0.066-0.088; Q4_0
+// 0.048-0.055, 0.066-0.081; Q4_K_M 0.068-0.076, 0.086-0.114. 0.15 is 1.3x the largest.
+constexpr double kQ8KvBound = 0.15;
+// MoE models under Q8_0 K/V: the K/V rounding flips near-tied expert choices at a few positions,
+// which moves those logits by O(1) (qwen3moe: 16 of 2352 top-k logits over kQ8KvBound, up to 2.1;
+// 1 of 232 top-1 tokens; greedy continuations all equal). Up to 2% of either may be off.
+constexpr double kQ8KvMoeOutliers = 0.02;
 
 std::vector<std::string> shared_models() {
   std::vector<std::string> names;
@@ -62,15 +83,21 @@ struct GoldenStats {
   double max_topk_diff = 0;
   double max_last_diff = 0;
   int top1_checked = 0;
+  int top1_mismatched = 0;
+  int topk_checked = 0;  // (position, token) pairs compared
+  int topk_over = 0;     // of which over the bound
   int greedy_matched = 0;  // tokens of the greedy prefix equal to the reference's, all cases
   int greedy_total = 0;
   double seconds = 0;
 };
 
-// Runs every golden case of `name` on `backend`, checking logits against `bound` and (when
-// require_greedy) the greedy continuation for equality.
-void run_golden(const std::string& name, kernels::Backend& backend, double bound,
-                bool require_greedy, GoldenStats& stats) {
+// Runs every golden case of `name` on `backend` with a KV cache of `kv_type`, checking logits
+// against `bound` and (when require_greedy) the greedy continuation for equality. With
+// max_outlier_fraction > 0, top-k logits over the bound and top-1 mismatches are counted instead
+// of failing one by one, and at most that fraction of each may occur (MoE models under q8 KV).
+void run_golden(const std::string& name, kernels::Backend& backend, DType kv_type, double bound,
+                bool require_greedy, GoldenStats& stats, double max_outlier_fraction = 0) {
+  const bool strict = max_outlier_fraction == 0;
   const std::filesystem::path dir = test::shared_dir();
   const std::filesystem::path model_path = dir / "models" / (name + ".gguf");
   const std::filesystem::path golden_path = dir / "golden" / (name + ".json");
@@ -93,6 +120,7 @@ void run_golden(const std::string& name, kernels::Backend& backend, double bound
 
     SessionOptions options;
     options.max_tokens = static_cast<int32_t>(n + greedy.size() + 1);
+    options.kv_type = kv_type;
     Result<std::unique_ptr<Session>> session = Session::create(**model, options);
     ASSERT_TRUE(session) << session.error();
     Result<std::vector<float>> logits = (*session)->eval_all(tokens);
@@ -107,12 +135,19 @@ void run_golden(const std::string& name, kernels::Backend& backend, double bound
         const int64_t id = pair[0].get<int64_t>();
         const double diff = std::abs(static_cast<double>(ours[id]) - pair[1].get<double>());
         stats.max_topk_diff = std::max(stats.max_topk_diff, diff);
-        EXPECT_LE(diff, bound) << "position " << pos << " token " << id;
+        ++stats.topk_checked;
+        if (diff > bound) ++stats.topk_over;
+        if (strict) {
+          EXPECT_LE(diff, bound) << "position " << pos << " token " << id;
+        }
       }
       const double lead = ref[0][1].get<double>() - ref[1][1].get<double>();
       if (lead > bound) {
         ++stats.top1_checked;
-        EXPECT_EQ(argmax(ours, n_vocab), ref[0][0].get<int32_t>()) << "position " << pos;
+        if (argmax(ours, n_vocab) != ref[0][0].get<int32_t>()) ++stats.top1_mismatched;
+        if (strict) {
+          EXPECT_EQ(argmax(ours, n_vocab), ref[0][0].get<int32_t>()) << "position " << pos;
+        }
       }
     }
     if (c.contains("last_logits")) {
@@ -124,7 +159,9 @@ void run_golden(const std::string& name, kernels::Backend& backend, double bound
         max_diff = std::max(max_diff, std::abs(static_cast<double>(ours[i]) - last[i]));
       }
       stats.max_last_diff = std::max(stats.max_last_diff, max_diff);
-      EXPECT_LE(max_diff, bound);
+      if (strict) {
+        EXPECT_LE(max_diff, bound);
+      }
     }
 
     // Greedy continuation: argmax, feed it back, 16 times.
@@ -145,13 +182,20 @@ void run_golden(const std::string& name, kernels::Backend& backend, double bound
       EXPECT_EQ(generated, greedy);
     }
   }
+  if (!strict) {
+    EXPECT_LE(stats.topk_over, max_outlier_fraction * stats.topk_checked)
+        << stats.topk_over << " of " << stats.topk_checked << " top-k logits over " << bound;
+    EXPECT_LE(stats.top1_mismatched, max_outlier_fraction * stats.top1_checked)
+        << stats.top1_mismatched << " of " << stats.top1_checked << " top-1 tokens differ";
+  }
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void report(const std::string& label, const std::string& name, double bound, const GoldenStats& s) {
   std::cout << "[" << label << "] " << name << ": max |diff| top-k " << s.max_topk_diff
-            << ", last logits " << s.max_last_diff << " (bound " << bound << "); top-1 checked at "
-            << s.top1_checked << " positions; greedy prefix match " << s.greedy_matched << "/"
+            << ", last logits " << s.max_last_diff << " (bound " << bound << "; " << s.topk_over
+            << " of " << s.topk_checked << " top-k over it); top-1 checked at " << s.top1_checked
+            << " positions (" << s.top1_mismatched << " differ); greedy prefix match " << s.greedy_matched << "/"
             << s.greedy_total << " (" << s.seconds << " s)\n";
 }
 
@@ -164,12 +208,55 @@ TEST_P(GoldenTest, LogitsAndGreedyMatchReference) {
   const double bound = is_f16 ? kF16Bound : kQuantizedBound;
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend();
   GoldenStats stats;
-  run_golden(name, *backend, bound, /*require_greedy=*/is_f16, stats);
-  report("golden", name, bound, stats);
+  run_golden(name, *backend, DType::F16, bound, /*require_greedy=*/is_f16, stats);
+  report("golden, f16 KV", name, bound, stats);
   RecordProperty("max_topk_diff", std::to_string(stats.max_topk_diff));
   RecordProperty("max_last_logits_diff", std::to_string(stats.max_last_diff));
   RecordProperty("greedy_matched",
                  std::to_string(stats.greedy_matched) + "/" + std::to_string(stats.greedy_total));
+}
+
+// The F32 KV cache (--kv-cache-type f32): the same bounds and checks.
+TEST_P(GoldenTest, LogitsAndGreedyMatchReferenceWithF32KvCache) {
+  CADENZA_REQUIRE_SHARED();
+  const std::string name = GetParam();
+  const bool is_f16 = name.find("f16") != std::string::npos;
+  const double bound = is_f16 ? kF16Bound : kQuantizedBound;
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend();
+  GoldenStats stats;
+  run_golden(name, *backend, DType::F32, bound, /*require_greedy=*/is_f16, stats);
+  report("golden, f32 KV", name, bound, stats);
+}
+
+// The Q8_0 KV cache (--kv-cache-type q8): K/V rounded to 8 bits per value (a scale per 32) move
+// the logits further from the reference (which keeps f16 K/V), so the bound is kQ8KvBound and
+// the greedy continuation is reported, not required. Models whose head dims are not multiples of
+// 32 cannot use it (KvCache::create refuses; checked here) and are reported as skipped.
+TEST_P(GoldenTest, LogitsCloseToReferenceWithQ8KvCache) {
+  CADENZA_REQUIRE_SHARED();
+  const std::string name = GetParam();
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend();
+  bool moe = false;
+  {
+    const std::filesystem::path path = test::shared_dir() / "models" / (name + ".gguf");
+    Result<std::unique_ptr<Model>> model = Model::open(path.string(), *backend);
+    ASSERT_TRUE(model) << model.error();
+    const ModelConfig& config = (*model)->config();
+    moe = config.n_experts > 0;
+    if (config.head_dim_k % 32 != 0 || config.head_dim_v % 32 != 0) {
+      Result<std::unique_ptr<KvCache>> kv =
+          (*model)->create_kv_cache({.num_blocks = 1, .block_size = 16, .type = DType::Q8_0});
+      ASSERT_FALSE(kv);
+      EXPECT_NE(kv.error().find("multiples of 32"), std::string::npos) << kv.error();
+      GTEST_SKIP() << "SKIPPED: " << name << " has head dims " << config.head_dim_k << "/"
+                   << config.head_dim_v
+                   << "; a q8 KV cache needs multiples of 32 (refused, as checked)";
+    }
+  }
+  GoldenStats stats;
+  run_golden(name, *backend, DType::Q8_0, kQ8KvBound, /*require_greedy=*/false, stats,
+             moe ? kQ8KvMoeOutliers : 0.0);
+  report("golden, q8 KV", name, kQ8KvBound, stats);
 }
 
 // Position 0 of every case (the first token attends only to itself, so no softmax mixing is

@@ -106,7 +106,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  bool supports_kv_type(DType type) const override { return type == DType::F32; }
+  bool supports_kv_type(DType type) const override { return cpu::kv_type_supported(type); }
 
   void get_rows(const Weight& table, IndexMatrix ids, Matrix out) override {
     cpu::get_rows(pool_, cpu_weight(table), ids, out);
@@ -142,12 +142,10 @@ class CpuBackend final : public Backend {
     cpu::rope(pool_, x, n_heads, head_dim, positions, params, factors);
   }
   void kv_write(const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) override {
-    assert(kv.type == DType::F32);
     cpu::kv_write(pool_, kv, k, v, slots);
   }
   void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
                  float scale, Matrix out) override {
-    assert(kv.type == DType::F32);
     cpu::attention(pool_, q, kv, batch, n_heads, scale, out);
   }
   void route_experts(Matrix router_logits, const RoutingParams& params, IndexMatrix expert_ids,

@@ -96,7 +96,11 @@ void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& 
                    IndexMatrix expert_ids, Matrix expert_weights);
 void weighted_sum_slots(ThreadPool& pool, Matrix slot_rows, Matrix weights, Matrix out);
 
-// F32 KV store only.
+// KV stores of F32, F16 or Q8_0 (kv_type_supported; Q8_0 needs head dims that are multiples of
+// 32, which model::KvCache checks). kv_write converts the f32 rows to the store's type (F16:
+// round to nearest even; Q8_0: quantize_row per block of 32, so each head row on its own);
+// attention decodes them exactly to f32 (simd/attention.h).
+bool kv_type_supported(DType type);
 void kv_write(ThreadPool& pool, const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots);
 void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBatch& batch,
                int32_t n_heads, float scale, Matrix out);

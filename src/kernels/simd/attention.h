@@ -1,32 +1,58 @@
-// Vectorised inner loop of the CPU backend's paged attention (AVX-512), with run-time dispatch;
-// also SwiGLU, which shares the vector exp.
+// Paged-attention inner loop of the CPU backend (one token's GQA group over its K/V rows), with a
+// scalar reference and an AVX-512 path chosen at run time; also SwiGLU, which shares the vector
+// exp.
 //
 // attend(): the heads of one GQA group of one token (nq query rows sharing one KV head) over the
 // token's n positions, whose K and V rows the caller has resolved through the block table:
 //   out_h = sum_p softmax_p(scale * q_h . k_p) * v_p
-// as an online softmax over fixed chunks of kAttendChunk positions, in position order. Per head
-// the arithmetic depends only on q_h, the K/V rows and n (not on nq, the block size, the batch or
-// the thread): batch invariant for a given ISA level. Each K/V row is loaded once for all nq heads.
+// as an online softmax over fixed chunks of kAttendChunk positions, in position order.
 //
-// Contracts: dk and dv multiples of 16; 1 <= nq <= kAttendMaxHeads; n >= 1; rows need no
-// alignment; out rows must not alias q or K/V. scratch: attend_scratch_floats(nq, dv) floats.
-// Thread-safety: pure; concurrent calls with distinct outputs and scratch are fine.
+// K/V element types (`type`; the row of one head of one token, n elements):
+//   F32   n floats
+//   F16   n IEEE binary16 values
+//   Q8_0  n/32 blocks of tensor/blocks.h BlockQ8_0 (f16 scale d + 32 int8 q; value = d * q)
+// Every element decodes exactly to f32 (an f16 is an f32; d * q has at most 19 significant bits),
+// and both paths decode each chunk's rows to f32 before using them. So for a given path the
+// result for F16/Q8_0 rows is bit for bit the result for their decoded F32 rows: the element type
+// changes the stored values, never the arithmetic.
+//
+// Batch invariance: per head the arithmetic depends only on q_h, the K/V rows and n (not on nq,
+// the block size, the batch or the thread), for a given path (attend_ref or the vector path of the
+// active ISA level).
+//
+// Contracts: 1 <= nq <= kAttendMaxHeads; n >= 1; dk, dv >= 1 (Q8_0: multiples of 32); rows need
+// no alignment; out rows must not alias q or K/V. scratch: attend_scratch_floats(nq, dk, dv)
+// floats. Thread-safety: pure; concurrent calls with distinct outputs and scratch are fine.
 #pragma once
 
 #include <cstdint>
+
+#include "tensor/dtype.h"
 
 namespace cadenza::simd {
 
 inline constexpr int kAttendChunk = 32;
 inline constexpr int kAttendMaxHeads = 16;
 
-// Whether attend() runs at the active ISA level (avx512 and above) for these head sizes.
+// Whether the vector attend() runs at the active ISA level (avx512 and above) for these head
+// sizes (multiples of 16).
 bool attend_available(int dk, int dv);
-inline int64_t attend_scratch_floats(int nq, int dv) {
-  return static_cast<int64_t>(nq) * (kAttendChunk + dv);
+// Whether attend()/attend_ref() accept K/V rows of `type` with these head sizes: F32 and F16
+// always (dk, dv >= 1), Q8_0 when dk and dv are multiples of 32.
+bool attend_type_supported(DType type, int dk, int dv);
+inline int64_t attend_scratch_floats(int nq, int dk, int dv) {
+  return static_cast<int64_t>(nq) * (kAttendChunk + dv) +
+         static_cast<int64_t>(kAttendChunk) * (dk + dv);
 }
-void attend(const float* const* q, int nq, const float* const* k_rows, const float* const* v_rows,
-            int64_t n, int dk, int dv, float scale, float* const* out, float* scratch);
+
+// The vector path (requires attend_available(dk, dv) and attend_type_supported(type, dk, dv)).
+void attend(const float* const* q, int nq, const void* const* k_rows, const void* const* v_rows,
+            DType type, int64_t n, int dk, int dv, float scale, float* const* out, float* scratch);
+// The scalar reference (any level): scores by dot products of 8 interleaved partial sums
+// (element i to sum i % 8, combined pairwise), std::exp, values accumulated element by element.
+void attend_ref(const float* const* q, int nq, const void* const* k_rows,
+                const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
+                float* const* out, float* scratch);
 
 // out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i] with a vector exp
 // (relative error ~3e-7), for i < n. Available when attend_available(16, 16) (avx512 and above).
@@ -35,8 +61,8 @@ void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
 namespace detail {
 void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n);
-void attend_avx512(const float* const* q, int nq, const float* const* k_rows,
-                   const float* const* v_rows, int64_t n, int dk, int dv, float scale,
+void attend_avx512(const float* const* q, int nq, const void* const* k_rows,
+                   const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
                    float* const* out, float* scratch);
 }  // namespace detail
 

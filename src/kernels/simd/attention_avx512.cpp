@@ -1,5 +1,7 @@
 // AVX-512 attention inner loop (attention.h). Compiled with the avx512 flags; everything in an
 // anonymous namespace or a plain function (see internal.h for why); exp is a vector polynomial.
+// F16 / Q8_0 K/V rows are decoded per chunk of 32 positions into scratch (vcvtph2ps; int8 -> f32
+// times the block's f16 scale), then the chunk runs the F32 instructions.
 //
 // Per (head, position): the dot product is a chain of fmas over dk/16 vectors, then the 16 lanes
 // are summed by a fixed transposing tree shared by 16 positions (sum16); per chunk the running max, the chunk's weights (vector exp) and their sum
@@ -89,14 +91,44 @@ void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n) {
 
 namespace {
 
+// Decodes `count` rows of n elements (a multiple of 16; 32 for Q8_0) of type T to f32 at
+// dst + j * n. Exact: vcvtph2ps, and d * q with d from _cvtsh_ss (f16c), as dequantize_row does.
+template <DType T>
+void decode_rows(const void* const* rows, int count, int n, float* dst) {
+  for (int j = 0; j < count; ++j) {
+    float* o = dst + static_cast<int64_t>(j) * n;
+    if constexpr (T == DType::F16) {
+      const auto* h = static_cast<const uint8_t*>(rows[j]);
+      for (int i = 0; i < n; i += 16)
+        _mm512_storeu_ps(o + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + 2 * i))));
+    } else {
+      static_assert(T == DType::Q8_0);
+      const auto* b = static_cast<const uint8_t*>(rows[j]);
+      for (int i = 0; i < n; i += 32, b += 34) {
+        uint16_t bits;
+        __builtin_memcpy(&bits, b, 2);
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(bits));
+        const __m512 lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2))));
+        const __m512 hi = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 18))));
+        _mm512_storeu_ps(o + i, _mm512_mul_ps(lo, d));
+        _mm512_storeu_ps(o + i + 16, _mm512_mul_ps(hi, d));
+      }
+    }
+  }
+}
+
 // KC = dk / 16 and NV = dv / 16 when known at compile time (the common head sizes), 0 otherwise:
 // the same instructions either way, fully unrolled with the accumulators in registers when known.
-template <int KC, int NV>
-void attend_impl(const float* const* q, int nq, const float* const* k_rows,
-                 const float* const* v_rows, int64_t n, int dk, int dv, float scale,
+// T: the K/V element type; F16/Q8_0 rows are decoded to f32 per chunk (once for all nq heads)
+// and then go through exactly the F32 instructions.
+template <int KC, int NV, DType T>
+void attend_impl(const float* const* q, int nq, const void* const* k_rows,
+                 const void* const* v_rows, int64_t n, int dk, int dv, float scale,
                  float* const* out, float* scratch) {
   float* scores = scratch;                       // [nq][kAttendChunk]
   float* acc = scratch + nq * kAttendChunk;      // [nq][dv]
+  float* k_dec = acc + nq * dv;                  // [kAttendChunk][dk] (F16/Q8_0)
+  float* v_dec = k_dec + kAttendChunk * dk;      // [kAttendChunk][dv] (F16/Q8_0)
   float running_max[kAttendMaxHeads], running_sum[kAttendMaxHeads];
   for (int h = 0; h < nq; ++h) {
     running_max[h] = -__builtin_inff();
@@ -104,8 +136,23 @@ void attend_impl(const float* const* q, int nq, const float* const* k_rows,
     for (int i = 0; i < dv; i += 16) _mm512_storeu_ps(acc + h * dv + i, _mm512_setzero_ps());
   }
   const int kc = KC > 0 ? KC : dk / 16;
+  const float* kr[kAttendChunk];
+  const float* vr[kAttendChunk];
   for (int64_t start = 0; start < n; start += kAttendChunk) {
     const int count = static_cast<int>(n - start < kAttendChunk ? n - start : kAttendChunk);
+    if constexpr (T == DType::F32) {
+      for (int j = 0; j < count; ++j) {
+        kr[j] = static_cast<const float*>(k_rows[start + j]);
+        vr[j] = static_cast<const float*>(v_rows[start + j]);
+      }
+    } else {
+      decode_rows<T>(k_rows + start, count, dk, k_dec);
+      decode_rows<T>(v_rows + start, count, dv, v_dec);
+      for (int j = 0; j < count; ++j) {
+        kr[j] = k_dec + j * dk;
+        vr[j] = v_dec + j * dv;
+      }
+    }
     // Scores, 16 positions at a time per head: 16 fma chains, then one transposing reduction
     // (lane j = position j's sum); positions past `count` are zero and masked below.
     for (int h = 0; h < nq; ++h) {
@@ -117,7 +164,7 @@ void attend_impl(const float* const* q, int nq, const float* const* k_rows,
             part[jj] = _mm512_setzero_ps();
             continue;
           }
-          const float* kp = k_rows[start + g + jj];
+          const float* kp = kr[g + jj];
           __m512 acc_s = _mm512_mul_ps(_mm512_loadu_ps(qh), _mm512_loadu_ps(kp));
           for (int c = 1; c < kc; ++c)
             acc_s = _mm512_fmadd_ps(_mm512_loadu_ps(qh + 16 * c), _mm512_loadu_ps(kp + 16 * c), acc_s);
@@ -151,7 +198,7 @@ void attend_impl(const float* const* q, int nq, const float* const* k_rows,
         __m512 a[8];
         for (int c = 0; c < nv; ++c) a[c] = _mm512_mul_ps(_mm512_loadu_ps(acc + h * dv + i0 + 16 * c), corr);
         for (int j = 0; j < count; ++j) {
-          const float* vp = v_rows[start + j] + i0;
+          const float* vp = vr[j] + i0;
           const __m512 pj = _mm512_set1_ps(sh[j]);
           for (int c = 0; c < nv; ++c) a[c] = _mm512_fmadd_ps(pj, _mm512_loadu_ps(vp + 16 * c), a[c]);
         }
@@ -166,14 +213,25 @@ void attend_impl(const float* const* q, int nq, const float* const* k_rows,
   }
 }
 
+template <DType T>
+void attend_typed(const float* const* q, int nq, const void* const* k_rows,
+                  const void* const* v_rows, int64_t n, int dk, int dv, float scale,
+                  float* const* out, float* scratch) {
+  if (dk == 64 && dv == 64) return attend_impl<4, 4, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+  if (dk == 128 && dv == 128) return attend_impl<8, 8, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+  attend_impl<0, 0, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+}
+
 }  // namespace
 
-void attend_avx512(const float* const* q, int nq, const float* const* k_rows,
-                   const float* const* v_rows, int64_t n, int dk, int dv, float scale,
+void attend_avx512(const float* const* q, int nq, const void* const* k_rows,
+                   const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
                    float* const* out, float* scratch) {
-  if (dk == 64 && dv == 64) return attend_impl<4, 4>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
-  if (dk == 128 && dv == 128) return attend_impl<8, 8>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
-  attend_impl<0, 0>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+  switch (type) {
+    case DType::F16: return attend_typed<DType::F16>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+    case DType::Q8_0: return attend_typed<DType::Q8_0>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+    default: return attend_typed<DType::F32>(q, nq, k_rows, v_rows, n, dk, dv, scale, out, scratch);
+  }
 }
 
 }  // namespace cadenza::simd::detail

@@ -20,6 +20,8 @@ using tcp = boost::asio::ip::tcp;
 namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
+constexpr auto kCloseTimeout = std::chrono::seconds(5);
 
 // A client-provided X-Request-Id is kept when it is short and printable.
 bool acceptable_request_id(std::string_view id) {
@@ -37,31 +39,49 @@ std::string head_lines(int status, const std::string& request_id) {
 
 }  // namespace
 
-Session::Session(tcp::socket socket, ServerContext& ctx)
-    : stream_(std::move(socket)), ctx_(ctx), router_(ctx) {}
-
-void Session::start() {
-  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->do_read(); });
+template <class Stream>
+void Session<Stream>::start() {
+  net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+    if constexpr (kTls) {
+      self->lowest().expires_after(kHandshakeTimeout);
+      self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
+        if (ec) {
+          // Not TLS, a bad certificate on the client's side, a
+          // timeout: nothing to answer.
+          spdlog::debug("TLS handshake: {}", ec.message());
+          beast::error_code ignored;
+          self->lowest().socket().close(ignored);
+          return;
+        }
+        self->do_read();
+      });
+    } else {
+      self->do_read();
+    }
+  });
 }
 
-void Session::do_read() {
+template <class Stream>
+void Session<Stream>::do_read() {
   if (gone_) return;
   parser_.emplace();
   parser_->body_limit(ctx_.max_body_bytes);
   parser_->header_limit(16 * 1024);
-  stream_.expires_after(kIdleTimeout);
-  http::async_read_header(stream_, buffer_, *parser_,
-                          beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  lowest().expires_after(kIdleTimeout);
+  http::async_read_header(
+      stream_, buffer_, *parser_,
+      beast::bind_front_handler(&Session<Stream>::on_header, this->shared_from_this()));
 }
 
-void Session::on_header(beast::error_code ec, size_t bytes) {
+template <class Stream>
+void Session<Stream>::on_header(beast::error_code ec, size_t bytes) {
   if (ec) {
     on_read(ec, bytes);  // includes a Content-Length over the body limit
     return;
   }
-  auto read_body = [self = shared_from_this()] {
+  auto read_body = [self = this->shared_from_this()] {
     http::async_read(self->stream_, self->buffer_, *self->parser_,
-                     beast::bind_front_handler(&Session::on_read, self));
+                     beast::bind_front_handler(&Session<Stream>::on_read, self));
   };
   const auto& h = parser_->get();
   auto expect = h.find(http::field::expect);
@@ -69,7 +89,7 @@ void Session::on_header(beast::error_code ec, size_t bytes) {
     // curl and others wait for this before sending a large body.
     static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
     net::async_write(stream_, net::buffer(kContinue),
-                     [self = shared_from_this(), read_body](beast::error_code wec, size_t) {
+                     [self = this->shared_from_this(), read_body](beast::error_code wec, size_t) {
                        if (wec) {
                          self->on_read(wec, 0);
                          return;
@@ -81,12 +101,14 @@ void Session::on_header(beast::error_code ec, size_t bytes) {
   read_body();
 }
 
-void Session::on_read(beast::error_code ec, size_t) {
-  if (ec == http::error::end_of_stream || ec == net::error::eof ||
-      ec == beast::error::timeout || ec == net::error::operation_aborted ||
-      ec == net::error::connection_reset) {
+template <class Stream>
+void Session<Stream>::on_read(beast::error_code ec, size_t) {
+  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == beast::error::timeout ||
+      ec == net::error::operation_aborted || ec == net::error::connection_reset ||
+      ec == net::ssl::error::stream_truncated || ec.category() == net::error::get_ssl_category()) {
+    // (TLS: the client closed without close_notify, or the TLS layer failed: nothing to answer.)
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
     return;
   }
   started_ = std::chrono::steady_clock::now();
@@ -118,8 +140,9 @@ void Session::on_read(beast::error_code ec, size_t) {
   handle_request();
 }
 
-void Session::handle_request() {
-  stream_.expires_never();
+template <class Stream>
+void Session<Stream>::handle_request() {
+  lowest().expires_never();
   if (ctx_.draining.load()) keep_alive_ = false;  // connections end with their response
   RouteResult routed = router_.handle(req_);
   route_ = routed.route;
@@ -130,12 +153,13 @@ void Session::handle_request() {
   start_generation(std::move(routed));
 }
 
-void Session::start_generation(RouteResult routed) {
+template <class Stream>
+void Session<Stream>::start_generation(RouteResult routed) {
   GenerationPlan& plan = *routed.generation;
   job_ = std::move(plan.job);
   headers_sent_ = false;
   generating_ = true;
-  auto self = shared_from_this();
+  auto self = this->shared_from_this();
   const uint64_t seq = ++gen_seq_;
   GenSink sink = [self, seq](GenEvent e) {
     net::post(self->stream_.get_executor(), [self, seq, e = std::move(e)]() mutable {
@@ -171,15 +195,23 @@ void Session::start_generation(RouteResult routed) {
   watch();
 }
 
-void Session::watch() {
+template <class Stream>
+void Session<Stream>::watch() {
   if (watching_ || gone_) return;
   watching_ = true;
-  stream_.async_read_some(net::buffer(watch_buf_),
-                          beast::bind_front_handler(&Session::on_watch, shared_from_this()));
+  stream_.async_read_some(
+      net::buffer(watch_buf_),
+      beast::bind_front_handler(&Session<Stream>::on_watch, this->shared_from_this()));
 }
 
-void Session::on_watch(beast::error_code ec, size_t bytes) {
+template <class Stream>
+void Session<Stream>::on_watch(beast::error_code ec, size_t bytes) {
   watching_ = false;
+  if (close_after_watch_) {
+    close_after_watch_ = false;
+    close_connection();
+    return;
+  }
   if (!ec) {
     // Pipelined bytes of the next request: keep them for the parser.
     auto dst = buffer_.prepare(bytes);
@@ -201,7 +233,8 @@ void Session::on_watch(beast::error_code ec, size_t bytes) {
   if (ec != net::error::operation_aborted) client_gone();
 }
 
-void Session::client_gone() {
+template <class Stream>
+void Session<Stream>::client_gone() {
   if (gone_) return;
   gone_ = true;
   if (generating_) {
@@ -209,10 +242,11 @@ void Session::client_gone() {
     ctx_.bridge->abort(ticket_);
   }
   beast::error_code ignored;
-  stream_.socket().close(ignored);
+  lowest().socket().close(ignored);
 }
 
-void Session::fail_generation(const ApiError& e) {
+template <class Stream>
+void Session<Stream>::fail_generation(const ApiError& e) {
   ctx_.bridge->abort(ticket_);
   if (!headers_sent_) {
     reply(error_reply(e));
@@ -223,7 +257,8 @@ void Session::fail_generation(const ApiError& e) {
   send(http_chunk(sse) + std::string(kLastChunk), true);
 }
 
-void Session::on_gen_event(uint64_t seq, GenEvent e) {
+template <class Stream>
+void Session<Stream>::on_gen_event(uint64_t seq, GenEvent e) {
   // Events of an earlier generation (ended early by an error) or after the end are dropped.
   if (seq != gen_seq_ || !job_) return;
   const bool was_error = job_->error().has_value();
@@ -266,7 +301,8 @@ void Session::on_gen_event(uint64_t seq, GenEvent e) {
   }
 }
 
-void Session::reply(const HttpReply& r, bool last) {
+template <class Stream>
+void Session<Stream>::reply(const HttpReply& r, bool last) {
   status_ = r.status;
   std::string out = head_lines(r.status, request_id_);
   for (const auto& [k, v] : r.headers) out += fmt::format("{}: {}\r\n", k, v);
@@ -277,21 +313,24 @@ void Session::reply(const HttpReply& r, bool last) {
   send(std::move(out), last);
 }
 
-void Session::send(std::string bytes, bool last) {
+template <class Stream>
+void Session<Stream>::send(std::string bytes, bool last) {
   if (gone_) return;
   out_.push_back(std::move(bytes));
   if (last) response_complete_ = true;
   if (!writing_) do_write();
 }
 
-void Session::do_write() {
+template <class Stream>
+void Session<Stream>::do_write() {
   if (out_.empty() || gone_) return;
   writing_ = true;
   net::async_write(stream_, net::buffer(out_.front()),
-                   beast::bind_front_handler(&Session::on_write, shared_from_this()));
+                   beast::bind_front_handler(&Session<Stream>::on_write, this->shared_from_this()));
 }
 
-void Session::on_write(beast::error_code ec, size_t) {
+template <class Stream>
+void Session<Stream>::on_write(beast::error_code ec, size_t) {
   writing_ = false;
   if (ec) {
     client_gone();
@@ -309,7 +348,8 @@ void Session::on_write(beast::error_code ec, size_t) {
   if (response_complete_) response_done();
 }
 
-void Session::response_done() {
+template <class Stream>
+void Session<Stream>::response_done() {
   response_complete_ = false;
   log_access(status_);
   if (counted_) {
@@ -322,39 +362,57 @@ void Session::response_done() {
     generating_ = false;
   }
   if (!keep_alive_) {
-    // Half-close, then read and discard what the client still sends (e.g. the rest of a body
-    // over the limit) so that closing does not reset the connection before it reads the answer.
-    beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
     if (watching_) {
-      gone_ = true;  // the pending watch read ends the connection
+      // Stop the disconnect watch first (TLS cannot shut down while a read is pending).
+      close_after_watch_ = true;
+      lowest().socket().cancel();
       return;
     }
-    drain_and_close();
+    close_connection();
     return;
   }
   if (watching_) {
     resume_after_watch_ = true;
-    stream_.socket().cancel();
+    lowest().socket().cancel();
     return;
   }
   do_read();
 }
 
-void Session::drain_and_close() {
-  stream_.expires_after(std::chrono::seconds(5));
+template <class Stream>
+void Session<Stream>::close_connection() {
+  gone_ = true;  // nothing more is written
+  if constexpr (kTls) {
+    lowest().expires_after(kCloseTimeout);
+    stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {
+      beast::error_code ignored;
+      self->lowest().socket().close(ignored);
+    });
+  } else {
+    // Half-close, then read and discard what the client still sends (e.g. the rest of a body
+    // over the limit) so that closing does not reset the connection before it reads the answer.
+    beast::error_code ignored;
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    drain_and_close();
+  }
+}
+
+template <class Stream>
+void Session<Stream>::drain_and_close() {
+  lowest().expires_after(kCloseTimeout);
   stream_.async_read_some(net::buffer(watch_buf_),
-                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                          [self = this->shared_from_this()](beast::error_code ec, size_t) {
                             if (!ec) {
                               self->drain_and_close();
                               return;
                             }
                             beast::error_code ignored;
-                            self->stream_.socket().close(ignored);
+                            self->lowest().socket().close(ignored);
                           });
 }
 
-void Session::log_access(int status) {
+template <class Stream>
+void Session<Stream>::log_access(int status) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
   ctx_.metrics->add_http_request(route_, status);
@@ -362,8 +420,8 @@ void Session::log_access(int status) {
                std::string(req_.target()), status, ms);
 }
 
-Listener::Listener(net::io_context& ioc, ServerContext& ctx)
-    : ioc_(ioc), strand_(net::make_strand(ioc)), acceptor_(strand_), ctx_(ctx) {}
+Listener::Listener(net::io_context& ioc, ServerContext& ctx, net::ssl::context* tls)
+    : ioc_(ioc), strand_(net::make_strand(ioc)), acceptor_(strand_), ctx_(ctx), tls_(tls) {}
 
 beast::error_code Listener::open(const tcp::endpoint& endpoint) {
   beast::error_code ec;
@@ -380,11 +438,11 @@ beast::error_code Listener::open(const tcp::endpoint& endpoint) {
 }
 
 void Listener::start() {
-  net::dispatch(strand_, [self = shared_from_this()] { self->do_accept(); });
+  net::dispatch(strand_, [self = this->shared_from_this()] { self->do_accept(); });
 }
 
 void Listener::close() {
-  net::post(strand_, [self = shared_from_this()] {
+  net::post(strand_, [self = this->shared_from_this()] {
     beast::error_code ignored;
     self->acceptor_.close(ignored);
   });
@@ -392,18 +450,24 @@ void Listener::close() {
 
 void Listener::do_accept() {
   acceptor_.async_accept(net::make_strand(ioc_),
-                         beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
+                         beast::bind_front_handler(&Listener::on_accept, this->shared_from_this()));
 }
 
 void Listener::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
   if (!ec) {
     socket.set_option(tcp::no_delay(true), ec);
-    std::make_shared<Session>(std::move(socket), ctx_)->start();
+    if (tls_)
+      std::make_shared<Session<TlsStream>>(ctx_, std::move(socket), *tls_)->start();
+    else
+      std::make_shared<Session<PlainStream>>(ctx_, std::move(socket))->start();
   } else {
     spdlog::warn("accept: {}", ec.message());
   }
   do_accept();
 }
+
+template class Session<PlainStream>;
+template class Session<TlsStream>;
 
 }  // namespace cadenza::server

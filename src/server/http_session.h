@@ -9,29 +9,45 @@
 // come back.
 // Ownership: sessions own themselves (shared_from_this) while an operation or engine sink refers
 // to them; the ServerContext is borrowed and outlives the io_context's handlers.
+//
+// TLS: Session is a template over its stream, PlainStream (TCP) or TlsStream (OpenSSL through
+// Beast's ssl_stream over TCP); both are instantiated in http_session.cpp. A TLS session first
+// runs the server handshake (with a timeout), then behaves exactly like a plain one; closing sends
+// TLS close_notify. The Listener makes TLS sessions when it was given an ssl::context.
 #pragma once
 
-#include <chrono>
-#include <deque>
-#include <memory>
-#include <optional>
-#include <string>
-
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "server/routes.h"
 #include "server/server_context.h"
 
 namespace cadenza::server {
 
-class Session : public std::enable_shared_from_this<Session> {
+using PlainStream = boost::beast::tcp_stream;
+using TlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(boost::asio::ip::tcp::socket socket, ServerContext& ctx);
+  static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
+  // `stream_args` construct the Stream: (socket) for PlainStream, (socket, ssl_context) for TLS.
+  template <class... StreamArgs>
+  explicit Session(ServerContext& ctx, StreamArgs&&... stream_args)
+      : stream_(std::forward<StreamArgs>(stream_args)...), ctx_(ctx), router_(ctx) {}
   void start();
 
  private:
@@ -52,10 +68,14 @@ class Session : public std::enable_shared_from_this<Session> {
   void do_write();
   void on_write(boost::beast::error_code ec, size_t bytes);
   void response_done();
+  // Ends a connection that answered with Connection: close (plain: half-close, then read and
+  // discard until EOF or a timeout; TLS: close_notify, then close).
+  void close_connection();
   void drain_and_close();
+  boost::beast::tcp_stream& lowest() { return boost::beast::get_lowest_layer(stream_); }
   void log_access(int status);
 
-  boost::beast::tcp_stream stream_;
+  Stream stream_;
   ServerContext& ctx_;
   Router router_;
   boost::beast::flat_buffer buffer_;
@@ -87,12 +107,14 @@ class Session : public std::enable_shared_from_this<Session> {
   // The disconnect watch (a read pending while a generation runs).
   bool watching_ = false;
   bool resume_after_watch_ = false;
+  bool close_after_watch_ = false;
   char watch_buf_[512];
 };
 
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
-  Listener(boost::asio::io_context& ioc, ServerContext& ctx);
+  // `tls`: when not null, connections are TLS (borrowed; must outlive the listener's sessions).
+  Listener(boost::asio::io_context& ioc, ServerContext& ctx, boost::asio::ssl::context* tls);
   // Binds and listens. Errors: bad address, port in use.
   boost::beast::error_code open(const boost::asio::ip::tcp::endpoint& endpoint);
   void start();
@@ -108,6 +130,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   boost::asio::ip::tcp::acceptor acceptor_;
   ServerContext& ctx_;
+  boost::asio::ssl::context* tls_;
   uint16_t port_ = 0;
 };
 

@@ -24,7 +24,34 @@ ApiError bad_request(std::string message, std::string param) {
   return e;
 }
 
+bool json_nesting_exceeds(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;  // skip the escaped character
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
 std::optional<ApiError> parse_json_object(const std::string& text, json& out) {
+  // Serializing, copying and rendering JSON recurse once per level: a deep body (8 MiB of '[')
+  // would overflow an I/O thread's stack. Real requests nest a few levels (tool schemas ~10).
+  if (json_nesting_exceeds(text, kMaxJsonDepth)) {
+    out = json();
+    return bad_request(fmt::format("the request body nests deeper than {} levels", kMaxJsonDepth));
+  }
   out = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (out.is_discarded()) return bad_request("the request body is not valid JSON");
   if (!out.is_object()) return bad_request("the request body must be a JSON object");

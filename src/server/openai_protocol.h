@@ -9,11 +9,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace cadenza::server {
 
@@ -71,8 +71,14 @@ struct ParsedCompletion {
 // Parses and validates a request body already decoded as JSON.
 ParsedCompletion parse_completion_request(const nlohmann::json& body, Endpoint endpoint);
 
-// Decodes `text` as a JSON object; a 400 ApiError otherwise.
+// Decodes `text` as a JSON object; a 400 ApiError otherwise, also when arrays and objects nest
+// deeper than kMaxJsonDepth (deep documents would exhaust the stack in recursive JSON code).
+inline constexpr int kMaxJsonDepth = 128;
 std::optional<ApiError> parse_json_object(const std::string& text, nlohmann::json& out);
+
+// Whether `text` (JSON or not) opens more than `max_depth` arrays/objects at once, strings
+// excepted. Linear, no allocation.
+bool json_nesting_exceeds(std::string_view text, int max_depth);
 
 // /tokenize: {"prompt": "text"} or {"messages": [...]}, optional add_special (default true for a
 // prompt, false for messages), add_generation_prompt (default true).

@@ -1,17 +1,18 @@
 #include "server/server.h"
 
-#include <atomic>
-#include <condition_variable>
-#include <csignal>
-#include <optional>
+#include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <spdlog/spdlog.h>
+#include <condition_variable>
+#include <csignal>
+#include <optional>
 
 #include "server/http_session.h"
+#include "server/tls.h"
 
 namespace cadenza::server {
 
@@ -26,6 +27,7 @@ struct Server::Impl {
   std::unique_ptr<ChatRenderer> chat;
   Metrics metrics;
   std::unique_ptr<EngineBridge> bridge;
+  std::unique_ptr<net::ssl::context> tls;  // HTTPS when set
   ServerContext ctx;
   std::shared_ptr<Listener> listener;
   std::unique_ptr<net::signal_set> signals;
@@ -93,8 +95,15 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   if (config.max_queue < 0) return Error("--max-queue must be >= 0");
   if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
   if (!(config.drain_timeout_s >= 0)) return Error("--drain-timeout must be >= 0");
+  std::unique_ptr<net::ssl::context> tls;
+  if (!config.ssl_certfile.empty() || !config.ssl_keyfile.empty()) {
+    auto made = make_tls_context(config.ssl_certfile, config.ssl_keyfile);
+    if (!made) return made.error_value();
+    tls = std::move(*made);
+  }
   auto impl = std::make_unique<Impl>(config.io_threads);
   impl->config = config;
+  impl->tls = std::move(tls);
   impl->chat = std::move(chat);
   const int32_t max_model_len = engine->config().max_model_len;
   impl->bridge = std::make_unique<EngineBridge>(
@@ -120,7 +129,7 @@ Status Server::start() {
   boost::system::error_code ec;
   const auto address = net::ip::make_address(m.config.host, ec);
   if (ec) return make_error("--host '{}': {}", m.config.host, ec.message());
-  m.listener = std::make_shared<Listener>(*m.ioc, m.ctx);
+  m.listener = std::make_shared<Listener>(*m.ioc, m.ctx, m.tls.get());
   ec = m.listener->open({address, m.config.port});
   if (ec) return make_error("cannot listen on {}:{}: {}", m.config.host, m.config.port, ec.message());
   m.port = m.listener->port();
@@ -151,6 +160,7 @@ void Server::wait_for_signal() {
 }
 
 uint16_t Server::port() const { return impl_->port; }
+bool Server::tls() const { return impl_->tls != nullptr; }
 bool Server::ready() const { return impl_->bridge->ready() && !impl_->ctx.draining.load(); }
 ServerContext& Server::context() { return impl_->ctx; }
 Metrics& Server::metrics() { return impl_->metrics; }

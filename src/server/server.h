@@ -8,6 +8,7 @@
 //
 // Threads: `io_threads` threads run one io_context (all connections); one engine thread runs the
 // EngineCore (EngineBridge); drain runs on its own thread.
+// TLS: create() loads the certificate and key (errors name the option and file).
 // Drain: /ready turns 503 and new generations get 503 at once, the listener closes, running
 // requests get drain_timeout to finish, then the rest are aborted, then everything stops.
 // Ownership: the Server borrows the Model and Tokenizer (they must outlive it) and owns the
@@ -43,6 +44,10 @@ struct ServerConfig {
   size_t max_body_bytes = size_t{8} << 20;
   bool warmup = true;
   bool handle_signals = false;  // SIGTERM/SIGINT start a drain
+  // TLS (both or neither): PEM certificate chain and unencrypted PEM private key (server/tls.h).
+  // Empty: plain HTTP.
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
 };
 
 class Server {
@@ -55,6 +60,7 @@ class Server {
 
   Status start();
   uint16_t port() const;
+  bool tls() const;  // HTTPS (config.ssl_certfile set)
   bool ready() const;
   // Starts a graceful drain (idempotent, returns at once).
   void request_drain();

@@ -159,3 +159,39 @@ TEST(ProtocolFuzz, MutatedBodiesNeverCrash) {
 
 }  // namespace
 }  // namespace cadenza::server
+
+namespace cadenza::server {
+namespace {
+
+// Regression: a body of deeply nested arrays parsed fine (nlohmann's parser is iterative) but
+// every later dump/copy/render recursed once per level, so a few MiB of '[' in an unknown message
+// field overflowed the I/O thread's stack. Bodies nesting deeper than kMaxJsonDepth are a 400.
+TEST(Protocol, DeeplyNestedBodiesAreA400) {
+  auto body_with_depth = [](int levels) {
+    return std::string(R"({"messages":[{"role":"user","content":"x","extra":)") +
+           std::string(static_cast<size_t>(levels), '[') +
+           std::string(static_cast<size_t>(levels), ']') + "}]}";
+  };
+  json j;
+  auto e = parse_json_object(body_with_depth(1'000'000), j);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->status, 400);
+  EXPECT_NE(e->message.find("nests deeper"), std::string::npos) << e->message;
+
+  // Right at the limit: accepted, normalized and serializable (3 levels are the body's own).
+  ASSERT_FALSE(parse_json_object(body_with_depth(kMaxJsonDepth - 3), j));
+  auto p = parse_completion_request(j, Endpoint::kChat);
+  ASSERT_FALSE(p.error) << p.error->message;
+  EXPECT_FALSE(p.request.messages.dump().empty());
+  EXPECT_TRUE(parse_json_object(body_with_depth(kMaxJsonDepth - 2), j));
+
+  // Brackets inside strings (escaped quotes included) do not count.
+  const std::string deep_string = R"({"prompt":"\")" + std::string(10'000, '[') + R"("})";
+  EXPECT_FALSE(json_nesting_exceeds(deep_string, 4));
+  EXPECT_FALSE(parse_json_object(deep_string, j));
+  EXPECT_TRUE(json_nesting_exceeds("[[[", 2));
+  EXPECT_FALSE(json_nesting_exceeds("[[]][[]]", 2));
+}
+
+}  // namespace
+}  // namespace cadenza::server

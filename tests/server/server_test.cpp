@@ -24,6 +24,7 @@
 #include "server/metrics.h"
 #include "synth/synth.h"
 #include "test_models.h"
+#include "running_server.h"
 #include "test_client.h"
 
 namespace cadenza::server {
@@ -34,89 +35,10 @@ using testing::Client;
 using testing::metric_value;
 using testing::sse_data;
 
-struct Options {
-  int32_t max_model_len = 1024;
-  int32_t max_num_seqs = 8;
-  int32_t max_queue = 16;
-  size_t max_body_bytes = 64 * 1024;
-  std::vector<std::string> keys;
-  double drain_timeout_s = 30;
-};
-
-// A running server with its own model (a Model runs one forward pass at a time).
-struct Running {
-  std::unique_ptr<kernels::Backend> backend;
-  std::unique_ptr<model::Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Server> server;
-  uint16_t port = 0;
-};
-
-// The model file lives for the whole process (removed at exit).
-struct RemoveAtExit {
-  std::string path;
-  ~RemoveAtExit() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove(path, ec);
-  }
-};
-
-std::string model_path() {
-  static RemoveAtExit remover;
-  static const std::string path = [] {
-    synth::SynthOptions opts = test::tiny_model_options(5);
-    opts.shape.n_ctx = 2048;
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("server-test-" + std::to_string(::getpid()) + ".gguf"))
-                              .string();
-    auto written = synth::write_synthetic_model(opts, p);
-    EXPECT_TRUE(written.ok()) << written.error();
-    remover.path = p;
-    return p;
-  }();
-  return path;
-}
-
-std::unique_ptr<Running> start(const Options& o = {}) {
-  auto r = std::make_unique<Running>();
-  r->backend = kernels::make_cpu_backend({.n_threads = 2});
-  auto m = model::Model::open(model_path(), *r->backend);
-  EXPECT_TRUE(m.ok()) << m.error();
-  if (!m) return nullptr;
-  r->model = std::move(*m);
-  auto t = Tokenizer::from_gguf(r->model->file());
-  EXPECT_TRUE(t.ok()) << t.error();
-  if (!t) return nullptr;
-  r->tokenizer = std::move(*t);
-  engine::EngineConfig ec;
-  ec.max_model_len = o.max_model_len;
-  ec.max_num_seqs = o.max_num_seqs;
-  auto engine = engine::EngineCore::create(*r->model, *r->tokenizer, ec);
-  EXPECT_TRUE(engine.ok()) << engine.error();
-  if (!engine) return nullptr;
-  auto chat = ChatRenderer::create(r->model->file(), *r->tokenizer, "");
-  EXPECT_TRUE(chat.ok()) << chat.error();
-  if (!chat) return nullptr;
-  ServerConfig sc;
-  sc.port = 0;
-  sc.model_name = "tiny";
-  sc.api_keys = o.keys;
-  sc.max_queue = o.max_queue;
-  sc.max_body_bytes = o.max_body_bytes;
-  sc.drain_timeout_s = o.drain_timeout_s;
-  auto s = Server::create(sc, *r->tokenizer, std::move(*engine), std::move(*chat));
-  EXPECT_TRUE(s.ok()) << s.error();
-  if (!s) return nullptr;
-  r->server = std::move(*s);
-  auto st = r->server->start();
-  EXPECT_TRUE(st.ok()) << st.error();
-  if (!st) return nullptr;
-  r->port = r->server->port();
-  for (int i = 0; i < 500 && !r->server->ready(); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(r->server->ready());
-  return r;
-}
+using testing::Options;
+using testing::Running;
+using testing::model_path;
+using testing::start;
 
 class ServerTest : public ::testing::Test {
  protected:

@@ -1,0 +1,165 @@
+// libFuzzer target for the OpenAI request parser (src/server/openai_protocol.cpp) and the chat
+// message handling behind POST /v1/chat/completions and /tokenize: the input is a request body.
+//
+// For every input: parse_json_object; then the completions, chat, tokenize and detokenize parsers;
+// every error must be a 400/404 with a JSON error body that serializes; every accepted request must
+// satisfy the documented ranges; chat messages are rendered through a chat template (ChatML, a
+// tool-calling template, and the *.jinja files of $CADENZA_FUZZ_TEMPLATES when set) exactly as
+// ChatRenderer builds the context. Template errors are fine (the server answers 400); exceptions,
+// crashes, hangs and runaway memory are not.
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "server/openai_protocol.h"
+#include "template/template.h"
+
+namespace {
+
+using cadenza::server::ApiError;
+using cadenza::server::Endpoint;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+void check(bool ok) {
+  if (!ok) std::abort();
+}
+
+// A tool-calling template in the style of Hermes/Qwen: system prompt with tools, tool calls and
+// tool results, raise_exception on a bad role order.
+constexpr const char* kToolTemplate = R"({%- if tools %}<|im_start|>system
+{%- if messages[0].role == 'system' %}{{ messages[0].content }}{% endif %}
+<tools>{% for t in tools %}{{ t | tojson }}
+{% endfor %}</tools><|im_end|>
+{%- endif %}
+{%- for m in messages %}
+{%- if m.role == 'system' and loop.first and tools %}{# done above #}
+{%- elif m.role in ['user', 'system'] or (m.role == 'assistant' and not m.tool_calls) %}<|im_start|>{{ m.role }}
+{{ m.content | trim }}<|im_end|>
+{%- elif m.role == 'assistant' %}<|im_start|>assistant
+{%- for c in m.tool_calls %}{% set f = c.function if c.function is defined else c %}
+<tool_call>{"name": "{{ f.name }}", "arguments": {{ f.arguments | tojson }}}</tool_call>
+{%- endfor %}<|im_end|>
+{%- elif m.role == 'tool' %}<|im_start|>user
+<tool_response>{{ m.content }}</tool_response><|im_end|>
+{%- else %}{{ raise_exception('unknown role: ' ~ m.role) }}
+{%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %})";
+
+std::vector<cadenza::tmpl::Template>& templates() {
+  static std::vector<cadenza::tmpl::Template> t;
+  return t;
+}
+
+void load_templates() {
+  auto add = [](std::string_view source) {
+    auto parsed = cadenza::tmpl::Template::parse(source);
+    if (parsed) templates().push_back(std::move(*parsed));
+  };
+  add(cadenza::tmpl::chatml_template());
+  add(kToolTemplate);
+  check(templates().size() == 2);
+  if (const char* dir = std::getenv("CADENZA_FUZZ_TEMPLATES"); dir && *dir) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      if (e.path().extension() != ".jinja") continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      add(ss.str());
+    }
+  }
+}
+
+void check_error(const ApiError& e) {
+  check(e.status == 400 || e.status == 404);
+  check(!e.message.empty());
+  (void)cadenza::server::error_body(e).dump();  // must not throw (valid UTF-8)
+}
+
+void check_messages(const ordered_json& messages) {
+  check(messages.is_array() && !messages.empty());
+  for (const auto& m : messages) {
+    check(m.is_object());
+    check(m.at("role").is_string());
+    check(m.at("content").is_string());
+  }
+  (void)messages.dump();
+}
+
+void render(const ordered_json& messages, const ordered_json& tools, size_t which) {
+  ordered_json ctx = ordered_json::object();
+  ctx["messages"] = messages;
+  ctx["add_generation_prompt"] = true;
+  ctx["bos_token"] = "<s>";
+  ctx["eos_token"] = "</s>";
+  if (!tools.is_null()) ctx["tools"] = tools;
+  cadenza::tmpl::RenderOptions opts;
+  opts.strftime_now = cadenza::tmpl::fixed_clock(2024, 7, 1);
+  opts.max_steps = 200'000;  // keep each input fast; the limit itself is what the server relies on
+  opts.max_output_bytes = size_t{1} << 20;
+  auto out = templates()[which % templates().size()].render(ctx, opts);
+  if (out) check(out->size() <= opts.max_output_bytes);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  load_templates();
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  json body;
+  if (auto e = cadenza::server::parse_json_object(text, body)) {
+    check_error(*e);
+    return 0;
+  }
+  for (Endpoint ep : {Endpoint::kCompletions, Endpoint::kChat}) {
+    auto p = cadenza::server::parse_completion_request(body, ep);
+    if (p.error) {
+      check_error(*p.error);
+      continue;
+    }
+    const auto& r = p.request;
+    check(r.n >= 1 && r.n <= 16);
+    check(!r.max_tokens || *r.max_tokens >= 1);
+    check(r.temperature >= 0 && r.temperature <= 2);
+    check(r.top_p > 0 && r.top_p <= 1);
+    check(r.min_p >= 0 && r.min_p <= 1);
+    check(r.stop.size() <= 16);
+    for (const auto& s : r.stop) check(!s.empty());
+    check(r.logprobs >= -1 && r.logprobs <= 20);
+    check(r.repetition_penalty > 0);
+    check(r.logit_bias.size() <= 1024);
+    for (const auto& [id, bias] : r.logit_bias) check(id >= 0 && bias >= -100 && bias <= 100);
+    check(!r.include_usage || r.stream);
+    if (ep == Endpoint::kCompletions) {
+      check(r.prompt_is_tokens ? !r.prompt_tokens.empty() : true);
+      for (int32_t t : r.prompt_tokens) check(t >= 0);
+    } else {
+      check_messages(r.messages);
+      check(r.tools.is_null() || r.tools.is_array());
+      render(r.messages, r.tools, size);
+    }
+  }
+  auto t = cadenza::server::parse_tokenize_request(body);
+  if (t.error) {
+    check_error(*t.error);
+  } else if (t.request.has_messages) {
+    check_messages(t.request.messages);
+    render(t.request.messages, t.request.tools, size + 1);
+  }
+  auto d = cadenza::server::parse_detokenize_request(body);
+  if (d.error) check_error(*d.error);
+  for (int32_t id : d.tokens) check(id >= 0);
+  return 0;
+}

@@ -1,0 +1,92 @@
+#include "running_server.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "engine/engine_core.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "server/chat_template.h"
+#include "synth/synth.h"
+#include "test_models.h"
+
+namespace cadenza::server::testing {
+namespace {
+
+// The model file lives for the whole process (removed at exit).
+struct RemoveAtExit {
+  std::string path;
+  ~RemoveAtExit() {
+    std::error_code ec;
+    if (!path.empty()) std::filesystem::remove(path, ec);
+  }
+};
+
+}  // namespace
+
+std::string model_path() {
+  static RemoveAtExit remover;
+  static const std::string path = [] {
+    synth::SynthOptions opts = test::tiny_model_options(5);
+    opts.shape.n_ctx = 2048;
+    const std::string p = (std::filesystem::temp_directory_path() /
+                           ("server-test-" + std::to_string(::getpid()) + ".gguf"))
+                              .string();
+    auto written = synth::write_synthetic_model(opts, p);
+    EXPECT_TRUE(written.ok()) << written.error();
+    remover.path = p;
+    return p;
+  }();
+  return path;
+}
+
+Result<std::unique_ptr<Running>> build(const Options& o) {
+  auto r = std::make_unique<Running>();
+  r->backend = kernels::make_cpu_backend({.n_threads = 2});
+  auto m = model::Model::open(model_path(), *r->backend);
+  if (!m) return m.error_value();
+  r->model = std::move(*m);
+  auto t = Tokenizer::from_gguf(r->model->file());
+  if (!t) return t.error_value();
+  r->tokenizer = std::move(*t);
+  engine::EngineConfig ec;
+  ec.max_model_len = o.max_model_len;
+  ec.max_num_seqs = o.max_num_seqs;
+  auto engine = engine::EngineCore::create(*r->model, *r->tokenizer, ec);
+  if (!engine) return engine.error_value();
+  auto chat = ChatRenderer::create(r->model->file(), *r->tokenizer, "");
+  if (!chat) return chat.error_value();
+  ServerConfig sc;
+  sc.port = 0;
+  sc.model_name = "tiny";
+  sc.api_keys = o.keys;
+  sc.max_queue = o.max_queue;
+  sc.max_body_bytes = o.max_body_bytes;
+  sc.drain_timeout_s = o.drain_timeout_s;
+  sc.ssl_certfile = o.ssl_certfile;
+  sc.ssl_keyfile = o.ssl_keyfile;
+  auto s = Server::create(sc, *r->tokenizer, std::move(*engine), std::move(*chat));
+  if (!s) return s.error_value();
+  r->server = std::move(*s);
+  return r;
+}
+
+std::unique_ptr<Running> start(const Options& o) {
+  auto built = build(o);
+  EXPECT_TRUE(built.ok()) << built.error();
+  if (!built) return nullptr;
+  std::unique_ptr<Running> r = std::move(*built);
+  auto st = r->server->start();
+  EXPECT_TRUE(st.ok()) << st.error();
+  if (!st) return nullptr;
+  r->port = r->server->port();
+  for (int i = 0; i < 500 && !r->server->ready(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(r->server->ready());
+  return r;
+}
+
+}  // namespace cadenza::server::testing

@@ -1,0 +1,48 @@
+// An in-process `cadenza serve` for the server tests: a Server on an ephemeral port over the tiny
+// synthesized model (tests/test_models.h), with its own Model, Tokenizer and engine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/model.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+#include "util/result.h"
+
+namespace cadenza::server::testing {
+
+struct Options {
+  int32_t max_model_len = 1024;
+  int32_t max_num_seqs = 8;
+  int32_t max_queue = 16;
+  size_t max_body_bytes = 64 * 1024;
+  std::vector<std::string> keys;
+  double drain_timeout_s = 30;
+  std::string ssl_certfile;  // both set: HTTPS
+  std::string ssl_keyfile;
+};
+
+// A running server with its own model (a Model runs one forward pass at a time).
+struct Running {
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Server> server;
+  uint16_t port = 0;
+};
+
+// The tiny model's file (written once per process, removed at exit).
+std::string model_path();
+
+// Loads the model and creates the server without starting it. Errors: loading, Server::create
+// (e.g. a bad TLS certificate or key).
+Result<std::unique_ptr<Running>> build(const Options& o);
+
+// build(), start(), and waits until /ready; gtest failures and nullptr when anything fails.
+std::unique_ptr<Running> start(const Options& o = {});
+
+}  // namespace cadenza::server::testing

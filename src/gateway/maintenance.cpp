@@ -1,0 +1,114 @@
+// The Gateway's background work on its io_context: active /ready checks of every replica and
+// the periodic re-resolution of DNS upstreams (a Kubernetes headless service answers with the
+// addresses of its ready pods, so pods coming and going change the replica set).
+#include <set>
+#include <utility>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <spdlog/spdlog.h>
+
+#include "gateway/gateway.h"
+#include "gateway/upstream_call.h"
+
+namespace cadenza::gateway {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using boost::system::error_code;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+asio::awaitable<void> check_one(Gateway& gw, std::shared_ptr<Upstream> up, int timeout_ms) {
+  UpstreamCall call(gw.io().get_executor(), up);
+  UpstreamCall::Request req{http::verb::get, "/ready", 11};
+  req.set(http::field::host, up->address());
+  req.set(http::field::user_agent, "cadenza-gateway-health");
+  req.keep_alive(true);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  bool ok = co_await call.start(req, deadline, std::chrono::milliseconds(timeout_ms)) ==
+            CallError::none;
+  if (ok) {
+    std::string body;
+    ok = co_await call.read_all(body, 64 * 1024, deadline) == CallError::none &&
+         call.status() == 200;
+    call.finish();
+  }
+  const bool was = up->healthy.exchange(ok);
+  if (was != ok)
+    spdlog::warn("gateway: upstream {} is {}", up->address(), ok ? "ready again" : "not ready");
+  gw.metrics().set("cadenza_gateway_upstream_healthy", {{"upstream", up->address()}}, ok ? 1 : 0);
+}
+
+asio::awaitable<void> health_loop(Gateway& gw) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  for (;;) {
+    const HealthConfig h = gw.state()->config.health;
+    if (h.interval_ms > 0) {
+      for (auto& up : gw.registry().all())
+        asio::co_spawn(gw.io(), check_one(gw, up, h.timeout_ms), asio::detached);
+    }
+    for (auto& up : gw.registry().all())
+      gw.metrics().set("cadenza_gateway_upstream_outstanding", {{"upstream", up->address()}},
+                       up->outstanding.load());
+    timer.expires_after(std::chrono::milliseconds(h.interval_ms > 0 ? h.interval_ms : 1000));
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+  }
+}
+
+asio::awaitable<void> dns_loop(Gateway& gw) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer timer(ex);
+  tcp::resolver resolver(ex);
+  for (;;) {
+    auto st = gw.state();
+    timer.expires_after(std::chrono::milliseconds(st->config.dns_refresh_ms));
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;
+    st = gw.state();
+    for (const auto& [name, pool] : st->models) {
+      for (const auto& vp : pool->versions) {
+        const VersionConfig& v = vp->config();
+        if (v.dns.empty()) continue;
+        std::vector<tcp::endpoint> answers;
+        bool all_failed = true;
+        for (const auto& hp : v.dns) {
+          auto results = co_await resolver.async_resolve(
+              hp.host, hp.port, asio::redirect_error(asio::use_awaitable, ec));
+          if (ec) {
+            spdlog::warn("gateway: resolving {}: {}", hp.str(), ec.message());
+            continue;
+          }
+          all_failed = false;
+          for (const auto& r : results) answers.push_back(r.endpoint());
+        }
+        if (all_failed) continue;  // keep the last known replicas while DNS is down
+        auto fresh = replicas_for(v, answers, gw.registry());
+        auto current = vp->replicas();
+        std::set<std::string> a, b;
+        for (const auto& u : fresh) a.insert(u->address());
+        for (const auto& u : current->replicas) b.insert(u->address());
+        if (a != b) {
+          spdlog::info("gateway: {} now has {} replicas (DNS)", vp->key(), fresh.size());
+          vp->set_replicas(std::move(fresh), st->config.routing.virtual_nodes);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void Gateway::start_maintenance() {
+  asio::co_spawn(*io_, health_loop(*this), asio::detached);
+  asio::co_spawn(*io_, dns_loop(*this), asio::detached);
+}
+
+}  // namespace cadenza::gateway

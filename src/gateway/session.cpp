@@ -1,0 +1,161 @@
+#include "gateway/session.h"
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "gateway/gateway.h"
+#include "gateway/proxy.h"
+#include "gateway/responses.h"
+
+namespace cadenza::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr auto kIdleTimeout = std::chrono::seconds(120);
+
+// Is some version of some model able to take a request now?
+bool any_ready(const GatewayState& st) {
+  const auto now = Clock::now();
+  for (const auto& [name, pool] : st.models)
+    for (const auto& v : pool->versions)
+      for (const auto& u : v->replicas()->replicas)
+        if (u->eligible(now)) return true;
+  return false;
+}
+
+Reply models_reply(const GatewayState& st) {
+  nlohmann::ordered_json data = nlohmann::ordered_json::array();
+  auto add = [&](const std::string& id) {
+    data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "cadenza"}});
+  };
+  add("default");
+  for (const auto& [name, pool] : st.models) {
+    add(name);
+    for (const auto& v : pool->versions)
+      if (v->key() != name) add(v->key());
+  }
+  Reply r;
+  nlohmann::ordered_json list;
+  list["object"] = "list";
+  list["data"] = std::move(data);
+  r.body = list.dump();
+  return r;
+}
+
+}  // namespace
+
+asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  beast::flat_buffer buf;
+  error_code ec;
+  for (;;) {
+    const size_t max_body = gw.state()->config.max_body_bytes;
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(max_body);
+    parser.header_limit(16 * 1024);
+    stream.expires_after(kIdleTimeout);
+    co_await http::async_read_header(stream, buf, parser,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) {
+      const auto& h = parser.get();
+      auto expect = h.find(http::field::expect);
+      if (expect != h.end() && beast::iequals(expect->value(), "100-continue") &&
+          !parser.is_done()) {
+        static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        co_await asio::async_write(stream, asio::buffer(kContinue),
+                                   asio::redirect_error(asio::use_awaitable, ec));
+      }
+    }
+    if (!ec)
+      co_await http::async_read(stream, buf, parser,
+                                asio::redirect_error(asio::use_awaitable, ec));
+    stream.expires_never();
+    const std::string request_id = new_request_id();
+    if (ec) {
+      if (ec == http::error::end_of_stream || ec == asio::error::eof ||
+          ec == beast::error::timeout || ec == asio::error::connection_reset ||
+          ec == asio::error::operation_aborted)
+        break;
+      Reply r = ec == http::error::body_limit
+                    ? error_reply(413,
+                                  fmt::format("the request body is larger than {} bytes", max_body),
+                                  "invalid_request_error", "request_too_large")
+                    : error_reply(400, fmt::format("malformed HTTP request: {}", ec.message()),
+                                  "invalid_request_error", "bad_request");
+      co_await asio::async_write(stream, asio::buffer(render_reply(r, request_id, false, false)),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      break;
+    }
+    http::request<http::string_body> req = parser.release();
+    ClientRequest cr{req, "", request_id, req.keep_alive()};
+    if (auto it = req.find("X-Request-Id");
+        it != req.end() && acceptable_request_id({it->value().data(), it->value().size()}))
+      cr.request_id = std::string(it->value());
+
+    std::string target(req.target());
+    if (auto q = target.find('?'); q != std::string::npos) target.resize(q);
+    const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
+    const bool post = req.method() == http::verb::post;
+    bool keep = cr.keep_alive;
+    if (post && (target == "/v1/chat/completions" || target == "/v1/completions")) {
+      cr.route = target == "/v1/chat/completions" ? "chat" : "completions";
+      keep = co_await proxy_generation(gw, stream, cr) && keep;
+    } else {
+      Reply r;
+      std::string route = "other";
+      auto st = gw.state();
+      if (get && target == "/health") {
+        route = "health";
+        r.body = R"({"status":"ok"})";
+      } else if (get && target == "/ready") {
+        route = "ready";
+        r = any_ready(*st) ? Reply{200, "application/json", R"({"status":"ready"})", {}}
+                           : error_reply(503, "no upstream replica is ready",
+                                         "service_unavailable", "not_ready");
+      } else if (get && target == "/metrics") {
+        route = "metrics";
+        r.content_type = "text/plain; version=0.0.4";
+        r.body = gw.metrics().render();
+      } else if (get && (target == "/v1/models")) {
+        route = "models";
+        r = models_reply(*st);
+      } else if (target == "/v1/chat/completions" || target == "/v1/completions" ||
+                 target == "/health" || target == "/ready" || target == "/metrics" ||
+                 target == "/v1/models") {
+        r = error_reply(405, fmt::format("method {} not allowed on {}",
+                                         std::string(req.method_string()), target),
+                        "invalid_request_error", "method_not_allowed");
+      } else {
+        r = error_reply(404, fmt::format("no route {}", target), "invalid_request_error",
+                        "not_found");
+      }
+      gw.metrics().inc("cadenza_gateway_requests_total",
+                       {{"route", route}, {"tenant", "-"}, {"model", "-"},
+                        {"status", std::to_string(r.status)}});
+      co_await asio::async_write(
+          stream,
+          asio::buffer(render_reply(r, cr.request_id, keep, req.method() == http::verb::head)),
+          asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) keep = false;
+    }
+    if (!keep) break;
+  }
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream.close();
+}
+
+}  // namespace cadenza::gateway

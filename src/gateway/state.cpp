@@ -1,0 +1,137 @@
+#include "gateway/state.h"
+
+#include <set>
+
+#include <boost/asio/io_context.hpp>
+#include <spdlog/spdlog.h>
+
+namespace cadenza::gateway {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+std::string address_of(const tcp::endpoint& ep) {
+  const auto a = ep.address();
+  return (a.is_v6() ? "[" + a.to_string() + "]" : a.to_string()) + ":" +
+         std::to_string(ep.port());
+}
+
+bool same_cache(const CacheConfig& a, const CacheConfig& b) {
+  return a.backend == b.backend && a.max_entries == b.max_entries && a.ttl_s == b.ttl_s &&
+         a.max_entry_bytes == b.max_entry_bytes && a.redis_host == b.redis_host &&
+         a.redis_port == b.redis_port && a.redis_prefix == b.redis_prefix &&
+         a.redis_timeout_ms == b.redis_timeout_ms;
+}
+
+}  // namespace
+
+std::shared_ptr<Upstream> UpstreamRegistry::get(const tcp::endpoint& ep) {
+  const std::string addr = address_of(ep);
+  std::lock_guard lock(mu_);
+  if (auto it = by_address_.find(addr); it != by_address_.end())
+    if (auto up = it->second.lock()) return up;
+  auto up = std::make_shared<Upstream>(addr, ep);
+  by_address_[addr] = up;
+  return up;
+}
+
+std::vector<std::shared_ptr<Upstream>> UpstreamRegistry::all() {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<Upstream>> out;
+  for (auto it = by_address_.begin(); it != by_address_.end();) {
+    if (auto up = it->second.lock()) {
+      out.push_back(std::move(up));
+      ++it;
+    } else {
+      it = by_address_.erase(it);
+    }
+  }
+  return out;
+}
+
+VersionPool* GatewayState::resolve(const std::string& requested, double u) const {
+  std::string name = requested;
+  if (name == "default") name = config.default_model;
+  const size_t at = name.find('@');
+  const std::string base = name.substr(0, at);
+  auto it = models.find(base);
+  if (it == models.end()) return nullptr;
+  if (at == std::string::npos) return it->second->pick_version(u);
+  return it->second->find_version(name.substr(at + 1));
+}
+
+Result<std::vector<tcp::endpoint>> resolve_now(const HostPort& hp) {
+  boost::system::error_code ec;
+  const auto addr = asio::ip::make_address(hp.host, ec);
+  if (!ec) return std::vector<tcp::endpoint>{tcp::endpoint(addr, static_cast<uint16_t>(
+                                                                     std::stoi(hp.port)))};
+  asio::io_context io;
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(hp.host, hp.port, ec);
+  if (ec) return make_error("{}: {}", hp.str(), ec.message());
+  std::vector<tcp::endpoint> out;
+  for (const auto& r : results) out.push_back(r.endpoint());
+  return out;
+}
+
+std::vector<std::shared_ptr<Upstream>> replicas_for(const VersionConfig& v,
+                                                    const std::vector<tcp::endpoint>& dns_answers,
+                                                    UpstreamRegistry& registry) {
+  std::vector<std::shared_ptr<Upstream>> out;
+  std::set<std::string> seen;
+  auto add = [&](const tcp::endpoint& ep) {
+    auto up = registry.get(ep);
+    if (seen.insert(up->address()).second) out.push_back(std::move(up));
+  };
+  for (const auto& hp : v.upstreams) {
+    auto eps = resolve_now(hp);
+    if (eps && !eps->empty()) add(eps->front());
+  }
+  for (const auto& ep : dns_answers) add(ep);
+  return out;
+}
+
+Result<std::shared_ptr<GatewayState>> build_state(const GatewayConfig& cfg,
+                                                  const GatewayState* previous,
+                                                  UpstreamRegistry& registry) {
+  auto st = std::make_shared<GatewayState>();
+  st->config = cfg;
+  st->breaker = {cfg.health.eject_after_failures, cfg.health.eject_ms, cfg.health.max_eject_ms};
+  for (const auto& m : cfg.models) {
+    auto pool = std::make_shared<ModelPool>();
+    pool->name = m.name;
+    for (const auto& v : m.versions) {
+      for (const auto& hp : v.upstreams) {
+        auto eps = resolve_now(hp);
+        if (!eps) return make_error("models '{}': upstream {}", m.name, eps.error());
+      }
+      std::vector<tcp::endpoint> dns;
+      for (const auto& hp : v.dns) {
+        auto eps = resolve_now(hp);
+        if (!eps) {
+          spdlog::warn("gateway: {} does not resolve yet ({}); retrying every {} ms", hp.str(),
+                       eps.error(), cfg.dns_refresh_ms);
+          continue;
+        }
+        dns.insert(dns.end(), eps->begin(), eps->end());
+      }
+      auto vp = std::make_shared<VersionPool>(m.name, v);
+      vp->set_replicas(replicas_for(v, dns, registry), cfg.routing.virtual_nodes);
+      pool->versions.push_back(std::move(vp));
+    }
+    st->models[m.name] = std::move(pool);
+  }
+  st->tenants = std::make_shared<Tenants>(cfg.tenants, previous ? previous->tenants.get() : nullptr);
+  if (previous && same_cache(previous->config.cache, cfg.cache)) {
+    st->cache = previous->cache;
+  } else {
+    auto cache = make_cache(cfg.cache);
+    if (!cache) return cache.error_value();
+    st->cache = std::move(*cache);
+  }
+  return st;
+}
+
+}  // namespace cadenza::gateway

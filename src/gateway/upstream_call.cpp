@@ -1,0 +1,161 @@
+#include "gateway/upstream_call.h"
+
+#include <limits>
+
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+namespace cadenza::gateway {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using boost::system::error_code;
+
+const char* to_string(CallError e) {
+  switch (e) {
+    case CallError::none:
+      return "none";
+    case CallError::connect:
+      return "connect_error";
+    case CallError::send:
+      return "send_error";
+    case CallError::header:
+      return "header_error";
+    case CallError::body:
+      return "body_error";
+    case CallError::timeout:
+      return "timeout";
+  }
+  return "error";
+}
+
+namespace {
+
+bool is_timeout(const error_code& ec) {
+  return ec == beast::error::timeout || ec == asio::error::timed_out;
+}
+
+// "The replica closed this idle connection before answering."
+bool is_stale(const error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe ||
+         ec == http::error::partial_message;
+}
+
+}  // namespace
+
+UpstreamCall::UpstreamCall(asio::any_io_executor ex, std::shared_ptr<Upstream> up)
+    : ex_(std::move(ex)), up_(std::move(up)) {}
+
+UpstreamCall::~UpstreamCall() { abandon(); }
+
+asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_point deadline,
+                                               std::chrono::milliseconds connect_timeout) {
+  error_code ec;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool reused = false;
+    if (attempt == 0) stream_ = up_->take_idle();
+    if (stream_) {
+      reused = true;
+    } else {
+      stream_ = std::make_unique<beast::tcp_stream>(ex_);
+      stream_->expires_at(std::min(deadline, Clock::now() + connect_timeout));
+      co_await stream_->async_connect(up_->endpoint(),
+                                      asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        stream_.reset();
+        co_return is_timeout(ec) ? CallError::timeout : CallError::connect;
+      }
+      stream_->socket().set_option(asio::ip::tcp::no_delay(true), ec);
+    }
+    stream_->expires_at(deadline);
+    co_await http::async_write(*stream_, req,
+                               asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      stream_.reset();
+      if (reused && !is_timeout(ec)) continue;
+      co_return is_timeout(ec) ? CallError::timeout : CallError::send;
+    }
+    buf_.clear();
+    parser_ = std::make_unique<http::response_parser<http::buffer_body>>();
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    co_await http::async_read_header(*stream_, buf_, *parser_,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      const bool stale = reused && !parser_->got_some() && is_stale(ec);
+      stream_.reset();
+      parser_.reset();
+      if (stale) continue;
+      co_return is_timeout(ec) ? CallError::timeout : CallError::header;
+    }
+    co_return CallError::none;
+  }
+  co_return CallError::connect;
+}
+
+int UpstreamCall::status() const { return parser_ ? static_cast<int>(parser_->get().result_int()) : 0; }
+
+const http::fields& UpstreamCall::headers() const { return parser_->get().base(); }
+
+bool UpstreamCall::body_done() const { return parser_ && parser_->is_done(); }
+
+asio::awaitable<CallError> UpstreamCall::read_piece(std::string& out, Clock::time_point deadline) {
+  out.clear();
+  if (!parser_ || !stream_) co_return CallError::body;
+  out.resize(kPiece);
+  while (!parser_->is_done()) {
+    parser_->get().body().data = out.data();
+    parser_->get().body().size = out.size();
+    stream_->expires_at(deadline);
+    error_code ec;
+    co_await http::async_read_some(*stream_, buf_, *parser_,
+                                   asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == http::error::need_buffer) ec = {};
+    const size_t n = out.size() - parser_->get().body().size;
+    if (ec) {
+      out.clear();
+      co_return is_timeout(ec) ? CallError::timeout : CallError::body;
+    }
+    if (n > 0) {
+      out.resize(n);
+      co_return CallError::none;
+    }
+  }
+  out.clear();
+  co_return CallError::none;
+}
+
+asio::awaitable<CallError> UpstreamCall::read_all(std::string& out, size_t limit,
+                                                  Clock::time_point deadline) {
+  out.clear();
+  std::string piece;
+  for (;;) {
+    const CallError e = co_await read_piece(piece, deadline);
+    if (e != CallError::none) co_return e;
+    if (piece.empty()) co_return CallError::none;
+    if (out.size() + piece.size() > limit) co_return CallError::body;
+    out += piece;
+  }
+}
+
+void UpstreamCall::finish() {
+  if (stream_ && parser_ && parser_->is_done() && parser_->keep_alive()) {
+    stream_->expires_never();
+    up_->put_idle(std::move(stream_));
+  }
+  abandon();
+}
+
+void UpstreamCall::abandon() {
+  if (stream_) {
+    error_code ignored;
+    stream_->socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    stream_->close();
+    stream_.reset();
+  }
+}
+
+}  // namespace cadenza::gateway

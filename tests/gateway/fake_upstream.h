@@ -1,0 +1,49 @@
+// A scripted fake replica for the cases a real one cannot produce on demand: a stream that
+// breaks after its first event, and a stream held open until the test releases it.
+// Blocking sockets, one thread per connection; every response closes its connection.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace cadenza::gateway::testing {
+
+class FakeUpstream {
+ public:
+  enum class Mode {
+    break_after_first_event,  // SSE head, one event, then the connection closes mid-body
+    gated,                    // SSE head, one event, then waits for open_gate(), then the rest
+    flood,                    // kFloodEvents large events as fast as the socket takes them
+  };
+  static constexpr int kFloodEvents = 4096;
+  static constexpr size_t kFloodEventBytes = 16384;  // so 64 MiB in all
+  explicit FakeUpstream(Mode mode);
+  ~FakeUpstream();
+  uint16_t port() const { return port_; }
+  void open_gate();
+  int generations() const { return generations_.load(); }
+  // Body bytes the socket has accepted so far (flood mode).
+  size_t bytes_sent() const { return bytes_sent_.load(); }
+
+ private:
+  void accept_loop();
+  void handle(int fd);
+
+  Mode mode_;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> generations_{0};
+  std::atomic<size_t> bytes_sent_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool gate_open_ = false;
+  std::thread acceptor_;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace cadenza::gateway::testing

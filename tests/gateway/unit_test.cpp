@@ -1,0 +1,433 @@
+// Unit tests of src/gateway: configuration parsing (and its errors), replica choice, consistent
+// hashing stability, token buckets, the LRU cache with TTL, key and cache-key hashing, tenants,
+// the circuit breaker and the metrics text. Time is passed in explicitly (no sleeps).
+#include <map>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "gateway/cache.h"
+#include "gateway/config.h"
+#include "gateway/hashing.h"
+#include "gateway/metrics.h"
+#include "gateway/router.h"
+#include "gateway/tenants.h"
+#include "gateway/upstream.h"
+
+namespace cadenza::gateway {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+const char* kFullConfig = R"(
+listeners:
+  - host: 127.0.0.1
+    port: 0
+io_threads: 3
+default_model: qwen
+models:
+  - name: qwen
+    versions:
+      - version: stable
+        weight: 90
+        upstreams: ["127.0.0.1:8001", "127.0.0.1:8002"]
+      - version: ft-legal
+        weight: 10
+        upstream_model: qwen-legal
+        dns: ["replicas.default.svc.cluster.local:8080"]
+  - name: llama
+    upstreams: ["[::1]:9000"]
+routing:
+  prefix_affinity_chars: 128
+  affinity_max_outstanding: 3
+  max_retries: 1
+health:
+  interval_ms: 500
+  eject_after_failures: 2
+tenants:
+  - name: acme
+    key_sha256: "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD"
+    models: ["qwen"]
+    requests_per_minute: 60
+    tokens_per_minute: 1000
+cache:
+  backend: redis
+  ttl_s: 30
+  redis: {host: 10.0.0.1, port: 6380}
+)";
+
+TEST(GatewayConfig, ParsesEveryField) {
+  auto c = parse_config(kFullConfig);
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_EQ(c->listeners.size(), 1u);
+  EXPECT_EQ(c->listeners[0].port, 0);
+  EXPECT_EQ(c->io_threads, 3);
+  EXPECT_EQ(c->default_model, "qwen");
+  ASSERT_EQ(c->models.size(), 2u);
+  const auto& q = c->models[0];
+  ASSERT_EQ(q.versions.size(), 2u);
+  EXPECT_EQ(q.versions[0].version, "stable");
+  EXPECT_EQ(q.versions[0].weight, 90);
+  EXPECT_EQ(q.versions[0].upstream_model, "qwen");
+  ASSERT_EQ(q.versions[0].upstreams.size(), 2u);
+  EXPECT_EQ(q.versions[0].upstreams[1].port, "8002");
+  EXPECT_EQ(q.versions[1].upstream_model, "qwen-legal");
+  ASSERT_EQ(q.versions[1].dns.size(), 1u);
+  EXPECT_EQ(q.versions[1].dns[0].host, "replicas.default.svc.cluster.local");
+  const auto& l = c->models[1];
+  ASSERT_EQ(l.versions.size(), 1u);
+  EXPECT_EQ(l.versions[0].version, "");
+  EXPECT_EQ(l.versions[0].upstreams[0].host, "::1");
+  EXPECT_EQ(c->routing.prefix_affinity_chars, 128);
+  EXPECT_EQ(c->routing.affinity_max_outstanding, 3);
+  EXPECT_EQ(c->routing.max_retries, 1);
+  EXPECT_EQ(c->health.interval_ms, 500);
+  EXPECT_EQ(c->health.eject_after_failures, 2);
+  ASSERT_EQ(c->tenants.size(), 1u);
+  // Upper-case hex is normalised.
+  EXPECT_EQ(c->tenants[0].key_sha256, sha256_hex("abc"));
+  EXPECT_EQ(c->tenants[0].requests_per_minute, 60);
+  EXPECT_EQ(c->cache.backend, CacheBackend::redis);
+  EXPECT_EQ(c->cache.redis_port, 6380);
+  EXPECT_EQ(c->cache.ttl_s, 30);
+}
+
+TEST(GatewayConfig, DefaultsForAMinimalFile) {
+  auto c = parse_config("models:\n  - name: m\n    upstreams: [localhost:1]\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->listeners.size(), 1u);
+  EXPECT_EQ(c->default_model, "m");
+  EXPECT_EQ(c->cache.backend, CacheBackend::lru);
+  EXPECT_TRUE(c->tenants.empty());
+}
+
+TEST(GatewayConfig, BadFilesGiveErrorsNamingTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"models: [", "yaml"},                              // YAML syntax
+      {"- a\n- b\n", "top level"},                         // not a mapping
+      {"listeners: []\n", "models"},                       // no models
+      {"models:\n  - name: m\n", "upstreams"},             // no replicas
+      {"models:\n  - name: m\n    upstreams: [nohost]\n", "host:port"},
+      {"models:\n  - name: m\n    upstreams: [h:70000]\n", "bad port"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\n    colour: red\n", "colour"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\nlisteners:\n  - port: abc\n", "port"},
+      {"models:\n  - name: m\n    versions:\n      - {version: a, upstreams: [h:1]}\n"
+       "      - {version: a, upstreams: [h:2]}\n",
+       "duplicate"},
+      {"models:\n  - name: m\n    versions:\n      - {version: a, weight: 0, upstreams: [h:1]}\n",
+       "weights"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\ntenants:\n  - {name: t, key_sha256: xyz}\n",
+       "key_sha256"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\ndefault_model: other\n", "default_model"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\ncache: {backend: memcached}\n", "backend"},
+      {"models:\n  - name: m@1\n    upstreams: [h:1]\n", "@"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\nrouting: {max_retries: -1}\n", "max_retries"},
+  };
+  for (const auto& [yaml, needle] : cases) {
+    auto c = parse_config(yaml, "test.yaml");
+    ASSERT_FALSE(c.ok()) << yaml;
+    EXPECT_NE(c.error().find("test.yaml"), std::string::npos) << c.error();
+    std::string lower = c.error();
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    EXPECT_NE(lower.find(needle), std::string::npos) << "'" << c.error() << "' lacks " << needle;
+  }
+}
+
+TEST(GatewayConfig, TheShippedExampleParses) {
+  auto c = load_config(std::string(CADENZA_SOURCE_DIR) + "/deploy/gateway.example.yaml");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->models.size(), 2u);
+  ASSERT_EQ(c->tenants.size(), 2u);
+  EXPECT_EQ(c->tenants[0].key_sha256, sha256_hex("sk-acme-123"));  // as its comment says
+}
+
+TEST(GatewayConfig, MissingFileIsAnError) {
+  auto c = load_config("/nonexistent/gateway.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().find("cannot open"), std::string::npos);
+}
+
+TEST(GatewayHashing, Sha256MatchesTheStandardVectors) {
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+TEST(GatewayHashing, Hash64IsStableAndSpreads) {
+  EXPECT_EQ(hash64("prefix"), hash64(std::string("prefix")));
+  EXPECT_NE(hash64("a"), hash64("b"));
+  std::set<uint64_t> top;
+  for (int i = 0; i < 1000; ++i) top.insert(hash64("key" + std::to_string(i)) >> 60);
+  EXPECT_EQ(top.size(), 16u);  // every top nibble is reached
+}
+
+TEST(GatewayRouter, LeastLoadedSkipsIneligibleAndRotatesTies) {
+  std::vector<Candidate> c = {{3, true}, {1, true}, {0, false}, {1, true}};
+  EXPECT_EQ(pick_least_loaded(c, 0), 1);
+  EXPECT_EQ(pick_least_loaded(c, 2), 3);  // the tie between 1 and 3 starts at the rotation
+  c[1].eligible = c[3].eligible = false;
+  EXPECT_EQ(pick_least_loaded(c, 7), 0);
+  c[0].eligible = false;
+  EXPECT_EQ(pick_least_loaded(c, 0), -1);
+  EXPECT_EQ(pick_least_loaded({}, 0), -1);
+}
+
+TEST(GatewayRouter, AffinityPrefersTheRingOwnerUntilItIsBusy) {
+  const std::vector<std::string> ids = {"10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80"};
+  HashRing ring(ids, 64);
+  const uint64_t h = hash64("system prompt");
+  const int owner = ring.owner(h);
+  ASSERT_GE(owner, 0);
+  std::vector<Candidate> c(3);
+  c[static_cast<size_t>(owner)].outstanding = 2;  // busier than the others, but under the limit
+  Pick p = pick_replica(ring, c, h, 4, 0);
+  EXPECT_EQ(p.index, owner);
+  EXPECT_TRUE(p.affine);
+  c[static_cast<size_t>(owner)].outstanding = 4;  // busy: least loaded instead
+  p = pick_replica(ring, c, h, 4, 0);
+  EXPECT_NE(p.index, owner);
+  EXPECT_FALSE(p.affine);
+  // The owner down: the next member clockwise takes its keys, consistently.
+  c[static_cast<size_t>(owner)] = {0, false};
+  const int next = pick_replica(ring, c, h, 4, 0).index;
+  EXPECT_NE(next, owner);
+  EXPECT_EQ(pick_replica(ring, c, h, 4, 5).index, next);
+  // No prefix: least loaded.
+  std::vector<Candidate> d = {{2, true}, {0, true}, {1, true}};
+  EXPECT_EQ(pick_replica(ring, d, std::nullopt, 4, 0).index, 1);
+}
+
+TEST(GatewayRouter, ConsistentHashingMovesOnlyTheKeysOfTheChangedMember) {
+  std::vector<std::string> ids = {"a:1", "b:1", "c:1"};
+  HashRing three(ids, 64), again(ids, 64);
+  ids.push_back("d:1");
+  HashRing four(ids, 64);
+  const int kKeys = 20000;
+  int moved = 0;
+  std::map<int, int> load;
+  for (int i = 0; i < kKeys; ++i) {
+    const uint64_t h = hash64("prompt-" + std::to_string(i));
+    const int o3 = three.owner(h), o4 = four.owner(h);
+    ASSERT_EQ(o3, again.owner(h));  // same members, same owners
+    ++load[o3];
+    if (o3 != o4) {
+      ++moved;
+      EXPECT_EQ(o4, 3) << "a key moved between two old members";
+    }
+  }
+  // About a quarter of the keys move to the new member, and the load is roughly even.
+  EXPECT_GT(moved, kKeys / 8);
+  EXPECT_LT(moved, kKeys * 3 / 8);
+  for (const auto& [m, n] : load) {
+    EXPECT_GT(n, kKeys / 6) << m;
+    EXPECT_LT(n, kKeys / 2) << m;
+  }
+  // Removing a member (ineligible): only its keys move.
+  for (int i = 0; i < kKeys; ++i) {
+    const uint64_t h = hash64("prompt-" + std::to_string(i));
+    const int before = three.owner(h);
+    const int after = three.owner(h, [](int m) { return m != 1; });
+    if (before != 1) EXPECT_EQ(before, after);
+    else EXPECT_NE(after, 1);
+  }
+}
+
+TEST(GatewayRouter, WeightedVersionChoice) {
+  const std::vector<double> w = {90, 0, 10};
+  EXPECT_EQ(pick_weighted(w, 0.0), 0);
+  EXPECT_EQ(pick_weighted(w, 0.899), 0);
+  EXPECT_EQ(pick_weighted(w, 0.901), 2);
+  EXPECT_EQ(pick_weighted(w, 0.9999999), 2);
+  EXPECT_EQ(pick_weighted(w, 1.0), 2);
+  const std::vector<double> zero = {0, 0};
+  EXPECT_EQ(pick_weighted(zero, 0.5), -1);
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<double> u(0, 1);
+  int canary = 0;
+  for (int i = 0; i < 10000; ++i) canary += pick_weighted(w, u(rng)) == 2;
+  EXPECT_NEAR(canary, 1000, 150);
+}
+
+TEST(GatewayRouter, AffinityPrefixOfChatAndCompletions) {
+  json chat = {{"messages",
+                {{{"role", "system"}, {"content", "You are terse."}},
+                 {{"role", "user"},
+                  {"content", {{{"type", "text"}, {"text", "Hi"}}}}}}}};
+  EXPECT_EQ(affinity_prefix(chat, 1000), "system\nYou are terse.\nuser\nHi\n");
+  EXPECT_EQ(affinity_prefix(chat, 10), "system\nYou");
+  EXPECT_EQ(affinity_prefix(json{{"prompt", "abcdef"}}, 3), "abc");
+  EXPECT_EQ(affinity_prefix(json{{"prompt", {"xyz", "q"}}}, 10), "xyz");
+  EXPECT_EQ(affinity_prefix(json{{"prompt", {1, 2, 3}}}, 4), "[1,2");
+  EXPECT_EQ(affinity_prefix(json{{"other", 1}}, 10), "");
+  EXPECT_EQ(affinity_prefix(json::array(), 10), "");
+}
+
+TEST(GatewayTokenBucket, RefillsAtTheRateUpToTheBurst) {
+  const auto t0 = TokenBucket::Clock::time_point{} + 1h;
+  TokenBucket b(60, 5, t0);  // 1 per second, bucket of 5
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(b.try_take(1, t0), 0) << i;
+  EXPECT_NEAR(b.try_take(1, t0), 1.0, 1e-9);  // empty: one second to the next
+  EXPECT_NEAR(b.try_take(2, t0 + 500ms), 1.5, 1e-9);
+  EXPECT_EQ(b.try_take(1, t0 + 1s), 0);
+  EXPECT_NEAR(b.available(t0 + 1s), 0, 1e-9);
+  EXPECT_NEAR(b.available(t0 + 100s), 5, 1e-9);  // capped at the burst
+  EXPECT_EQ(b.try_take(6, t0 + 100s), -1);      // never fits
+  // Reconciliation: give back, take more (down to -capacity at most).
+  b.adjust(-20, t0 + 100s);
+  EXPECT_NEAR(b.available(t0 + 100s), -5, 1e-9);
+  EXPECT_NEAR(b.try_take(1, t0 + 100s), 6.0, 1e-9);
+  b.adjust(100, t0 + 100s);
+  EXPECT_NEAR(b.available(t0 + 100s), 5, 1e-9);
+  TokenBucket unlimited(0, 0, t0);
+  EXPECT_TRUE(unlimited.unlimited());
+  EXPECT_EQ(unlimited.try_take(1e9, t0), 0);
+}
+
+TEST(GatewayTokenBucket, BurstDefaultsToThePerMinuteAmount) {
+  const auto t0 = TokenBucket::Clock::time_point{} + 1h;
+  TokenBucket b(120, 0, t0);
+  EXPECT_EQ(b.capacity(), 120);
+  EXPECT_EQ(b.try_take(120, t0), 0);
+  EXPECT_NEAR(b.try_take(1, t0), 0.5, 1e-9);  // 2 per second
+}
+
+TEST(GatewayTenants, KeysAreMatchedByHashAndLimitsApplyToBoth) {
+  TenantConfig t;
+  t.name = "acme";
+  t.key_sha256 = sha256_hex("sk-acme");
+  t.models = {"qwen", "llama@v2"};
+  t.requests_per_minute = 60;
+  t.request_burst = 2;
+  t.tokens_per_minute = 600;
+  t.token_burst = 100;
+  Tenants ts({t}, nullptr);
+  EXPECT_TRUE(ts.enabled());
+  EXPECT_EQ(ts.find_by_key("sk-other"), nullptr);
+  EXPECT_EQ(ts.find_by_key(""), nullptr);
+  auto acme = ts.find_by_key("sk-acme");
+  ASSERT_NE(acme, nullptr);
+  EXPECT_TRUE(acme->allows("qwen", "qwen", "qwen@stable"));
+  EXPECT_TRUE(acme->allows("default", "qwen", "qwen@stable"));
+  EXPECT_TRUE(acme->allows("llama@v2", "llama", "llama@v2"));
+  EXPECT_FALSE(acme->allows("llama", "llama", "llama@v1"));
+  const auto t0 = TokenBucket::Clock::now();
+  EXPECT_TRUE(acme->admit(60, t0).ok);
+  // Tokens short: the request is not taken either.
+  Admission a = acme->admit(60, t0);
+  EXPECT_FALSE(a.ok);
+  EXPECT_EQ(a.limit, "tokens");
+  EXPECT_NEAR(a.retry_after_s, 2.0, 1e-6);  // 20 missing at 10/s
+  // Reconcile: only 10 of the 60 reserved were used.
+  acme->reconcile(60, 10, t0);
+  EXPECT_TRUE(acme->admit(60, t0).ok);  // the second request of the burst
+  a = acme->admit(1, t0);
+  EXPECT_FALSE(a.ok);
+  EXPECT_EQ(a.limit, "requests");
+  // A reload with the same limits keeps the buckets; changed limits start fresh.
+  Tenants same({t}, &ts);
+  EXPECT_EQ(same.find_by_key("sk-acme"), acme);
+  t.requests_per_minute = 120;
+  Tenants changed({t}, &ts);
+  EXPECT_NE(changed.find_by_key("sk-acme"), acme);
+  EXPECT_TRUE(changed.find_by_key("sk-acme")->admit(1, t0).ok);
+  EXPECT_FALSE(Tenants({}, nullptr).enabled());
+}
+
+TEST(GatewayCache, LruEvictsTheLeastRecentlyUsedAndExpires) {
+  const auto t0 = LruCache::Clock::time_point{} + 1h;
+  LruCache c(2, 10s);
+  c.put("a", "A", t0);
+  c.put("b", "B", t0);
+  EXPECT_EQ(c.get("a", t0 + 1s), "A");  // a is now the most recent
+  c.put("c", "C", t0 + 2s);              // evicts b
+  EXPECT_EQ(c.get("b", t0 + 2s), std::nullopt);
+  EXPECT_EQ(c.get("a", t0 + 2s), "A");
+  EXPECT_EQ(c.get("c", t0 + 2s), "C");
+  EXPECT_EQ(c.size(), 2u);
+  EXPECT_EQ(c.get("a", t0 + 10s), std::nullopt);  // stored at t0, TTL 10 s
+  EXPECT_EQ(c.get("c", t0 + 11s), "C");
+  EXPECT_EQ(c.size(), 1u);
+  c.put("c", "C2", t0 + 11s);  // overwrite refreshes the TTL
+  EXPECT_EQ(c.get("c", t0 + 20s), "C2");
+  EXPECT_EQ(c.get("c", t0 + 21s), std::nullopt);
+}
+
+TEST(GatewayCache, KeysNormaliseTheRequestAndSkipNondeterministicOnes) {
+  json a = json::parse(R"({"model":"m","temperature":0,"messages":[{"role":"user","content":"hi"}],"max_tokens":4})");
+  json b = json::parse(R"({"max_tokens":4, "messages":[{"content":"hi","role":"user"}], "temperature":0.0, "model":"other-alias","user":"u1"})");
+  auto ka = cache_key(a, "chat", "m@v1");
+  ASSERT_TRUE(ka.has_value());
+  EXPECT_EQ(ka, cache_key(b, "chat", "m@v1"));       // key order, spacing, model, user
+  EXPECT_NE(ka, cache_key(a, "chat", "m@v2"));       // another version
+  EXPECT_NE(ka, cache_key(a, "completions", "m@v1"));
+  json c = a;
+  c["max_tokens"] = 5;
+  EXPECT_NE(ka, cache_key(c, "chat", "m@v1"));
+  json hot = a;
+  hot["temperature"] = 0.7;
+  EXPECT_FALSE(cache_key(hot, "chat", "m@v1").has_value());
+  hot["seed"] = 42;  // a fixed seed makes it deterministic
+  EXPECT_TRUE(cache_key(hot, "chat", "m@v1").has_value());
+  json stream = a;
+  stream["stream"] = true;
+  EXPECT_FALSE(cache_key(stream, "chat", "m@v1").has_value());
+  json many = a;
+  many["n"] = 2;
+  EXPECT_FALSE(cache_key(many, "chat", "m@v1").has_value());
+  json none = a;
+  none.erase("temperature");  // OpenAI's default temperature is 1
+  EXPECT_FALSE(cache_key(none, "chat", "m@v1").has_value());
+}
+
+TEST(GatewayBreaker, OpensAfterConsecutiveFailuresAndProbesHalfOpen) {
+  Upstream u("127.0.0.1:1", {});
+  const BreakerSettings s{3, 1000, 4000};
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(u.eligible(t0));
+  EXPECT_FALSE(u.on_failure(t0, s));
+  EXPECT_FALSE(u.on_failure(t0, s));
+  u.on_success();  // resets the count
+  EXPECT_FALSE(u.on_failure(t0, s));
+  EXPECT_FALSE(u.on_failure(t0, s));
+  EXPECT_TRUE(u.on_failure(t0, s));  // third in a row: open
+  EXPECT_FALSE(u.eligible(t0 + 999ms));
+  EXPECT_TRUE(u.eligible(t0 + 1000ms));  // ready for a probe
+  u.on_dispatch(t0 + 1000ms);            // half-open: one probe only
+  EXPECT_FALSE(u.eligible(t0 + 1000ms));
+  EXPECT_TRUE(u.on_failure(t0 + 1100ms, s));  // probe failed: open for twice as long
+  EXPECT_FALSE(u.eligible(t0 + 3000ms));
+  EXPECT_TRUE(u.eligible(t0 + 3100ms));
+  u.on_dispatch(t0 + 3100ms);
+  u.on_success();
+  EXPECT_TRUE(u.eligible(t0 + 3100ms));
+  u.healthy = false;  // the active check overrides
+  EXPECT_FALSE(u.eligible(t0 + 3100ms));
+}
+
+TEST(GatewayMetricsText, CountersAndHistogramsInPrometheusFormat) {
+  GatewayMetrics m;
+  m.inc("cadenza_gateway_requests_total", {{"route", "chat"}, {"status", "200"}});
+  m.inc("cadenza_gateway_requests_total", {{"route", "chat"}, {"status", "200"}});
+  m.inc("cadenza_gateway_requests_total", {{"route", "a\"b"}, {"status", "429"}});
+  m.observe("cadenza_gateway_upstream_latency_seconds", {{"upstream", "u:1"}}, 0.003);
+  m.observe("cadenza_gateway_upstream_latency_seconds", {{"upstream", "u:1"}}, 100);
+  EXPECT_EQ(m.value("cadenza_gateway_requests_total", {{"route", "chat"}, {"status", "200"}}), 2);
+  const std::string t = m.render();
+  EXPECT_NE(t.find("# TYPE cadenza_gateway_requests_total counter"), std::string::npos);
+  EXPECT_NE(t.find("cadenza_gateway_requests_total{route=\"chat\",status=\"200\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("route=\"a\\\"b\""), std::string::npos);
+  EXPECT_NE(t.find("cadenza_gateway_upstream_latency_seconds_bucket{upstream=\"u:1\",le=\"0.005\"} 1\n"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("cadenza_gateway_upstream_latency_seconds_bucket{upstream=\"u:1\",le=\"+Inf\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("cadenza_gateway_upstream_latency_seconds_count{upstream=\"u:1\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(t.find("cadenza_gateway_cache_hits_total 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cadenza::gateway

@@ -1,0 +1,82 @@
+// CUDA mixture-of-experts helpers: top-k routing (softmax gating) and the weighted sum of the
+// expert slots. Both follow the CPU backend's loops element for element (same order), one token
+// per block / thread; they are small next to the expert matmuls (matmul.cu).
+#include <cfloat>
+
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace cadenza::kernels::cuda {
+
+namespace {
+
+// One block per token; thread 0 does the (small) sequential work, like the CPU backend.
+// Shared memory: E floats of probabilities.
+__global__ void route_kernel(DevMat logits, bool normalize_top_k, float scale, DevIdx expert_ids,
+                             DevMat expert_weights) {
+  extern __shared__ float probs[];
+  if (threadIdx.x != 0) return;
+  const int64_t t = blockIdx.x;
+  const int64_t n_experts = logits.cols, k = expert_ids.cols;
+  const float* l = logits.data + t * logits.stride;
+  float max_logit = l[0];
+  for (int64_t e = 1; e < n_experts; ++e) max_logit = fmaxf(max_logit, l[e]);
+  float sum = 0.0f;
+  for (int64_t e = 0; e < n_experts; ++e) {
+    probs[e] = expf(l[e] - max_logit);
+    sum += probs[e];
+  }
+  for (int64_t e = 0; e < n_experts; ++e) probs[e] /= sum;
+  int32_t* ids = expert_ids.data + t * k;
+  float* weights = expert_weights.data + t * expert_weights.stride;
+  for (int64_t s = 0; s < k; ++s) {
+    int64_t best = -1;
+    for (int64_t e = 0; e < n_experts; ++e) {
+      bool taken = false;
+      for (int64_t p = 0; p < s; ++p) taken = taken || ids[p] == e;
+      if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
+    }
+    ids[s] = static_cast<int32_t>(best);
+    weights[s] = probs[best];
+  }
+  if (normalize_top_k) {
+    float total = 0.0f;
+    for (int64_t s = 0; s < k; ++s) total += weights[s];
+    for (int64_t s = 0; s < k; ++s) weights[s] /= total;
+  }
+  if (scale != 1.0f) {
+    for (int64_t s = 0; s < k; ++s) weights[s] *= scale;
+  }
+}
+
+__global__ void weighted_sum_kernel(DevMat slot_rows, DevMat weights, DevMat out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= out.rows * out.cols) return;
+  const int64_t t = i / out.cols, c = i % out.cols;
+  const int64_t k = weights.cols;
+  const float* w = weights.data + t * weights.stride;
+  float o = 0.0f;
+  for (int64_t s = 0; s < k; ++s) {
+    const float v = slot_rows.data[(t * k + s) * slot_rows.stride + c];
+    o = s == 0 ? w[0] * v : o + w[s] * v;
+  }
+  out.data[t * out.stride + c] = o;
+}
+
+}  // namespace
+
+void route_experts(DevMat logits, bool normalize_top_k, float scale, DevIdx expert_ids,
+                   DevMat expert_weights, cudaStream_t stream) {
+  if (logits.rows == 0) return;
+  const size_t smem = static_cast<size_t>(logits.cols) * sizeof(float);
+  route_kernel<<<static_cast<unsigned>(logits.rows), 32, smem, stream>>>(
+      logits, normalize_top_k, scale, expert_ids, expert_weights);
+}
+
+void weighted_sum_slots(DevMat slot_rows, DevMat weights, DevMat out, cudaStream_t stream) {
+  const int64_t n = out.rows * out.cols;
+  if (n == 0) return;
+  weighted_sum_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(slot_rows, weights,
+                                                                                  out);
+}
+
+}  // namespace cadenza::kernels::cuda

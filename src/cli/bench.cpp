@@ -15,6 +15,7 @@
 #include "cli/options.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/backend_factory.h"
 #include "loadgen/bench_serve_cli.h"
 #include "model/model.h"
 #include "model/session.h"
@@ -31,9 +32,11 @@ struct BenchArgs {
   int32_t n_gen = 128;
   int repetitions = 5;
   int threads = 0;
+  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
   bool json = false;
   bool no_probe = false;
   int64_t experts_per_token = 0;  // 0: the file's
+  DType kv_cache_type = DType::F16;
   std::function<std::optional<int>()> serve;  // `bench serve` / `bench compare` (loadgen)
 };
 
@@ -157,14 +160,20 @@ int run_bench(const BenchArgs& a) {
   }
   std::shared_ptr<const gguf::GgufFile> file = std::move(*opened);
   const int threads = resolve_threads(a.threads);
-  auto backend = kernels::make_cpu_backend({.n_threads = threads});
+  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  if (!created) {
+    fmt::print(stderr, "bench: {}\n", created.error());
+    return 1;
+  }
+  std::unique_ptr<kernels::Backend> backend = std::move(*created);
   auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
   if (!model) {
     fmt::print(stderr, "bench: {}\n", model.error());
     return 1;
   }
   const int32_t n_vocab = static_cast<int32_t>((*model)->config().n_vocab);
-  auto session = model::Session::create(**model, {.max_tokens = std::max(a.n_prompt, a.n_gen) + 16});
+  auto session = model::Session::create(**model, {.max_tokens = std::max(a.n_prompt, a.n_gen) + 16,
+                                                        .kv_type = a.kv_cache_type});
   if (!session) {
     fmt::print(stderr, "bench: {}\n", session.error());
     return 1;
@@ -231,6 +240,7 @@ int run_bench(const BenchArgs& a) {
     j["decode_weight_bytes"] = step_bytes;
     j["backend"] = std::string(backend->name());
     j["threads"] = threads;
+    j["kv_cache_type"] = kv_cache_type_name(a.kv_cache_type);
     j["repetitions"] = a.repetitions;
     auto stats = [](const Stats& st) {
       return nlohmann::ordered_json{{"median", st.median}, {"min", st.min}, {"max", st.max},
@@ -254,8 +264,8 @@ int run_bench(const BenchArgs& a) {
   }
   fmt::print("model:   {} ({}, {:.1f} MiB, {:.1f} MiB read per decode step)\n", a.model,
              cfg.architecture, file->file_size() / 1048576.0, step_bytes / 1048576.0);
-  fmt::print("backend: {}, {} threads, {} repetitions\n", backend->name(), threads,
-             a.repetitions);
+  fmt::print("backend: {}, {} threads, {} repetitions, KV cache {}\n", backend->name(), threads,
+             a.repetitions, kv_cache_type_name(a.kv_cache_type));
   fmt::print("| test   |     t/s (median) |   min  |   max  | stddev |\n");
   fmt::print("|--------|------------------|--------|--------|--------|\n");
   if (a.n_prompt > 0)
@@ -292,8 +302,11 @@ Command bench_command() {
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
+        ->capture_default_str();
     sub->add_flag("--json", args->json, "Print the results as JSON");
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
+    add_kv_cache_type_option(*sub, args->kv_cache_type);
     sub->add_option("--experts-per-token", args->experts_per_token,
                     "MoE: experts used per token (default: the model's; changes quality)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

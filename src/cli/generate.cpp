@@ -29,7 +29,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "engine/engine_core.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "kernels/backend_factory.h"
 #include "kv/kv_sizing.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -47,12 +47,14 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 
 struct GenerateArgs {
   std::string model;
+  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
   std::string input;
   std::string output;
   int threads = 0;
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 512;
   std::string kv_cache_memory;  // empty: the engine's default pool
+  DType kv_cache_type = DType::F16;
   int32_t block_size = 16;
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
@@ -454,7 +456,9 @@ int run_generate(GenerateArgs a) {
 
   const auto t_load = Clock::now();
   const int threads = resolve_threads(a.threads);
-  auto backend = kernels::make_cpu_backend({.n_threads = threads});
+  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  if (!created) return fail(created.error());
+  std::unique_ptr<kernels::Backend> backend = std::move(*created);
   auto model = model::Model::open(a.model, *backend);
   if (!model) return fail(model.error());
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
@@ -468,6 +472,7 @@ int run_generate(GenerateArgs a) {
   ec.max_model_len = a.max_model_len;
   if (a.block_size < 1) return fail("--block-size must be >= 1");
   ec.block_size = a.block_size;
+  ec.kv_type = a.kv_cache_type;
   auto block_bytes = kv_block_bytes(mc, ec);
   if (!block_bytes) return fail(block_bytes.error());
   if (!a.kv_cache_memory.empty()) {
@@ -484,12 +489,12 @@ int run_generate(GenerateArgs a) {
   fmt::print(stderr, "generate: {} ({}), {} threads, loaded in {:.1f} s\n",
              mc.name.empty() ? a.model : mc.name, mc.architecture, threads, load_s);
   fmt::print(stderr,
-             "generate: KV cache {} blocks x {} tokens ({:.1f} MiB): {} sequences of the maximum "
+             "generate: KV cache {} blocks x {} tokens ({:.1f} MiB, {}): {} sequences of the maximum "
              "length {} fit; max {} sequences, {} tokens per step, prefix caching {}\n",
              cfg.num_kv_blocks, cfg.block_size,
              static_cast<double>(cfg.num_kv_blocks) * static_cast<double>(*block_bytes) /
                  (1024.0 * 1024.0),
-             cfg.num_kv_blocks / blocks_per_seq, cfg.max_model_len, cfg.max_num_seqs,
+             kv_cache_type_name(cfg.kv_type), cfg.num_kv_blocks / blocks_per_seq, cfg.max_model_len, cfg.max_num_seqs,
              cfg.max_num_batched_tokens, cfg.enable_prefix_caching ? "on" : "off");
 
   // Read and parse every line up front: parsing errors are known before any work starts.
@@ -572,6 +577,8 @@ Command generate_command() {
     auto* sub = app.add_subcommand(
         "generate", "Offline batch generation: JSONL requests in, JSONL results out");
     sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
+        ->capture_default_str();
     sub->add_option("--input", args->input, "Requests, one JSON object per line ('-': stdin)")
         ->required();
     sub->add_option("--output", args->output, "Results, one JSON object per line ('-': stdout)")
@@ -585,6 +592,7 @@ Command generate_command() {
     sub->add_option("--kv-cache-memory", args->kv_cache_memory,
                     "KV cache size, e.g. 1GiB, 512MiB or bytes (default: room for "
                     "min(max-num-seqs, 8) maximum-length sequences)");
+    add_kv_cache_type_option(*sub, args->kv_cache_type);
     sub->add_option("--block-size", args->block_size, "Tokens per KV block")
         ->capture_default_str();
     sub->add_option("--max-model-len", args->max_model_len,

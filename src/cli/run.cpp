@@ -14,6 +14,7 @@
 #include "engine/sampler.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/backend_factory.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "tokenizer/streaming_detokenizer.h"
@@ -55,8 +56,10 @@ struct RunArgs {
   float min_p = 0.05f;
   int64_t seed = -1;
   int threads = 0;
+  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
   int64_t experts_per_token = 0;  // 0: the model's
   int32_t ctx = 0;
+  DType kv_cache_type = DType::F16;
   bool no_parse_special = false;
   bool ignore_eos = false;
   bool no_echo = false;
@@ -76,13 +79,18 @@ int run_generate(const RunArgs& a) {
     return 1;
   }
   const int threads = resolve_threads(a.threads);
-  auto backend = kernels::make_cpu_backend({.n_threads = threads});
+  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  if (!created) {
+    fmt::print(stderr, "run: {}\n", created.error());
+    return 1;
+  }
+  std::unique_ptr<kernels::Backend> backend = std::move(*created);
   auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
   if (!model) {
     fmt::print(stderr, "run: {}\n", model.error());
     return 1;
   }
-  auto session = model::Session::create(**model, {.max_tokens = a.ctx});
+  auto session = model::Session::create(**model, {.max_tokens = a.ctx, .kv_type = a.kv_cache_type});
   if (!session) {
     fmt::print(stderr, "run: {}\n", session.error());
     return 1;
@@ -182,11 +190,14 @@ Command run_command() {
     sub->add_option("--min-p", args->min_p, "Min-p (0 = off)")->capture_default_str();
     sub->add_option("--seed", args->seed, "Random seed (default: random)");
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
+    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
+        ->capture_default_str();
     sub->add_option("--experts-per-token", args->experts_per_token,
                     "MoE: experts used per token (default: the model's; changes quality)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
     sub->add_option("-c,--ctx", args->ctx,
                     "Context size in tokens (default: the model's, at most 4096)");
+    add_kv_cache_type_option(*sub, args->kv_cache_type);
     sub->add_flag("--no-parse-special", args->no_parse_special,
                   "Treat special-token text in the prompt as plain text");
     sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after end-of-generation");

@@ -1,5 +1,6 @@
 // `cadenza serve`: the OpenAI-compatible HTTP server (src/server, docs/server.md).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cctype>
 #include <cstdlib>
@@ -17,7 +18,8 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "engine/engine_core.h"
-#include "kernels/cpu/cpu_backend.h"
+#include "hub/pull.h"
+#include "kernels/backend_factory.h"
 #include "kv/kv_sizing.h"
 #include "model/model.h"
 #include "server/chat_template.h"
@@ -29,14 +31,16 @@ namespace {
 
 struct ServeArgs {
   std::string model;
+  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
   std::string host = "127.0.0.1";
   int port = 8080;
   int threads = 0;
   int io_threads = 2;
   std::string served_model_name;
   int32_t max_num_seqs = 64;
-  int32_t max_num_batched_tokens = 2048;
+  int32_t max_num_batched_tokens = 512;  // a CPU step of 2048 prompt tokens stalls every decode ~2 s
   std::string kv_cache_memory;
+  DType kv_cache_type = DType::F16;
   int32_t max_model_len = 0;
   std::vector<std::string> api_keys;
   std::string api_key_file;
@@ -45,6 +49,8 @@ struct ServeArgs {
   double drain_timeout = 30;
   std::string max_body_bytes = "8MiB";
   bool no_warmup = false;
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
 };
 
 int fail(const std::string& message) {
@@ -94,8 +100,27 @@ int run_serve(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) return fail("--port must be in 0..65535");
 
   const int threads = resolve_threads(a.threads);
-  auto backend = kernels::make_cpu_backend({.n_threads = threads});
-  auto model = model::Model::open(a.model, *backend);
+  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  if (!created) return fail(created.error());
+  std::unique_ptr<kernels::Backend> backend = std::move(*created);
+  // -m hf://ORG/REPO/FILE.gguf (or an https:// URL): fetched into the cache first (docs/pull.md).
+  std::string model_path = a.model;
+  if (hub::is_remote(a.model)) {
+    hub::PullOptions po;
+    po.source = a.model;
+    hub::apply_environment(po);
+    auto last = std::chrono::steady_clock::now();
+    po.on_progress = [&](const hub::DownloadProgress& p) {
+      if (std::chrono::steady_clock::now() - last < std::chrono::seconds(10)) return;
+      last = std::chrono::steady_clock::now();
+      spdlog::info("pull: {}", hub::progress_line(a.model, p));
+    };
+    po.on_info = [](const std::string& m) { spdlog::info("pull: {}", m); };
+    auto pulled = hub::pull(po);
+    if (!pulled) return fail(pulled.error());
+    model_path = pulled->path;
+  }
+  auto model = model::Model::open(model_path, *backend);
   if (!model) return fail(model.error());
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) return fail(tokenizer.error());
@@ -105,6 +130,7 @@ int run_serve(const ServeArgs& a) {
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_model_len = a.max_model_len;
+  ec.kv_type = a.kv_cache_type;
   if (!a.kv_cache_memory.empty()) {
     auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
     if (!blocks) return fail(blocks.error());
@@ -123,16 +149,19 @@ int run_serve(const ServeArgs& a) {
   sc.io_threads = a.io_threads;
   sc.model_name = !a.served_model_name.empty() ? a.served_model_name
                   : !mc.name.empty()           ? mc.name
-                                               : std::filesystem::path(a.model).stem().string();
+                                               : std::filesystem::path(model_path).stem().string();
   sc.api_keys = std::move(*keys);
   sc.max_queue = a.max_queue;
   sc.drain_timeout_s = a.drain_timeout;
   sc.max_body_bytes = static_cast<size_t>(*body_limit);
   sc.warmup = !a.no_warmup;
   sc.handle_signals = true;
-  spdlog::info("serve: model '{}' ({}), {} threads; KV {} blocks x {} tokens; max {} sequences, "
+  sc.ssl_certfile = a.ssl_certfile;
+  sc.ssl_keyfile = a.ssl_keyfile;
+  spdlog::info("serve: model '{}' ({}), {} threads; KV {} blocks x {} tokens ({}); max {} sequences, "
                "{} tokens per step, max_model_len {}; chat template: {}; API keys: {}",
                sc.model_name, mc.architecture, threads, cfg.num_kv_blocks, cfg.block_size,
+               kv_cache_type_name(cfg.kv_type),
                cfg.max_num_seqs, cfg.max_num_batched_tokens, cfg.max_model_len,
                (*chat)->source_name(), sc.api_keys.empty() ? "off" : "on");
   auto server = server::Server::create(sc, **tokenizer, std::move(*engine), std::move(*chat));
@@ -140,7 +169,8 @@ int run_serve(const ServeArgs& a) {
   auto started = (*server)->start();
   if (!started) return fail(started.error());
   // The bound address on stdout (one line), so that scripts can wait for it even with --port 0.
-  fmt::print("cadenza serve: listening on http://{}:{}\n", a.host, (*server)->port());
+  fmt::print("cadenza serve: listening on {}://{}:{}\n", (*server)->tls() ? "https" : "http", a.host,
+             (*server)->port());
   std::fflush(stdout);
   (*server)->wait();
   spdlog::info("serve: stopped");
@@ -155,7 +185,11 @@ Command serve_command() {
   c.name = "serve";
   c.add = [args](CLI::App& app) {
     auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (docs/server.md)");
-    sub->add_option("-m,--model", args->model, "GGUF model file")->required();
+    sub->add_option("-m,--model", args->model,
+                    "GGUF model file, or hf://ORG/REPO/FILE.gguf (downloaded first, as by pull)")
+        ->required();
+    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
+        ->capture_default_str();
     sub->add_option("--host", args->host, "Address to listen on")->capture_default_str();
     sub->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
     sub->add_option("-t,--threads", args->threads, "Compute threads (default: all cores)");
@@ -170,6 +204,7 @@ Command serve_command() {
     sub->add_option("--kv-cache-memory", args->kv_cache_memory,
                     "KV cache size, e.g. 1GiB (default: room for min(max-num-seqs, 8) "
                     "maximum-length sequences)");
+    add_kv_cache_type_option(*sub, args->kv_cache_type);
     sub->add_option("--max-model-len", args->max_model_len,
                     "Prompt + output tokens at most (default: the model's context, at most 4096)");
     sub->add_option("--api-key", args->api_keys,
@@ -186,6 +221,9 @@ Command serve_command() {
     sub->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body (HTTP 413)")
         ->capture_default_str();
     sub->add_flag("--no-warmup", args->no_warmup, "Skip the warm-up forward passes");
+    sub->add_option("--ssl-certfile", args->ssl_certfile,
+                    "PEM certificate chain: serve HTTPS (with --ssl-keyfile)");
+    sub->add_option("--ssl-keyfile", args->ssl_keyfile, "PEM private key (unencrypted) for HTTPS");
   };
   c.run = [args] { return run_serve(*args); };
   return c;

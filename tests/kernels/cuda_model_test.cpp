@@ -29,48 +29,15 @@ namespace {
 using test::make_synthetic;
 using test::SyntheticSpec;
 
+// The architectures of the CPU model tests plus a Q4_K model (the CUDA backend keeps Q4_K
+// quantized, with its own kernel).
 std::vector<SyntheticSpec> variants() {
-  std::vector<SyntheticSpec> specs;
-  SyntheticSpec llama;
-  specs.push_back(llama);
-  SyntheticSpec llama_q8 = llama;
-  llama_q8.type = DType::Q8_0;
-  llama_q8.embd = 64;
-  llama_q8.ff = 64;
-  specs.push_back(llama_q8);
-  SyntheticSpec llama_q4k = llama;
+  std::vector<SyntheticSpec> specs = test::architecture_variants();
+  SyntheticSpec llama_q4k;
   llama_q4k.type = DType::Q4_K;
   llama_q4k.embd = 256;
   llama_q4k.ff = 256;
   specs.push_back(llama_q4k);
-  SyntheticSpec mixtral = llama;
-  mixtral.experts = 4;
-  mixtral.experts_used = 2;
-  specs.push_back(mixtral);
-  SyntheticSpec qwen2 = llama;
-  qwen2.arch = "qwen2";
-  qwen2.qkv_bias = true;
-  qwen2.tied = true;
-  specs.push_back(qwen2);
-  SyntheticSpec qwen3 = llama;
-  qwen3.arch = "qwen3";
-  qwen3.qk_norm = true;
-  qwen3.head_dim = 16;
-  qwen3.tied = true;
-  specs.push_back(qwen3);
-  SyntheticSpec qwen3moe = qwen3;
-  qwen3moe.arch = "qwen3moe";
-  qwen3moe.experts = 8;
-  qwen3moe.experts_used = 3;
-  qwen3moe.ff_expert = 24;
-  specs.push_back(qwen3moe);
-  SyntheticSpec qwen2moe = qwen2;
-  qwen2moe.arch = "qwen2moe";
-  qwen2moe.experts = 4;
-  qwen2moe.experts_used = 2;
-  qwen2moe.ff_expert = 16;
-  qwen2moe.ff_shared = 40;
-  specs.push_back(qwen2moe);
   return specs;
 }
 

@@ -21,48 +21,9 @@
 namespace cadenza::model {
 namespace {
 
+using test::architecture_variants;
 using test::make_synthetic;
 using test::SyntheticSpec;
-
-std::vector<SyntheticSpec> architecture_variants() {
-  std::vector<SyntheticSpec> specs;
-  SyntheticSpec llama;
-  specs.push_back(llama);
-  SyntheticSpec llama_q8 = llama;
-  llama_q8.type = DType::Q8_0;
-  llama_q8.embd = 64;
-  llama_q8.ff = 64;
-  specs.push_back(llama_q8);
-  SyntheticSpec mixtral = llama;
-  mixtral.experts = 4;
-  mixtral.experts_used = 2;
-  specs.push_back(mixtral);
-  SyntheticSpec qwen2 = llama;
-  qwen2.arch = "qwen2";
-  qwen2.qkv_bias = true;
-  qwen2.tied = true;
-  specs.push_back(qwen2);
-  SyntheticSpec qwen3 = llama;
-  qwen3.arch = "qwen3";
-  qwen3.qk_norm = true;
-  qwen3.head_dim = 16;  // heads * head_dim != embd
-  qwen3.tied = true;
-  specs.push_back(qwen3);
-  SyntheticSpec qwen3moe = qwen3;
-  qwen3moe.arch = "qwen3moe";
-  qwen3moe.experts = 8;
-  qwen3moe.experts_used = 3;
-  qwen3moe.ff_expert = 24;
-  specs.push_back(qwen3moe);
-  SyntheticSpec qwen2moe = qwen2;
-  qwen2moe.arch = "qwen2moe";
-  qwen2moe.experts = 6;
-  qwen2moe.experts_used = 2;
-  qwen2moe.ff_expert = 16;
-  qwen2moe.ff_shared = 40;
-  specs.push_back(qwen2moe);
-  return specs;
-}
 
 std::vector<int32_t> some_tokens(size_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -114,7 +75,7 @@ TEST(Model, EveryArchitectureRunsAndIsBatchInvariant) {
 }
 
 TEST(Model, ResultsDoNotDependOnThreadCount) {
-  SyntheticSpec spec = architecture_variants().back();  // qwen3moe: every op kind
+  SyntheticSpec spec = architecture_variants().back();  // qwen2moe: every op kind
   std::shared_ptr<const gguf::GgufFile> file = make_synthetic(spec);
   const std::vector<int32_t> tokens = some_tokens(20, spec.vocab, 8);
   std::vector<std::vector<float>> results;

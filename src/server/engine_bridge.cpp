@@ -27,7 +27,8 @@ void EngineBridge::start() {
 
 Submission EngineBridge::submit(std::vector<GenInput> inputs, GenSink sink) {
   if (!accepting_.load()) return {SubmitStatus::kNotAccepting, 0};
-  const int64_t n = static_cast<int64_t>(inputs.size());
+  int64_t n = 0;  // in-flight requests are counted per sample
+  for (const GenInput& in : inputs) n += static_cast<int64_t>(in.samples());
   const int64_t cap = static_cast<int64_t>(config_.max_num_seqs) + bridge_config_.max_queue;
   int64_t cur = in_flight_.load();
   do {
@@ -102,23 +103,33 @@ void EngineBridge::warm_up() {
   }
 }
 
+void EngineBridge::refuse(const Pending& p, size_t base, const GenInput& input, bool rejected,
+                          const std::string& error) {
+  for (size_t s = 0; s < input.samples(); ++s) {
+    GenEvent e;
+    e.index = base + s;
+    e.rejected = rejected;
+    e.out.finished = true;
+    e.out.finish_reason = rejected ? engine::FinishReason::kError : engine::FinishReason::kAbort;
+    e.out.error = error;
+    (*p.sink)(std::move(e));
+    in_flight_.fetch_sub(1);
+  }
+}
+
 void EngineBridge::admit(Pending& p) {
   auto& ids = by_ticket_[p.ticket];
-  for (size_t i = 0; i < p.inputs.size(); ++i) {
-    auto id = engine_->add_request(std::move(p.inputs[i].prompt), p.inputs[i].params);
+  size_t base = 0;
+  for (GenInput& input : p.inputs) {
+    const size_t samples = input.samples();
+    auto id = engine_->add_request(std::move(input.prompt), input.params);
     if (!id) {
-      GenEvent e;
-      e.index = i;
-      e.rejected = true;
-      e.out.finished = true;
-      e.out.finish_reason = engine::FinishReason::kError;
-      e.out.error = id.error();
-      (*p.sink)(std::move(e));
-      in_flight_.fetch_sub(1);
-      continue;
+      refuse(p, base, input, /*rejected=*/true, id.error());
+    } else {
+      live_[*id] = Live{p.ticket, base, p.sink, p.submitted, samples};
+      ids.push_back(*id);
     }
-    live_[*id] = Live{p.ticket, i, p.sink, p.submitted};
-    ids.push_back(*id);
+    base += samples;
   }
   if (ids.empty()) by_ticket_.erase(p.ticket);
 }
@@ -142,10 +153,10 @@ void EngineBridge::deliver(engine::RequestOutput out) {
   const bool finished = out.finished;
   if (finished) record_finished(out, it->second);
   GenEvent e;
-  e.index = it->second.index;
+  e.index = it->second.index + static_cast<size_t>(out.index);
   e.out = std::move(out);
   auto sink = it->second.sink;
-  if (finished) {
+  if (finished && --it->second.remaining == 0) {
     auto t = by_ticket_.find(it->second.ticket);
     if (t != by_ticket_.end()) {
       std::erase(t->second, it->first);
@@ -215,7 +226,8 @@ void EngineBridge::loop() {
     size_t waiting_submissions = 0;
     {
       std::lock_guard lock(mu_);
-      for (const auto& p : pending_) waiting_submissions += p.inputs.size();
+      for (const auto& p : pending_)
+        for (const GenInput& in : p.inputs) waiting_submissions += in.samples();
     }
     publish_gauges(waiting_submissions);
     if (stop && !engine_->has_work()) {
@@ -229,15 +241,13 @@ void EngineBridge::loop() {
     std::lock_guard lock(mu_);
     rest.swap(pending_);
   }
-  for (auto& p : rest)
-    for (size_t i = 0; i < p.inputs.size(); ++i) {
-      GenEvent e;
-      e.index = i;
-      e.out.finished = true;
-      e.out.finish_reason = engine::FinishReason::kAbort;
-      (*p.sink)(std::move(e));
-      in_flight_.fetch_sub(1);
+  for (auto& p : rest) {
+    size_t base = 0;
+    for (const GenInput& input : p.inputs) {
+      refuse(p, base, input, /*rejected=*/false, {});
+      base += input.samples();
     }
+  }
   std::lock_guard lock(mu_);
   idle_cv_.notify_all();
 }

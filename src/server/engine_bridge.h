@@ -34,13 +34,16 @@
 
 namespace cadenza::server {
 
+// One engine request. params.n > 1 runs n samples of it (the engine forks them from the computed
+// prompt); they produce events with consecutive indices.
 struct GenInput {
   std::vector<int32_t> prompt;
   SamplingParams params;
+  size_t samples() const { return static_cast<size_t>(params.n > 1 ? params.n : 1); }
 };
 
 struct GenEvent {
-  size_t index = 0;            // which of the submission's inputs
+  size_t index = 0;            // which sample of the submission: inputs in order, n per input
   engine::RequestOutput out;   // finished + finish_reason kError + error: rejected or failed
   bool rejected = false;       // add_request refused it (validation): nothing was generated
 };
@@ -100,10 +103,14 @@ class EngineBridge {
   };
   struct Live {
     uint64_t ticket;
-    size_t index;
+    size_t index;  // event index of the request's sample 0
     std::shared_ptr<GenSink> sink;
     engine::Clock::time_point submitted;
+    size_t remaining;  // samples without their final output yet
   };
+  // Ends every sample of `input` (event indices from `base`) without running it.
+  void refuse(const Pending& p, size_t base, const GenInput& input, bool rejected,
+              const std::string& error);
 
   void loop();
   void warm_up();

@@ -166,14 +166,14 @@ RouteResult Router::generation(const json& body, Endpoint endpoint, RouteResult 
   plan.job = std::make_unique<GenerationJob>(req, ctx_.model_name, static_cast<int32_t>(n_prompt),
                                              *ctx_.tokenizer);
   thread_local std::mt19937_64 rng{std::random_device{}()};
-  for (int32_t i = 0; i < req.n; ++i) {
-    GenInput in;
-    in.prompt = prompt;
-    in.params = p;
-    // n > 1 is n independent requests; with a seed, choice i uses seed + i (reproducible).
-    in.params.seed = req.seed ? *req.seed + static_cast<uint64_t>(i) : rng();
-    plan.inputs.push_back(std::move(in));
-  }
+  // One engine request; n > 1 runs as n samples forked from the computed prompt (choice i samples
+  // with seed + i: reproducible with a seed).
+  GenInput in;
+  in.prompt = prompt;
+  in.params = p;
+  in.params.n = req.n;
+  in.params.seed = req.seed ? *req.seed : rng();
+  plan.inputs.push_back(std::move(in));
   r.generation = std::move(plan);
   return r;
 }

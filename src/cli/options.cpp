@@ -118,4 +118,31 @@ CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value) {
       ->default_str(default_name);
 }
 
+Status apply_config_file(CLI::App& app, const std::string& path) {
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_file(path);
+  } catch (const CLI::Error& e) {
+    return make_error("--config {}: {}", path, e.what());
+  }
+  for (const CLI::ConfigItem& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // section markers
+    if (!item.parents.empty() && (item.parents.size() != 1 || item.parents[0] != app.get_name()))
+      return make_error("--config {}: section [{}] is not '{}'", path, item.parents[0],
+                        app.get_name());
+    CLI::Option* opt = app.get_option_no_throw("--" + item.name);
+    if (opt == nullptr || item.name == "config")
+      return make_error("--config {}: '{}' is not an option of '{}'", path, item.name,
+                        app.get_name());
+    if (opt->count() > 0) continue;  // given on the command line: that wins
+    try {
+      opt->add_result(item.inputs);
+      opt->run_callback();
+    } catch (const CLI::Error& e) {
+      return make_error("--config {}: '{}': {}", path, item.name, e.what());
+    }
+  }
+  return {};
+}
+
 }  // namespace cadenza::cli

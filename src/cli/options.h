@@ -45,4 +45,11 @@ std::string kv_cache_type_name(DType type);
 // and sessions) when the option is absent. `value` must outlive the parse.
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value);
 
+// Sets the options of `app` that were not given on the command line from the TOML file `path`:
+// one `name = value` per line, names as the long options without the dashes (`port = 8080`,
+// `api-key = ["a", "b"]`, `no-warmup = true`); a `[section]` must be the subcommand's name.
+// The command line wins. Errors: missing or malformed file, an unknown name, a bad value.
+// Call after parsing, before using the options.
+Status apply_config_file(CLI::App& app, const std::string& path);
+
 }  // namespace cadenza::cli

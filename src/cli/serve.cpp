@@ -51,6 +51,8 @@ struct ServeArgs {
   bool no_warmup = false;
   std::string ssl_certfile;
   std::string ssl_keyfile;
+  std::string config;        // --config FILE: options not given on the command line
+  CLI::App* app = nullptr;   // the subcommand, to apply --config after parsing
 };
 
 int fail(const std::string& message) {
@@ -85,6 +87,7 @@ Result<std::vector<std::string>> collect_keys(const ServeArgs& a) {
 int run_serve(const ServeArgs& a) {
   // Logs go to stderr; stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
+  if (a.model.empty()) return fail("--model is required (on the command line or in --config)");
   auto keys = collect_keys(a);
   if (!keys) return fail(keys.error());
   std::string template_source;
@@ -185,9 +188,13 @@ Command serve_command() {
   c.name = "serve";
   c.add = [args](CLI::App& app) {
     auto* sub = app.add_subcommand("serve", "OpenAI-compatible HTTP server (docs/server.md)");
+    // Every option below can also come from a TOML file: `port = 8080`, `api-key-file = "..."`
+    // (long names without the dashes); the command line wins over the file.
+    sub->add_option("--config", args->config, "Read options from a TOML file (docs/server.md)");
+    args->app = sub;
     sub->add_option("-m,--model", args->model,
-                    "GGUF model file, or hf://ORG/REPO/FILE.gguf (downloaded first, as by pull)")
-        ->required();
+                    "GGUF model file, or hf://ORG/REPO/FILE.gguf (downloaded first, as by pull); "
+                    "required, here or in --config");
     sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
         ->capture_default_str();
     sub->add_option("--host", args->host, "Address to listen on")->capture_default_str();
@@ -225,7 +232,15 @@ Command serve_command() {
                     "PEM certificate chain: serve HTTPS (with --ssl-keyfile)");
     sub->add_option("--ssl-keyfile", args->ssl_keyfile, "PEM private key (unencrypted) for HTTPS");
   };
-  c.run = [args] { return run_serve(*args); };
+  c.run = [args] {
+    if (!args->config.empty()) {
+      if (Status st = apply_config_file(*args->app, args->config); !st) {
+        fmt::print(stderr, "serve: {}\n", st.error());  // logging is set up in run_serve
+        return 1;
+      }
+    }
+    return run_serve(*args);
+  };
   return c;
 }
 

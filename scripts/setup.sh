@@ -11,8 +11,8 @@ packages=(
 )
 if [ "${1:-}" = "--test" ]; then
   # clang + compiler-rt: the libFuzzer target; promtool: the metrics format; chromium: the bench
-  # report page; redis-server: the gateway's Redis cache test; wrk: gateway load checks. Node.js runs the OpenAI-SDK end-to-end test; the image may ship its own build.
-  packages+=(clang libclang-rt-dev prometheus chromium redis-server wrk)
+  # report page; curl: the Prometheus scrape test; redis-server: the gateway's Redis cache test; wrk: gateway load checks. Node.js runs the OpenAI-SDK end-to-end test; the image may ship its own build.
+  packages+=(clang libclang-rt-dev prometheus curl chromium redis-server wrk)
   command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 fi
 missing=()

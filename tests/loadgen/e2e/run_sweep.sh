@@ -5,6 +5,7 @@
 # Exit 77 (ctest: skipped) only for the browser part when chromium is missing.
 set -u
 cadenza=$1 work=$2
+source "$(cd "$(dirname "$0")/../.." && pwd)/e2e_lib.sh"
 rm -rf "$work" && mkdir -p "$work"
 
 model="$work/sweep-model.gguf"
@@ -16,14 +17,7 @@ pid=$!
 cleanup() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
 trap cleanup EXIT
 
-port=""
-for _ in $(seq 1 600); do
-  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/serve.out")
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "serve exited early"; cat "$work/serve.err"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "serve did not start"; cat "$work/serve.err"; exit 1; }
+wait_for_serve "$work/serve.out" "$work/serve.err" "$pid"
 for _ in $(seq 1 600); do
   curl -sf "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
   sleep 0.1

@@ -4,6 +4,7 @@
 # Exit 77 (ctest: skipped) when node/npm are missing or the dependencies cannot be installed.
 set -u
 cadenza=$1 src=$2 work=$3
+source "$(cd "$(dirname "$0")/../.." && pwd)/e2e_lib.sh"
 
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   echo "SKIPPED: node and npm are needed for the OpenAI Node client test"
@@ -29,14 +30,7 @@ pid=$!
 cleanup() { kill "$pid" 2>/dev/null; }
 trap cleanup EXIT
 
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/serve.out")
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || { echo "serve exited early"; cat "$work/serve.err"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "serve did not start"; cat "$work/serve.err"; exit 1; }
+wait_for_serve "$work/serve.out" "$work/serve.err" "$pid"
 
 (cd "$work" && CADENZA_BASE_URL="http://127.0.0.1:$port/v1" CADENZA_API_KEY="$key" \
   CADENZA_ROOT_URL="http://127.0.0.1:$port" node e2e.mjs)

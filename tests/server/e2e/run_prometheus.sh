@@ -4,6 +4,7 @@
 # Exit 77 (ctest: skipped) when prometheus or curl is missing.
 set -u
 cadenza=$1 work=$2
+source "$(cd "$(dirname "$0")/../.." && pwd)/e2e_lib.sh"
 for tool in prometheus curl; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     echo "SKIPPED: $tool is needed for the Prometheus scrape test (scripts/setup.sh --test)"
@@ -25,14 +26,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/serve.out")
-  [ -n "$port" ] && break
-  kill -0 "$serve_pid" 2>/dev/null || { echo "serve exited early"; cat "$work/serve.err"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { echo "serve did not start"; cat "$work/serve.err"; exit 1; }
+wait_for_serve "$work/serve.out" "$work/serve.err" "$serve_pid"
 
 # Two requests, so the latency histograms have observations before the first scrape.
 for i in 1 2; do

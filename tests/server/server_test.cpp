@@ -384,7 +384,14 @@ TEST_F(ServerTest, DisconnectMidStreamFreesKv) {
 
 TEST_F(ServerTest, MetricsText) {
   ASSERT_EQ(testing::post(port(), "/v1/completions", {{"prompt", "m"}, {"max_tokens", 3}}).status, 200);
+  // The HTTP counter of a request is recorded once its response has been written, which can be
+  // just after the client has read it: wait (bounded) until the scrape shows it.
+  const std::string http_sample = "cadenza_http_requests_total{route=\"/v1/completions\",status=\"200\"}";
   auto m = testing::get(port(), "/metrics");
+  for (int i = 0; i < 200 && m.body.find(http_sample) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    m = testing::get(port(), "/metrics");
+  }
   ASSERT_EQ(m.status, 200);
   EXPECT_EQ(m.header("content-type").rfind("text/plain; version=0.0.4", 0), 0u);
   for (const char* name :
@@ -400,8 +407,7 @@ TEST_F(ServerTest, MetricsText) {
   }
   EXPECT_GE(metric_value(m.body, "cadenza_e2e_request_latency_seconds_count"), 1);
   EXPECT_GE(metric_value(m.body, "cadenza_generation_tokens_total"), 3);
-  EXPECT_NE(m.body.find("cadenza_http_requests_total{route=\"/v1/completions\",status=\"200\"}"),
-            std::string::npos);
+  EXPECT_NE(m.body.find(http_sample), std::string::npos);
   // Every sample line is "name[{labels}] number".
   std::istringstream in(m.body);
   std::string line;

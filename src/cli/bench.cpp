@@ -302,8 +302,7 @@ Command bench_command() {
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
-    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
-        ->capture_default_str();
+    add_device_option(*sub, args->device);
     sub->add_flag("--json", args->json, "Print the results as JSON");
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
     add_kv_cache_type_option(*sub, args->kv_cache_type);

@@ -577,8 +577,7 @@ Command generate_command() {
     auto* sub = app.add_subcommand(
         "generate", "Offline batch generation: JSONL requests in, JSONL results out");
     sub->add_option("-m,--model", args->model, "GGUF model file")->required();
-    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
-        ->capture_default_str();
+    add_device_option(*sub, args->device);
     sub->add_option("--input", args->input, "Requests, one JSON object per line ('-': stdin)")
         ->required();
     sub->add_option("--output", args->output, "Results, one JSON object per line ('-': stdout)")

@@ -95,6 +95,11 @@ std::string kv_cache_type_name(DType type) {
   }
 }
 
+CLI::Option* add_device_option(CLI::App& sub, std::string& value) {
+  return sub.add_option("--device", value, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
+      ->capture_default_str();
+}
+
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value) {
   const std::string default_name = kv_cache_type_name(value);
   return sub

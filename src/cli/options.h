@@ -45,6 +45,9 @@ std::string kv_cache_type_name(DType type);
 // and sessions) when the option is absent. `value` must outlive the parse.
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value);
 
+// Adds `--device` (cpu, cuda, cuda:N; parsed by kernels::create_backend) to `sub`, bound to `value`.
+CLI::Option* add_device_option(CLI::App& sub, std::string& value);
+
 // Sets the options of `app` that were not given on the command line from the TOML file `path`:
 // one `name = value` per line, names as the long options without the dashes (`port = 8080`,
 // `api-key = ["a", "b"]`, `no-warmup = true`); a `[section]` must be the subcommand's name.

@@ -190,8 +190,7 @@ Command run_command() {
     sub->add_option("--min-p", args->min_p, "Min-p (0 = off)")->capture_default_str();
     sub->add_option("--seed", args->seed, "Random seed (default: random)");
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
-    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
-        ->capture_default_str();
+    add_device_option(*sub, args->device);
     sub->add_option("--experts-per-token", args->experts_per_token,
                     "MoE: experts used per token (default: the model's; changes quality)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

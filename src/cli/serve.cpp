@@ -195,8 +195,7 @@ Command serve_command() {
     sub->add_option("-m,--model", args->model,
                     "GGUF model file, or hf://ORG/REPO/FILE.gguf (downloaded first, as by pull); "
                     "required, here or in --config");
-    sub->add_option("--device", args->device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
-        ->capture_default_str();
+    add_device_option(*sub, args->device);
     sub->add_option("--host", args->host, "Address to listen on")->capture_default_str();
     sub->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
     sub->add_option("-t,--threads", args->threads, "Compute threads (default: all cores)");

@@ -4,6 +4,8 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
+
+#include "test_models.h"
 #include <nlohmann/json.hpp>
 
 #include "fake_server.h"
@@ -132,14 +134,8 @@ TEST(Run, AnEmptyFinishChunkIsTheLastTokenWhenUsageSaysSo) {
 // Output tokens: the server's usage when sent, even with a tokenizer; the re-encoded text only
 // without usage.
 TEST(Run, UsageIsCountedBeforeTheTokenizer) {
-  synth::SynthOptions opts;
-  opts.shape = *synth::find_preset("demo");
-  opts.shape.n_layer = 1;
-  opts.shape.n_embd = 64;
-  opts.shape.n_head = 2;
-  opts.shape.n_head_kv = 1;
-  opts.shape.head_dim = 32;
-  opts.shape.n_ff = 64;
+  // The tiny test model: the built-in byte-level vocabulary, small enough to write fast.
+  const synth::SynthOptions opts = test::tiny_model_options(1);
   const std::string model =
       (std::filesystem::temp_directory_path() / "cadenza_loadgen_run_vocab.gguf").string();
   auto written = synth::write_synthetic_model(opts, model);

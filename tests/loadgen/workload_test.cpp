@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "test_models.h"
+
 #include "gguf/gguf.h"
 #include "loadgen/workload.h"
 #include "synth/synth.h"
@@ -140,15 +142,8 @@ TEST(Workload, DatasetErrorsNameTheLine) {
 }
 
 TEST(Workload, TokenizerPromptsHitTheLength) {
-  // The demo preset carries the built-in byte-level vocabulary; shrink it to keep the test fast.
-  synth::SynthOptions opts;
-  opts.shape = *synth::find_preset("demo");
-  opts.shape.n_layer = 1;
-  opts.shape.n_embd = 64;
-  opts.shape.n_head = 2;
-  opts.shape.n_head_kv = 1;
-  opts.shape.head_dim = 32;
-  opts.shape.n_ff = 64;
+  // The tiny test model: the built-in byte-level vocabulary, small enough to write fast.
+  const synth::SynthOptions opts = test::tiny_model_options(1);
   const std::string model =
       (std::filesystem::temp_directory_path() / "cadenza_loadgen_vocab.gguf").string();
   auto written = synth::write_synthetic_model(opts, model);

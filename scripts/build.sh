@@ -15,5 +15,7 @@ case "$kind" in
   asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCADENZA_SANITIZE=ON -DCADENZA_CUDA=OFF) ;;
   *) echo "usage: $0 [release|asan]" >&2; exit 2 ;;
 esac
-cmake -S . -B "$dir" -G Ninja "${flags[@]}" >/dev/null
+# Only cadenza's own configure messages (CUDA on/off, assertions on/off) reach the log.
+configured="$(cmake -S . -B "$dir" -G Ninja "${flags[@]}")"
+grep "cadenza:" <<<"$configured" || true
 ninja -C "$dir" -j "$jobs"

@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs every test.
 #   1. Release build: all tests (unit, golden against ../shared when present, corrupt-file sweeps).
-#   2. ASan+UBSan build: the same tests under the sanitizers.
-# Tests that need ../shared skip with a visible "SKIPPED" message when it is absent.
+#   2. ASan+UBSan build, with assertions on: the same tests under the sanitizers.
+#   3. The libFuzzer targets (scripts/fuzz.sh all): each for CADENZA_FUZZ_SECONDS (default 60);
+#      a finding fails the run.
+# Tests that need ../shared skip with a visible "SKIPPED" message when it is absent. After each
+# suite the skipped tests are listed with their reasons; a skip for any reason other than missing
+# hardware (CUDA device, ISA level) or a missing ../shared fails the run (scripts/skipped_tests.py).
+# Environment: JOBS (default nproc), CADENZA_SKIP_ASAN=1, CADENZA_ASAN_EXCLUDE (ctest -E regex),
+# CADENZA_SKIP_FUZZ=1, CADENZA_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --test
@@ -10,13 +16,31 @@ jobs="${JOBS:-$(nproc)}"
 if [ -d ../shared ]; then echo "test: using shared test data in $(cd ../shared && pwd)";
 else echo "test: ../shared not found: golden-data tests will be SKIPPED"; fi
 
+# run_suite BUILD_DIR [ctest args...]: the suite, then its skipped tests and their reasons.
+run_suite() {
+  local dir="$1"
+  shift
+  local junit="$PWD/$dir/ctest-junit.xml" rc=0
+  rm -f "$junit"
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --output-junit "$junit" "$@" || rc=$?
+  scripts/skipped_tests.py "$junit" --strict || rc=1
+  return "$rc"
+}
+
 scripts/build.sh release
 echo "== release tests"
-ctest --test-dir build --output-on-failure -j "$jobs"
+run_suite build
 
 if [ "${CADENZA_SKIP_ASAN:-0}" != "1" ]; then
   scripts/build.sh asan
   echo "== ASan+UBSan tests"
+  # The configure step prints "cadenza: assertions ON"; Build.AssertionsAsConfigured fails here
+  # if NDEBUG is defined.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -E "${CADENZA_ASAN_EXCLUDE:-^$}"
+    run_suite build-asan -E "${CADENZA_ASAN_EXCLUDE:-^$}"
+fi
+
+if [ "${CADENZA_SKIP_FUZZ:-0}" != "1" ]; then
+  echo "== fuzzers (libFuzzer + ASan/UBSan, ${CADENZA_FUZZ_SECONDS:-60} s each)"
+  scripts/fuzz.sh all "${CADENZA_FUZZ_SECONDS:-60}"
 fi

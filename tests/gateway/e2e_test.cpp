@@ -280,8 +280,14 @@ TEST_F(ThreeReplicas, TenantsKeysModelsAndLimits) {
     }
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double expected = 5 + 20 * elapsed;
-  EXPECT_NEAR(accepted, expected, expected * 0.10) << "accepted " << accepted << " in " << elapsed;
+  // A token bucket never lets more through than burst + rate x time (+1 for a refill landing at
+  // the end); how many get through also depends on how fast this client sends (slow under ASan on
+  // a loaded machine), so the lower bound is on what it sent: at least 70% of what the limit allows.
+  const double allowed = 5 + 20 * elapsed;
+  const int sent = accepted + limited;
+  EXPECT_LE(accepted, allowed + 1) << "accepted " << accepted << " in " << elapsed << " s";
+  EXPECT_GE(accepted, 0.7 * std::min<double>(sent, allowed))
+      << "accepted " << accepted << " of " << sent << " in " << elapsed << " s";
   EXPECT_GT(limited, 0);
   EXPECT_EQ(last_429.json()["error"]["type"], "rate_limit_error");
   EXPECT_EQ(last_429.json()["error"]["code"], "rate_limit_exceeded");

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include "gguf_test_util.h"
+#include "temp_dir.h"
 
 namespace cadenza::gguf {
 namespace {
@@ -207,7 +208,8 @@ TEST(GgufWriter, RejectsBadTensors) {
 }
 
 TEST(GgufWriter, RejectsInvalidMetadataAtWrite) {
-  const std::string path = (std::filesystem::temp_directory_path() / "cadenza_never.gguf").string();
+  const cadenza::test::TempDir dir("gguf-never");
+  const std::string path = dir.file("never.gguf");
   {
     GgufWriter w;
     w.set("bad", Value::array(ValueType::UINT8, {Value::u8(1), Value::string("x")}));

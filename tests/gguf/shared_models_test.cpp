@@ -64,6 +64,7 @@ void spread(std::vector<size_t>& out, size_t lo, size_t hi, int n, std::mt19937_
 TEST(GgufShared, TruncationAndFlipSweepsOnModels) {
   CADENZA_REQUIRE_SHARED();
   const auto models = gguf_files(cadenza::test::shared_dir() / "models");
+  ASSERT_FALSE(models.empty()) << "no *.gguf in ../shared/models: the sweep would test nothing";
   std::mt19937_64 rng(1234);
   for (const auto& p : models) {
     SCOPED_TRACE(p.string());

@@ -279,7 +279,11 @@ TEST(AttendTypes, SupportedTypesAndShapes) {
 TEST_P(AttendTest, SwigluMatchesDoubleFormula) {
   IsaScope scope(GetParam());
   SCOPED_TRACE(seed_trace());
-  if (!attend_available(16, 16)) GTEST_SKIP() << "SKIPPED: no vector SwiGLU at this level";
+  // The vector SwiGLU exists from avx512 up (attention.h); below, the check is that it says so.
+  if (!attend_available(16, 16)) {
+    EXPECT_LT(scope.got(), Isa::avx512);
+    return;
+  }
   Rng rng(test_seed() + 12);
   for (int64_t n : {1, 15, 16, 17, 100}) {
     std::vector<float> g(static_cast<size_t>(n)), u(static_cast<size_t>(n)), o(static_cast<size_t>(n));

@@ -207,7 +207,9 @@ TEST(Arrivals, SeededAndBurst) {
   ArrivalProcess a(5, 1), b(5, 1);
   EXPECT_EQ(a.schedule(10), b.schedule(10));
   ArrivalProcess burst(std::numeric_limits<double>::infinity(), 1);
-  for (double t : burst.schedule(5)) EXPECT_EQ(t, 0.0);
+  const std::vector<double> all_at_once = burst.schedule(5);
+  ASSERT_EQ(all_at_once.size(), 5u);
+  for (double t : all_at_once) EXPECT_EQ(t, 0.0);
 }
 
 TEST(Sweep, PlansPoints) {

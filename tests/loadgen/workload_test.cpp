@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "temp_dir.h"
 #include "test_models.h"
 
 #include "gguf/gguf.h"
@@ -85,15 +86,17 @@ TEST(Workload, SharedPrefixGroups) {
   EXPECT_EQ(users.size(), 9u);
 }
 
-std::string write_temp(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / name;
+// Writes `text` to `name` in this test's own temp folder.
+std::string write_temp(const test::TempDir& dir, const std::string& name, const std::string& text) {
+  const std::string path = dir.file(name);
   std::ofstream(path) << text;
-  return path.string();
+  return path;
 }
 
 TEST(Workload, DatasetShapes) {
+  const test::TempDir dir("loadgen-dataset");
   const std::string path = write_temp(
-      "cadenza_loadgen_dataset.jsonl",
+      dir, "dataset.jsonl",
       R"({"prompt": "one two three", "output_len": 5})"
       "\n"
       "\n"
@@ -128,12 +131,14 @@ TEST(Workload, DatasetShapes) {
   o.output_len_explicit = true;
   auto forced = make_workload(o, nullptr, 3);
   ASSERT_TRUE(forced);
+  ASSERT_EQ(forced->size(), 3u);
   for (const auto& item : *forced) EXPECT_EQ(item.max_tokens, 33);
 }
 
 TEST(Workload, DatasetErrorsNameTheLine) {
   WorkloadOptions o;
-  o.dataset = write_temp("cadenza_loadgen_bad.jsonl", "{\"prompt\": \"ok\"}\n{\"x\": 1}\n");
+  const test::TempDir dir("loadgen-bad-dataset");
+  o.dataset = write_temp(dir, "bad.jsonl", "{\"prompt\": \"ok\"}\n{\"x\": 1}\n");
   auto w = make_workload(o, nullptr, 1);
   ASSERT_FALSE(w);
   EXPECT_NE(w.error().find(":2:"), std::string::npos) << w.error();
@@ -144,8 +149,8 @@ TEST(Workload, DatasetErrorsNameTheLine) {
 TEST(Workload, TokenizerPromptsHitTheLength) {
   // The tiny test model: the built-in byte-level vocabulary, small enough to write fast.
   const synth::SynthOptions opts = test::tiny_model_options(1);
-  const std::string model =
-      (std::filesystem::temp_directory_path() / "cadenza_loadgen_vocab.gguf").string();
+  const test::TempDir dir("loadgen-vocab");
+  const std::string model = dir.file("vocab.gguf");
   auto written = synth::write_synthetic_model(opts, model);
   ASSERT_TRUE(written) << written.error();
   auto file = gguf::GgufFile::open(model);
@@ -156,6 +161,7 @@ TEST(Workload, TokenizerPromptsHitTheLength) {
   o.input.mean = 64;
   auto w = make_workload(o, tok->get(), 4);
   ASSERT_TRUE(w);
+  ASSERT_EQ(w->size(), 4u);
   for (const auto& item : *w) {
     EXPECT_TRUE(item.prompt_tokens_exact);
     EXPECT_EQ(static_cast<int32_t>((*tok)->encode(item.prompt, false, false).size()),

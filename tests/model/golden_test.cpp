@@ -231,7 +231,9 @@ TEST_P(GoldenTest, LogitsAndGreedyMatchReferenceWithF32KvCache) {
 // The Q8_0 KV cache (--kv-cache-type q8): K/V rounded to 8 bits per value (a scale per 32) move
 // the logits further from the reference (which keeps f16 K/V), so the bound is kQ8KvBound and
 // the greedy continuation is reported, not required. Models whose head dims are not multiples of
-// 32 cannot use it (KvCache::create refuses; checked here) and are reported as skipped.
+// 32 cannot use it: for them the test checks that KvCache::create refuses with a clear error
+// (a pass: the refusal is the behaviour; not a skip, which CI allows only for missing data or
+// hardware).
 TEST_P(GoldenTest, LogitsCloseToReferenceWithQ8KvCache) {
   CADENZA_REQUIRE_SHARED();
   const std::string name = GetParam();
@@ -248,9 +250,9 @@ TEST_P(GoldenTest, LogitsCloseToReferenceWithQ8KvCache) {
           (*model)->create_kv_cache({.num_blocks = 1, .block_size = 16, .type = DType::Q8_0});
       ASSERT_FALSE(kv);
       EXPECT_NE(kv.error().find("multiples of 32"), std::string::npos) << kv.error();
-      GTEST_SKIP() << "SKIPPED: " << name << " has head dims " << config.head_dim_k << "/"
-                   << config.head_dim_v
-                   << "; a q8 KV cache needs multiples of 32 (refused, as checked)";
+      std::cout << "[q8 KV] " << name << " has head dims " << config.head_dim_k << "/"
+                << config.head_dim_v << ": a q8 KV cache is refused (multiples of 32), as checked\n";
+      return;
     }
   }
   GoldenStats stats;

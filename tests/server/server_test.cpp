@@ -197,7 +197,9 @@ TEST_F(ServerTest, StopString) {
       k = i;
       break;
     }
-  if (k == std::string::npos) GTEST_SKIP() << "no ASCII character in the output to stop on";
+  // Greedy decoding of the fixed test model is deterministic: no such character means the model
+  // or prompt changed and this test needs another prompt (not a skip: it would never run).
+  ASSERT_NE(k, std::string::npos) << "no ASCII letter or digit in the greedy output: " << text;
   const std::string stop(1, text[k]);
   req["stop"] = json::array({stop, "\x01never"});
   auto s = testing::post(port(), "/v1/completions", req);

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end test of `cadenza serve` with the official OpenAI Node client.
 # Usage: run_e2e.sh CADENZA_BINARY E2E_SOURCE_DIR WORK_DIR
-# Exit 77 (ctest: skipped) when node/npm are missing or the dependencies cannot be installed.
+# Exit 77 (ctest: skipped) only when node or npm is not installed (scripts/setup.sh --test installs
+# them, and scripts/test.sh fails on that skip). A failed `npm ci` is a failure, not a skip: the
+# test would otherwise pass CI without ever running the client.
 set -u
 cadenza=$1 src=$2 work=$3
 source "$(cd "$(dirname "$0")/../.." && pwd)/e2e_lib.sh"
@@ -14,9 +16,9 @@ mkdir -p "$work"
 cp "$src/package.json" "$src/package-lock.json" "$src/e2e.mjs" "$work/"
 if [ ! -d "$work/node_modules/openai" ]; then
   if ! (cd "$work" && npm ci --no-audit --no-fund >npm.log 2>&1); then
-    echo "SKIPPED: npm ci failed (offline?); see $work/npm.log"
-    tail -5 "$work/npm.log"
-    exit 77
+    echo "FAILED: npm ci could not install the OpenAI client (offline? no npm registry?); $work/npm.log:"
+    tail -20 "$work/npm.log"
+    exit 1
   fi
 fi
 

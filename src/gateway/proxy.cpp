@@ -17,6 +17,7 @@
 #include "gateway/responses.h"
 #include "gateway/router.h"
 #include "gateway/upstream_call.h"
+#include "wire/sse.h"
 
 namespace cadenza::gateway {
 
@@ -368,7 +369,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
     std::string bytes = render_stream_head(req.request_id, up->address(), req.keep_alive);
     while (!piece.empty()) {
       usage.feed(piece);
-      bytes += http_chunk(piece);
+      bytes += wire::http_chunk(piece);
       if (!co_await write(std::move(bytes))) {
         // The client went away: closing the upstream connection makes the replica abort.
         call.abandon();
@@ -386,11 +387,11 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
       // Broke after it started: an error event, then [DONE]; never silence.
       fail(to_string(err));
       gw.metrics().inc("cadenza_gateway_stream_errors_total", {{"upstream", up->address()}});
-      bytes += http_chunk(sse_event(error_json(
-                              fmt::format("the upstream replica failed mid-stream ({})",
-                                          to_string(err)),
-                              "server_error", "upstream_stream_broken")) +
-                          sse_event("[DONE]"));
+      bytes += wire::http_chunk(
+          wire::sse_event(error_json(
+              fmt::format("the upstream replica failed mid-stream ({})", to_string(err)),
+              "server_error", "upstream_stream_broken")) +
+          wire::sse_event("[DONE]"));
       out.status = 200;
     } else {
       up->on_success();
@@ -398,7 +399,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
                        {{"upstream", up->address()}, {"outcome", "200"}});
       call.finish();
     }
-    bytes += kLastChunk;
+    bytes += wire::kLastChunk;
     const bool ok = co_await write(std::move(bytes));
     co_return finish(ok);
   }

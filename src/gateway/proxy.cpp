@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "gateway/responses.h"
@@ -166,21 +167,11 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
                                          "invalid_request_error", "invalid_json"));
 
   // Who is calling.
-  if (st->tenants->enabled()) {
-    std::string key;
-    if (auto it = req.http.find(http::field::authorization); it != req.http.end()) {
-      const std::string v = sv(it->value());
-      if (v.size() > 7 && beast::iequals(v.substr(0, 7), "Bearer ")) key = v.substr(7);
-    }
-    tenant = st->tenants->find_by_key(key);
-    if (!tenant) {
-      Reply r = error_reply(401,
-                            key.empty() ? "missing API key (Authorization: Bearer KEY)"
-                                        : "invalid API key",
-                            "invalid_request_error", "invalid_api_key");
-      co_return co_await reply(std::move(r));
-    }
-    out.tenant = tenant->name();
+  {
+    Caller caller = identify_caller(*st->tenants, req.http);
+    if (caller.refusal) co_return co_await reply(std::move(*caller.refusal));
+    tenant = std::move(caller.tenant);
+    if (tenant) out.tenant = tenant->name();
   }
 
   // Which model version.

@@ -45,6 +45,11 @@ struct GatewayState {
   // "name", "name@version" or "default" -> the version pool (bare names pick by weight with u).
   // Null when unknown.
   VersionPool* resolve(const std::string& requested, double u) const;
+
+  // The ids GET /v1/models lists: "default", every model name and every "name@version". With a
+  // tenant, only the ids it may use whichever version they resolve to (a bare name reaches its
+  // versions of weight > 0), so that every listed id is one the tenant can call.
+  std::vector<std::string> model_ids(const Tenant* tenant) const;
 };
 
 // Resolves host:port synchronously (numeric addresses need no lookup). Errors: unknown host.

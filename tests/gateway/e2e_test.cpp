@@ -265,6 +265,26 @@ TEST_F(ThreeReplicas, TenantsKeysModelsAndLimits) {
   EXPECT_EQ(denied.status, 403);
   EXPECT_EQ(denied.json()["error"]["code"], "model_not_allowed");
 
+  // GET /v1/models needs a key too, and lists what that key's tenant may use.
+  auto model_ids = [&](const std::map<std::string, std::string>& headers) {
+    Response r = c.request("GET", "/v1/models", "", headers);
+    std::pair<int, std::set<std::string>> out{r.status, {}};
+    const json list = r.status == 200 ? r.json() : json::object();
+    if (r.status == 200)
+      for (const auto& m : list["data"]) out.second.insert(m["id"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(model_ids({}).first, 401);
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer wrong"}}).first, 401);
+  Response no_key = c.get("/v1/models");
+  EXPECT_EQ(no_key.json()["error"]["code"], "invalid_api_key") << no_key.body;
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer sk-fast"}}),
+            (std::pair<int, std::set<std::string>>{200, {"default", "tiny"}}));
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer sk-tokens"}}),
+            (std::pair<int, std::set<std::string>>{200, {"default"}}));
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer sk-other"}}),
+            (std::pair<int, std::set<std::string>>{200, {}}));
+
   // Requests per minute: 1200/min = 20/s after a burst of 5, measured over 2 s.
   const auto t0 = std::chrono::steady_clock::now();
   int accepted = 0, limited = 0;

@@ -4,6 +4,9 @@
 #include <set>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 namespace cadenza::gateway {
@@ -111,6 +114,17 @@ Result<std::vector<tcp::endpoint>> resolve_now(const HostPort& hp) {
   std::vector<tcp::endpoint> out;
   for (const auto& r : results) out.push_back(r.endpoint());
   return out;
+}
+
+asio::awaitable<Result<std::vector<tcp::endpoint>>> resolve_async(const HostPort& hp) {
+  tcp::resolver resolver(co_await asio::this_coro::executor);
+  boost::system::error_code ec;
+  auto results = co_await resolver.async_resolve(hp.host, hp.port,
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return make_error("{}: {}", hp.str(), ec.message());
+  std::vector<tcp::endpoint> out;
+  for (const auto& r : results) out.push_back(r.endpoint());
+  co_return out;
 }
 
 std::vector<std::shared_ptr<Upstream>> replicas_for(const VersionConfig& v,

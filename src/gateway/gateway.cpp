@@ -15,12 +15,14 @@ namespace cadenza::gateway {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 
-Gateway::Gateway(std::shared_ptr<GatewayState> st, std::string path)
-    : config_path_(std::move(path)), state_(std::move(st)) {}
+Gateway::Gateway(std::shared_ptr<GatewayState> st, std::string path, DnsLookup dns_lookup)
+    : config_path_(std::move(path)),
+      dns_lookup_(dns_lookup ? std::move(dns_lookup) : DnsLookup(resolve_async)),
+      state_(std::move(st)) {}
 
-Result<std::unique_ptr<Gateway>> Gateway::create(const GatewayConfig& cfg,
-                                                 std::string config_path) {
-  std::unique_ptr<Gateway> gw(new Gateway(nullptr, std::move(config_path)));
+Result<std::unique_ptr<Gateway>> Gateway::create(const GatewayConfig& cfg, std::string config_path,
+                                                 DnsLookup dns_lookup) {
+  std::unique_ptr<Gateway> gw(new Gateway(nullptr, std::move(config_path), std::move(dns_lookup)));
   auto st = build_state(cfg, nullptr, gw->registry_);
   if (!st) return st.error_value();
   gw->state_ = std::move(*st);

@@ -33,8 +33,10 @@ namespace cadenza::gateway {
 class Gateway {
  public:
   // `config_path`: the file SIGHUP / reload_from_file() reads again (may be empty).
+  // `dns_lookup`: how the refresher looks up `dns` names (empty: resolve_async, the system's).
   static Result<std::unique_ptr<Gateway>> create(const GatewayConfig& cfg,
-                                                 std::string config_path = {});
+                                                 std::string config_path = {},
+                                                 DnsLookup dns_lookup = {});
   ~Gateway();
   Gateway(const Gateway&) = delete;
   Gateway& operator=(const Gateway&) = delete;
@@ -62,13 +64,14 @@ class Gateway {
   uint64_t next_rotation() { return rotation_.fetch_add(1); }
 
  private:
-  Gateway(std::shared_ptr<GatewayState> st, std::string path);
+  Gateway(std::shared_ptr<GatewayState> st, std::string path, DnsLookup dns_lookup);
   void accept_loop(std::shared_ptr<boost::asio::ip::tcp::acceptor> acc);
   void start_maintenance();  // maintenance.cpp: health checks and DNS refresh
   void update_upstream_gauges();
   void on_signal(const boost::system::error_code& ec, int sig);
 
   std::string config_path_;
+  const DnsLookup dns_lookup_;
   // A pointer so that ~Gateway can destroy it (and the sessions suspended in it) first.
   std::unique_ptr<boost::asio::io_context> io_ = std::make_unique<boost::asio::io_context>();
   std::vector<std::thread> threads_;

@@ -62,10 +62,8 @@ asio::awaitable<void> health_loop(Gateway& gw) {
   }
 }
 
-asio::awaitable<void> dns_loop(Gateway& gw) {
-  auto ex = co_await asio::this_coro::executor;
-  asio::steady_timer timer(ex);
-  tcp::resolver resolver(ex);
+asio::awaitable<void> dns_loop(Gateway& gw, DnsLookup lookup) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
   for (;;) {
     auto st = gw.state();
     timer.expires_after(std::chrono::milliseconds(st->config.dns_refresh_ms));
@@ -80,14 +78,13 @@ asio::awaitable<void> dns_loop(Gateway& gw) {
         std::vector<tcp::endpoint> answers;
         bool all_failed = true;
         for (const auto& hp : v.dns) {
-          auto results = co_await resolver.async_resolve(
-              hp.host, hp.port, asio::redirect_error(asio::use_awaitable, ec));
-          if (ec) {
-            spdlog::warn("gateway: resolving {}: {}", hp.str(), ec.message());
+          auto found = co_await lookup(hp);
+          if (!found) {
+            spdlog::warn("gateway: resolving {}", found.error());
             continue;
           }
           all_failed = false;
-          for (const auto& r : results) answers.push_back(r.endpoint());
+          answers.insert(answers.end(), found->begin(), found->end());
         }
         if (all_failed) continue;  // keep the last known replicas while DNS is down
         auto fresh = replicas_for(v, answers, gw.registry());
@@ -108,7 +105,7 @@ asio::awaitable<void> dns_loop(Gateway& gw) {
 
 void Gateway::start_maintenance() {
   asio::co_spawn(*io_, health_loop(*this), asio::detached);
-  asio::co_spawn(*io_, dns_loop(*this), asio::detached);
+  asio::co_spawn(*io_, dns_loop(*this, dns_lookup_), asio::detached);
 }
 
 }  // namespace cadenza::gateway

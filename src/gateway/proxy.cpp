@@ -12,11 +12,13 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "gateway/responses.h"
 #include "gateway/router.h"
 #include "gateway/upstream_call.h"
+#include "wire/sse.h"
 
 namespace cadenza::gateway {
 
@@ -165,21 +167,11 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
                                          "invalid_request_error", "invalid_json"));
 
   // Who is calling.
-  if (st->tenants->enabled()) {
-    std::string key;
-    if (auto it = req.http.find(http::field::authorization); it != req.http.end()) {
-      const std::string v = sv(it->value());
-      if (v.size() > 7 && beast::iequals(v.substr(0, 7), "Bearer ")) key = v.substr(7);
-    }
-    tenant = st->tenants->find_by_key(key);
-    if (!tenant) {
-      Reply r = error_reply(401,
-                            key.empty() ? "missing API key (Authorization: Bearer KEY)"
-                                        : "invalid API key",
-                            "invalid_request_error", "invalid_api_key");
-      co_return co_await reply(std::move(r));
-    }
-    out.tenant = tenant->name();
+  {
+    Caller caller = identify_caller(*st->tenants, req.http);
+    if (caller.refusal) co_return co_await reply(std::move(*caller.refusal));
+    tenant = std::move(caller.tenant);
+    if (tenant) out.tenant = tenant->name();
   }
 
   // Which model version.
@@ -368,7 +360,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
     std::string bytes = render_stream_head(req.request_id, up->address(), req.keep_alive);
     while (!piece.empty()) {
       usage.feed(piece);
-      bytes += http_chunk(piece);
+      bytes += wire::http_chunk(piece);
       if (!co_await write(std::move(bytes))) {
         // The client went away: closing the upstream connection makes the replica abort.
         call.abandon();
@@ -386,11 +378,11 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
       // Broke after it started: an error event, then [DONE]; never silence.
       fail(to_string(err));
       gw.metrics().inc("cadenza_gateway_stream_errors_total", {{"upstream", up->address()}});
-      bytes += http_chunk(sse_event(error_json(
-                              fmt::format("the upstream replica failed mid-stream ({})",
-                                          to_string(err)),
-                              "server_error", "upstream_stream_broken")) +
-                          sse_event("[DONE]"));
+      bytes += wire::http_chunk(
+          wire::sse_event(error_json(
+              fmt::format("the upstream replica failed mid-stream ({})", to_string(err)),
+              "server_error", "upstream_stream_broken")) +
+          wire::sse_event("[DONE]"));
       out.status = 200;
     } else {
       up->on_success();
@@ -398,7 +390,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
                        {{"upstream", up->address()}, {"outcome", "200"}});
       call.finish();
     }
-    bytes += kLastChunk;
+    bytes += wire::kLastChunk;
     const bool ok = co_await write(std::move(bytes));
     co_return finish(ok);
   }

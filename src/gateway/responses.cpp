@@ -60,17 +60,6 @@ std::string render_stream_head(const std::string& request_id, const std::string&
   return out;
 }
 
-std::string http_chunk(std::string_view payload) {
-  return fmt::format("{:x}\r\n{}\r\n", payload.size(), payload);
-}
-
-std::string sse_event(std::string_view data) {
-  std::string out = "data: ";
-  out += data;
-  out += "\n\n";
-  return out;
-}
-
 bool acceptable_request_id(std::string_view id) {
   if (id.empty() || id.size() > 128) return false;
   for (char c : id)

@@ -1,5 +1,5 @@
 // HTTP responses written by the gateway itself: status line and headers, OpenAI-shaped error
-// bodies, SSE framing. Thread-safety: pure functions.
+// bodies, request ids (SSE and chunk framing: src/wire/sse.h). Thread-safety: pure functions.
 #pragma once
 
 #include <string>
@@ -27,10 +27,6 @@ std::string render_reply(const Reply& r, const std::string& request_id, bool kee
 // The head of a chunked SSE response.
 std::string render_stream_head(const std::string& request_id, const std::string& upstream,
                                bool keep_alive);
-
-std::string http_chunk(std::string_view payload);
-inline constexpr std::string_view kLastChunk = "0\r\n\r\n";
-std::string sse_event(std::string_view data);
 
 // A client X-Request-Id is passed through when it is 1..128 printable ASCII characters.
 bool acceptable_request_id(std::string_view id);

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "gateway/proxy.h"
 #include "gateway/responses.h"
@@ -37,17 +38,10 @@ bool any_ready(const GatewayState& st) {
   return false;
 }
 
-Reply models_reply(const GatewayState& st) {
+Reply models_reply(const GatewayState& st, const Tenant* tenant) {
   nlohmann::ordered_json data = nlohmann::ordered_json::array();
-  auto add = [&](const std::string& id) {
+  for (const auto& id : st.model_ids(tenant))
     data.push_back({{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "cadenza"}});
-  };
-  add("default");
-  for (const auto& [name, pool] : st.models) {
-    add(name);
-    for (const auto& v : pool->versions)
-      if (v->key() != name) add(v->key());
-  }
   Reply r;
   nlohmann::ordered_json list;
   list["object"] = "list";
@@ -132,7 +126,8 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
         r.body = gw.metrics().render();
       } else if (get && (target == "/v1/models")) {
         route = "models";
-        r = models_reply(*st);
+        Caller caller = identify_caller(*st->tenants, req);
+        r = caller.refusal ? std::move(*caller.refusal) : models_reply(*st, caller.tenant.get());
       } else if (target == "/v1/chat/completions" || target == "/v1/completions" ||
                  target == "/health" || target == "/ready" || target == "/metrics" ||
                  target == "/v1/models") {

@@ -1,8 +1,12 @@
 #include "gateway/state.h"
 
+#include <algorithm>
 #include <set>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <spdlog/spdlog.h>
 
 namespace cadenza::gateway {
@@ -62,6 +66,42 @@ VersionPool* GatewayState::resolve(const std::string& requested, double u) const
   return it->second->find_version(name.substr(at + 1));
 }
 
+std::vector<std::string> GatewayState::model_ids(const Tenant* tenant) const {
+  // The versions `requested` ("default", "name" or "name@version") can resolve to.
+  auto reachable = [&](const std::string& requested) {
+    std::vector<const VersionPool*> out;
+    const std::string name = requested == "default" ? config.default_model : requested;
+    const size_t at = name.find('@');
+    auto it = models.find(name.substr(0, at));
+    if (it == models.end()) return out;
+    if (at != std::string::npos) {
+      if (const VersionPool* v = it->second->find_version(name.substr(at + 1))) out.push_back(v);
+      return out;
+    }
+    for (const auto& v : it->second->versions)
+      if (v->config().weight > 0) out.push_back(v.get());
+    return out;
+  };
+  auto listed = [&](const std::string& requested) {
+    if (!tenant) return true;
+    const auto versions = reachable(requested);
+    return std::all_of(versions.begin(), versions.end(), [&](const VersionPool* v) {
+      return tenant->allows(requested, v->model(), v->key());
+    });
+  };
+  std::vector<std::string> ids;
+  auto add = [&](const std::string& id) {
+    if (listed(id)) ids.push_back(id);
+  };
+  add("default");
+  for (const auto& [name, pool] : models) {
+    add(name);
+    for (const auto& v : pool->versions)
+      if (v->key() != name) add(v->key());
+  }
+  return ids;
+}
+
 Result<std::vector<tcp::endpoint>> resolve_now(const HostPort& hp) {
   boost::system::error_code ec;
   const auto addr = asio::ip::make_address(hp.host, ec);
@@ -74,6 +114,17 @@ Result<std::vector<tcp::endpoint>> resolve_now(const HostPort& hp) {
   std::vector<tcp::endpoint> out;
   for (const auto& r : results) out.push_back(r.endpoint());
   return out;
+}
+
+asio::awaitable<Result<std::vector<tcp::endpoint>>> resolve_async(const HostPort& hp) {
+  tcp::resolver resolver(co_await asio::this_coro::executor);
+  boost::system::error_code ec;
+  auto results = co_await resolver.async_resolve(hp.host, hp.port,
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) co_return make_error("{}: {}", hp.str(), ec.message());
+  std::vector<tcp::endpoint> out;
+  for (const auto& r : results) out.push_back(r.endpoint());
+  co_return out;
 }
 
 std::vector<std::shared_ptr<Upstream>> replicas_for(const VersionConfig& v,

@@ -8,12 +8,15 @@
 // Thread-safety: UpstreamRegistry is safe from any thread; GatewayState is read-only.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>  // std::exchange, used by asio/awaitable.hpp without including it
 #include <vector>
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
 #include "gateway/cache.h"
@@ -45,10 +48,23 @@ struct GatewayState {
   // "name", "name@version" or "default" -> the version pool (bare names pick by weight with u).
   // Null when unknown.
   VersionPool* resolve(const std::string& requested, double u) const;
+
+  // The ids GET /v1/models lists: "default", every model name and every "name@version". With a
+  // tenant, only the ids it may use whichever version they resolve to (a bare name reaches its
+  // versions of weight > 0), so that every listed id is one the tenant can call.
+  std::vector<std::string> model_ids(const Tenant* tenant) const;
 };
 
 // Resolves host:port synchronously (numeric addresses need no lookup). Errors: unknown host.
 Result<std::vector<boost::asio::ip::tcp::endpoint>> resolve_now(const HostPort& hp);
+
+// How the DNS refresher looks up a `dns` name (maintenance.cpp). The default, resolve_async, asks
+// the system resolver without blocking the io threads; tests pass their own to count lookups or
+// to change the answers. Runs on an io thread; must not block.
+using DnsLookup = std::function<boost::asio::awaitable<Result<std::vector<boost::asio::ip::tcp::endpoint>>>(
+    const HostPort&)>;
+boost::asio::awaitable<Result<std::vector<boost::asio::ip::tcp::endpoint>>> resolve_async(
+    const HostPort& hp);
 
 // Builds the state for `cfg`. Reuses `previous`'s tenants' buckets (same limits) and cache (same
 // cache settings). Static upstreams and DNS names are resolved now; a DNS name that does not

@@ -1,15 +1,16 @@
-// Metrics registry: counters, gauges and histograms rendered in the Prometheus text exposition
-// format 0.0.4 (HELP and TYPE lines, `name{label="value"} number`, histogram _bucket/_sum/_count).
+// The server's metrics: counters, gauges and histograms in a wire::Registry (src/wire), rendered
+// as the Prometheus text exposition format 0.0.4 on GET /metrics.
 //
 // Names follow vLLM's with a `cadenza_` prefix (see docs/server.md for the list).
-// Ownership: plain values. Thread-safety: every method may be called from any thread (one mutex).
+// Ownership: plain values. Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "wire/registry.h"
 
 namespace cadenza::server {
 
@@ -26,20 +27,6 @@ struct EngineGauges {
   int64_t moe_layers = 0;
   int64_t moe_experts = 0;
   std::vector<uint64_t> expert_tokens;
-};
-
-class Histogram {
- public:
-  explicit Histogram(std::vector<double> bounds);
-  void observe(double v);
-  // Appends `name_bucket{le=...}`, `name_sum`, `name_count` lines.
-  void render(const std::string& name, std::string& out) const;
-
- private:
-  std::vector<double> bounds_;
-  std::vector<uint64_t> counts_;  // per bucket (not cumulative); last: +Inf
-  double sum_ = 0;
-  uint64_t count_ = 0;
 };
 
 class Metrics {
@@ -59,17 +46,14 @@ class Metrics {
   // Per HTTP response (the I/O threads call this). `route` must come from a fixed set.
   void add_http_request(const std::string& route, int status);
 
-  // The whole exposition text.
+  // The whole exposition text (the engine gauges as last published).
   std::string render() const;
 
  private:
-  mutable std::mutex mu_;
-  Histogram ttft_, itl_, e2e_, queue_;
-  int64_t prompt_tokens_ = 0;
-  int64_t generation_tokens_ = 0;
-  std::map<std::string, int64_t> finished_;
-  std::map<std::pair<std::string, int>, int64_t> http_;
+  // The engine's snapshot is copied into the registry at render time, not at every step.
+  mutable std::mutex gauges_mu_;
   EngineGauges gauges_;
+  mutable wire::Registry registry_;
 };
 
 }  // namespace cadenza::server

@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <set>
 #include <spawn.h>
 #include <thread>
@@ -39,17 +41,19 @@ using server::testing::Client;
 using server::testing::Response;
 using server::testing::sse_data;
 using testing::FakeUpstream;
+using testing::GatewayProcess;
 using testing::ReplicaProcess;
 
 // Starts a gateway for `yaml`; without listeners in it, on 127.0.0.1 and a free port.
-std::unique_ptr<Gateway> start_gateway(const std::string& yaml, std::string path = {}) {
+std::unique_ptr<Gateway> start_gateway(const std::string& yaml, std::string path = {},
+                                       DnsLookup dns_lookup = {}) {
   const std::string text = yaml.find("listeners:") == std::string::npos
                                ? "listeners: [{host: 127.0.0.1, port: 0}]\n" + yaml
                                : yaml;
   auto cfg = parse_config(text);
   EXPECT_TRUE(cfg.ok()) << cfg.error();
   if (!cfg) return nullptr;
-  auto gw = Gateway::create(*cfg, std::move(path));
+  auto gw = Gateway::create(*cfg, std::move(path), std::move(dns_lookup));
   EXPECT_TRUE(gw.ok()) << gw.error();
   if (!gw) return nullptr;
   auto st = (*gw)->start();
@@ -79,6 +83,17 @@ double sample(const std::string& text, const std::string& line_prefix) {
   while (std::getline(in, line))
     if (line.rfind(line_prefix + " ", 0) == 0) return std::stod(line.substr(line_prefix.size() + 1));
   return 0;
+}
+
+// Polls `done` every 10 ms until it holds or `timeout` passes; whether it held.
+template <typename F>
+bool eventually(F done, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 double replica_metric(uint16_t port, const std::string& name) {
@@ -265,6 +280,26 @@ TEST_F(ThreeReplicas, TenantsKeysModelsAndLimits) {
   EXPECT_EQ(denied.status, 403);
   EXPECT_EQ(denied.json()["error"]["code"], "model_not_allowed");
 
+  // GET /v1/models needs a key too, and lists what that key's tenant may use.
+  auto model_ids = [&](const std::map<std::string, std::string>& headers) {
+    Response r = c.request("GET", "/v1/models", "", headers);
+    std::pair<int, std::set<std::string>> out{r.status, {}};
+    const json list = r.status == 200 ? r.json() : json::object();
+    if (r.status == 200)
+      for (const auto& m : list["data"]) out.second.insert(m["id"].get<std::string>());
+    return out;
+  };
+  EXPECT_EQ(model_ids({}).first, 401);
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer wrong"}}).first, 401);
+  Response no_key = c.get("/v1/models");
+  EXPECT_EQ(no_key.json()["error"]["code"], "invalid_api_key") << no_key.body;
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer sk-fast"}}),
+            (std::pair<int, std::set<std::string>>{200, {"default", "tiny"}}));
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer sk-tokens"}}),
+            (std::pair<int, std::set<std::string>>{200, {"default"}}));
+  EXPECT_EQ(model_ids({{"Authorization", "Bearer sk-other"}}),
+            (std::pair<int, std::set<std::string>>{200, {}}));
+
   // Requests per minute: 1200/min = 20/s after a burst of 5, measured over 2 s.
   const auto t0 = std::chrono::steady_clock::now();
   int accepted = 0, limited = 0;
@@ -376,15 +411,31 @@ TEST_F(ThreeReplicas, ModelVersionsCanaryWeightsAndErrors) {
             std::string::npos);
 }
 
+// The refresher looks the name up again every dns_refresh_ms: through the system resolver (the
+// lookups are counted) while nothing changes, then a changed answer moves the traffic, and a
+// failing lookup keeps the last answer.
 TEST_F(ThreeReplicas, DnsUpstreamsAreResolvedAndRefreshed) {
   const std::string port = addrs[1].substr(addrs[1].find(':') + 1);
+  std::atomic<int> lookups{0};
+  std::mutex mu;
+  std::optional<Result<std::vector<boost::asio::ip::tcp::endpoint>>> fake_answer;  // unset: real
+  DnsLookup lookup = [&](const HostPort& hp)
+      -> boost::asio::awaitable<Result<std::vector<boost::asio::ip::tcp::endpoint>>> {
+    ++lookups;
+    {
+      std::lock_guard l(mu);
+      if (fake_answer) co_return *fake_answer;
+    }
+    co_return co_await resolve_async(hp);
+  };
   auto gw = start_gateway("models:\n  - name: tiny\n    dns: [localhost:" + port +
-                          "]\ndns_refresh_ms: 100\naccess_log: false\n");
+                              "]\ndns_refresh_ms: 100\naccess_log: false\n",
+                          {}, lookup);
   ASSERT_NE(gw, nullptr);
+  auto replica_set = [&] { return gw->state()->models.at("tiny")->versions[0]->replicas(); };
   auto replica_addresses = [&] {
     std::set<std::string> out;
-    for (const auto& u : gw->state()->models.at("tiny")->versions[0]->replicas()->replicas)
-      out.insert(u->address());
+    for (const auto& u : replica_set()->replicas) out.insert(u->address());
     return out;
   };
   EXPECT_TRUE(replica_addresses().count(addrs[1])) << "localhost resolves to 127.0.0.1";
@@ -393,13 +444,145 @@ TEST_F(ThreeReplicas, DnsUpstreamsAreResolvedAndRefreshed) {
     Response r = c.post("/v1/chat/completions", chat("s", "dns", 1));
     ASSERT_EQ(r.status, 200) << r.body;
   }
-  // A refresh keeps the same Upstream objects (same answers: nothing changes).
-  const auto before = gw->state()->models.at("tiny")->versions[0]->replicas();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  EXPECT_TRUE(replica_addresses().count(addrs[1]));
-  for (const auto& u : gw->state()->models.at("tiny")->versions[0]->replicas()->replicas)
-    EXPECT_TRUE(std::any_of(before->replicas.begin(), before->replicas.end(),
-                            [&](const auto& b) { return b.get() == u.get(); }));
+  // Refreshes with the same answers keep the same Upstream objects.
+  const auto before = replica_set();
+  const int seen = lookups.load();
+  ASSERT_TRUE(eventually([&] { return lookups.load() >= seen + 3; }))
+      << "the name was not looked up again (" << lookups.load() - seen << " refreshes)";
+  EXPECT_EQ(replica_set(), before) << "same answers must not rebuild the replica set";
+  // A new answer replaces the replicas, and the requests follow.
+  const uint16_t port2 = static_cast<uint16_t>(std::stoi(addrs[2].substr(addrs[2].find(':') + 1)));
+  {
+    std::lock_guard l(mu);
+    fake_answer = std::vector<boost::asio::ip::tcp::endpoint>{
+        {boost::asio::ip::make_address("127.0.0.1"), port2}};
+  }
+  ASSERT_TRUE(eventually([&] { return replica_addresses() == std::set<std::string>{addrs[2]}; }))
+      << "the changed answer was not picked up";
+  for (int i = 0; i < 3; ++i) {
+    Response r = c.post("/v1/chat/completions", chat("s", "dns moved", 1));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.header("x-cadenza-upstream"), addrs[2]);
+  }
+  // While DNS fails the last answer stays.
+  {
+    std::lock_guard l(mu);
+    fake_answer = Result<std::vector<boost::asio::ip::tcp::endpoint>>(Error("SERVFAIL"));
+  }
+  const int failed_from = lookups.load();
+  ASSERT_TRUE(eventually([&] { return lookups.load() >= failed_from + 3; }));
+  EXPECT_EQ(replica_addresses(), std::set<std::string>{addrs[2]});
+}
+
+// Active /ready checks: a replica whose /ready fails leaves the rotation (it still answers
+// requests, so only the check can tell), and comes back once /ready passes again.
+TEST(GatewayHealth, AReplicaFailingReadyLeavesTheRotationAndReturnsWhenItRecovers) {
+  FakeUpstream a(FakeUpstream::Mode::answer), b(FakeUpstream::Mode::answer);
+  const std::string addr_a = fmt::format("127.0.0.1:{}", a.port());
+  const std::string addr_b = fmt::format("127.0.0.1:{}", b.port());
+  auto gw = start_gateway(fmt::format(
+      "models:\n  - name: tiny\n    upstreams: [{}, {}]\n"
+      "health: {{interval_ms: 50, timeout_ms: 1000, eject_after_failures: 1000}}\n"
+      "routing: {{prefix_affinity_chars: 0}}\ncache: {{backend: off}}\naccess_log: false\n",
+      addr_a, addr_b));
+  ASSERT_NE(gw, nullptr);
+  auto healthy = [&](const std::string& addr) {
+    return gw->metrics().value("cadenza_gateway_upstream_healthy", {{"upstream", addr}});
+  };
+  ASSERT_TRUE(eventually([&] { return healthy(addr_a) == 1 && healthy(addr_b) == 1; }))
+      << "no /ready checks ran";
+  Client c(gw->ports()[0]);
+  auto upstreams_of = [&](int n) {
+    std::map<std::string, int> used;
+    for (int i = 0; i < n; ++i) {
+      Response r = c.post("/v1/chat/completions", chat("s", "health", 1));
+      used[r.status == 200 ? r.header("x-cadenza-upstream") : std::to_string(r.status)]++;
+    }
+    return used;
+  };
+  auto both = [&](const std::map<std::string, int>& used) {
+    return used.size() == 2 && used.count(addr_a) && used.count(addr_b);
+  };
+  const auto at_start = upstreams_of(10);
+  EXPECT_TRUE(both(at_start)) << ::testing::PrintToString(at_start);
+
+  a.set_ready(false);
+  ASSERT_TRUE(eventually([&] { return healthy(addr_a) == 0; })) << "the failing /ready was not seen";
+  const int a_before = a.generations();
+  EXPECT_EQ(upstreams_of(10), (std::map<std::string, int>{{addr_b, 10}}));
+  EXPECT_EQ(a.generations(), a_before);
+
+  b.set_ready(false);  // nobody ready: the gateway is not ready either
+  ASSERT_TRUE(eventually([&] { return healthy(addr_b) == 0; }));
+  EXPECT_EQ(c.get("/ready").status, 503);
+  Response none = c.post("/v1/chat/completions", chat("s", "health", 1));
+  EXPECT_EQ(none.status, 503) << none.body;
+
+  a.set_ready(true);
+  b.set_ready(true);
+  ASSERT_TRUE(eventually([&] { return healthy(addr_a) == 1 && healthy(addr_b) == 1; }))
+      << "the recovered replicas were not seen";
+  EXPECT_EQ(c.get("/ready").status, 200);
+  const auto recovered = upstreams_of(10);
+  EXPECT_TRUE(both(recovered)) << ::testing::PrintToString(recovered);
+}
+
+// SIGHUP to a running `cadenza gateway` reloads its file: new tenants and replicas take over;
+// a broken file is refused and the running configuration stays.
+TEST(GatewayProcessTest, SighupReloadsTheFileAndABrokenFileKeepsTheOldConfiguration) {
+  FakeUpstream a(FakeUpstream::Mode::answer), b(FakeUpstream::Mode::answer);
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("gateway-sighup-" + std::to_string(::getpid()) + ".yaml"))
+          .string();
+  auto write_config = [&](uint16_t upstream_port, const std::string& key) {
+    std::ofstream(path) << fmt::format(
+        "listeners: [{{host: 127.0.0.1, port: 0}}]\n"
+        "models:\n  - name: tiny\n    upstreams: [127.0.0.1:{}]\n"
+        "tenants:\n  - {{name: t, key_sha256: {}}}\n"
+        "cache: {{backend: off}}\naccess_log: false\n",
+        upstream_port, sha256_hex(key));
+  };
+  write_config(a.port(), "sk-one");
+  auto gw = GatewayProcess::start(path, "sighup");
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->port();
+  auto call = [&](const std::string& key) {
+    return Client(port).post("/v1/chat/completions", chat("s", "reload", 1),
+                             {{"Authorization", "Bearer " + key}});
+  };
+  Response first = call("sk-one");
+  ASSERT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(first.header("x-cadenza-upstream"), fmt::format("127.0.0.1:{}", a.port()));
+  EXPECT_EQ(call("sk-two").status, 401);
+
+  write_config(b.port(), "sk-two");
+  gw->signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] { return call("sk-two").status == 200; }))
+      << "SIGHUP did not load the new tenants; see " << gw->log();
+  Response moved = call("sk-two");
+  EXPECT_EQ(moved.header("x-cadenza-upstream"), fmt::format("127.0.0.1:{}", b.port()));
+  EXPECT_EQ(call("sk-one").status, 401);
+  auto reloads = [&](const char* result) {
+    return sample(Client(port).get("/metrics").body,
+                  fmt::format("cadenza_gateway_config_reloads_total{{result=\"{}\"}}", result));
+  };
+  EXPECT_EQ(reloads("ok"), 1);
+
+  { std::ofstream(path) << "models: [\n"; }
+  gw->signal(SIGHUP);
+  ASSERT_TRUE(eventually([&] { return reloads("error") == 1; }))
+      << "the broken file was not read; see " << gw->log();
+  ASSERT_TRUE(gw->running());
+  Response kept = call("sk-two");
+  EXPECT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(kept.header("x-cadenza-upstream"), fmt::format("127.0.0.1:{}", b.port()));
+  EXPECT_EQ(call("sk-one").status, 401);
+  EXPECT_EQ(reloads("ok"), 1);
+
+  gw->signal(SIGTERM);
+  EXPECT_EQ(gw->wait_exit(10000), 0);
+  std::filesystem::remove(path);
 }
 
 TEST(GatewayStreams, AStreamThatBreaksAfterItStartedEndsWithAnErrorEvent) {

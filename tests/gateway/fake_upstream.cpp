@@ -94,14 +94,27 @@ void FakeUpstream::accept_loop() {
 void FakeUpstream::handle(int fd) {
   const std::string line = read_request(fd);
   if (line.empty()) return;
-  if (line.rfind("GET /ready", 0) == 0) {
-    const std::string body = R"({"status":"ready"})";
-    write_all(fd, fmt::format("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+  auto json_response = [&](const char* status, const std::string& body) {
+    write_all(fd, fmt::format("HTTP/1.1 {}\r\nContent-Type: application/json\r\n"
                               "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
-                              body.size(), body));
+                              status, body.size(), body));
+  };
+  if (line.rfind("GET /ready", 0) == 0) {
+    ready_checks_++;
+    if (ready_)
+      json_response("200 OK", R"({"status":"ready"})");
+    else
+      json_response("503 Service Unavailable", R"({"status":"not ready"})");
     return;
   }
   generations_++;
+  if (mode_ == Mode::answer) {
+    json_response("200 OK",
+                  R"({"id":"x","object":"chat.completion","choices":[{"index":0,)"
+                  R"("message":{"role":"assistant","content":"a"},"finish_reason":"stop"}],)"
+                  R"("usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}})");
+    return;
+  }
   const std::string event =
       R"(data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a"}}]})"
       "\n\n";

@@ -1,5 +1,6 @@
 // A scripted fake replica for the cases a real one cannot produce on demand: a stream that
-// breaks after its first event, and a stream held open until the test releases it.
+// breaks after its first event, a stream held open until the test releases it, a flood, and a
+// replica whose /ready the test turns off and on.
 // Blocking sockets, one thread per connection; every response closes its connection.
 #pragma once
 
@@ -18,6 +19,7 @@ class FakeUpstream {
     break_after_first_event,  // SSE head, one event, then the connection closes mid-body
     gated,                    // SSE head, one event, then waits for open_gate(), then the rest
     flood,                    // kFloodEvents large events as fast as the socket takes them
+    answer,                   // a small non-streamed chat.completion JSON (200) for any POST
   };
   static constexpr int kFloodEvents = 4096;
   static constexpr size_t kFloodEventBytes = 16384;  // so 64 MiB in all
@@ -25,6 +27,9 @@ class FakeUpstream {
   ~FakeUpstream();
   uint16_t port() const { return port_; }
   void open_gate();
+  // GET /ready answers 200 when ready (the start), else 503.
+  void set_ready(bool ready) { ready_ = ready; }
+  int ready_checks() const { return ready_checks_.load(); }
   int generations() const { return generations_.load(); }
   // Body bytes the socket has accepted so far (flood mode).
   size_t bytes_sent() const { return bytes_sent_.load(); }
@@ -38,6 +43,8 @@ class FakeUpstream {
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> generations_{0};
+  std::atomic<bool> ready_{true};
+  std::atomic<int> ready_checks_{0};
   std::atomic<size_t> bytes_sent_{0};
   std::mutex mu_;
   std::condition_variable cv_;

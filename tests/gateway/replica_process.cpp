@@ -58,22 +58,20 @@ std::string tiny_model_path() {
   return path;
 }
 
-std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name) {
+namespace {
+
+struct Spawned {
+  pid_t pid = -1;
+  uint16_t port = 0;
+};
+
+// Starts `args` with stdout on a pipe and stderr to `log`, and waits until it prints
+// "listening on http://IP:PORT". pid -1 when it could not start; port 0 when it never listened.
+Spawned spawn_listening(std::vector<std::string> args, const std::string& log,
+                        std::chrono::steady_clock::time_point deadline) {
+  Spawned s;
   int out[2];
-  if (pipe(out) != 0) {
-    ADD_FAILURE() << "pipe failed";
-    return nullptr;
-  }
-  const std::string bin = cadenza_binary();
-  const std::string model = tiny_model_path();
-  const std::string log =
-      (std::filesystem::temp_directory_path() /
-       ("gateway-test-" + std::to_string(::getpid()) + "-" + name + ".log"))
-          .string();
-  std::vector<std::string> args = {bin,        "serve",   "-m",           model,
-                                   "--host",   "127.0.0.1", "--port",     "0",
-                                   "-t",       "1",       "--io-threads", "1",
-                                   "--served-model-name", "tiny", "--max-model-len", "1024"};
+  if (pipe(out) != 0) return s;
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -82,19 +80,15 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name) {
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_addclose(&fa, out[0]);
   posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, bin.c_str(), &fa, nullptr, argv.data(), environ);
+  const int rc = posix_spawn(&s.pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   close(out[1]);
   if (rc != 0) {
     close(out[0]);
-    ADD_FAILURE() << "cannot start " << bin;
-    return nullptr;
+    s.pid = -1;
+    return s;
   }
-  auto r = std::unique_ptr<ReplicaProcess>(new ReplicaProcess());
-  r->pid_ = pid;
   std::string text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   const std::regex re("listening on http://[0-9.]+:([0-9]+)");
   std::smatch m;
   while (std::chrono::steady_clock::now() < deadline) {
@@ -105,11 +99,44 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name) {
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
     if (std::regex_search(text, m, re)) {
-      r->port_ = static_cast<uint16_t>(std::stoi(m[1]));
+      s.port = static_cast<uint16_t>(std::stoi(m[1]));
       break;
     }
   }
   close(out[0]);
+  return s;
+}
+
+std::string log_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() /
+          ("gateway-test-" + std::to_string(::getpid()) + "-" + name + ".log"))
+      .string();
+}
+
+void kill_and_reap(pid_t& pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  pid = -1;
+}
+
+}  // namespace
+
+std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name) {
+  const std::string log = log_path(name);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  const Spawned s = spawn_listening(
+      {cadenza_binary(), "serve", "-m", tiny_model_path(), "--host", "127.0.0.1", "--port", "0",
+       "-t", "1", "--io-threads", "1", "--served-model-name", "tiny", "--max-model-len", "1024"},
+      log, deadline);
+  if (s.pid < 0) {
+    ADD_FAILURE() << "cannot start " << cadenza_binary();
+    return nullptr;
+  }
+  auto r = std::unique_ptr<ReplicaProcess>(new ReplicaProcess());
+  r->pid_ = s.pid;
+  r->port_ = s.port;
   if (r->port_ == 0) {
     ADD_FAILURE() << "replica " << name << " did not start; see " << log;
     return nullptr;
@@ -123,15 +150,54 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name) {
   return nullptr;
 }
 
-void ReplicaProcess::kill() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
-  int status = 0;
-  waitpid(pid_, &status, 0);
-  pid_ = -1;
-}
+void ReplicaProcess::kill() { kill_and_reap(pid_); }
 
 ReplicaProcess::~ReplicaProcess() { kill(); }
+
+std::unique_ptr<GatewayProcess> GatewayProcess::start(const std::string& config_path,
+                                                      const std::string& name) {
+  auto g = std::unique_ptr<GatewayProcess>(new GatewayProcess());
+  g->log_ = log_path(name);
+  const Spawned s =
+      spawn_listening({cadenza_binary(), "gateway", "--config", config_path}, g->log_,
+                      std::chrono::steady_clock::now() + std::chrono::seconds(30));
+  g->pid_ = s.pid;
+  g->port_ = s.port;
+  if (g->pid_ < 0 || g->port_ == 0) {
+    ADD_FAILURE() << "cadenza gateway did not start; see " << g->log_;
+    return nullptr;  // the destructor kills what did start
+  }
+  return g;
+}
+
+GatewayProcess::~GatewayProcess() { kill_and_reap(pid_); }
+
+void GatewayProcess::signal(int sig) const {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
+bool GatewayProcess::running() {
+  if (pid_ <= 0) return false;
+  int status = 0;
+  if (waitpid(pid_, &status, WNOHANG) == 0) return true;
+  pid_ = -1;  // exited (and reaped)
+  return false;
+}
+
+int GatewayProcess::wait_exit(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (pid_ > 0) {
+    int status = 0;
+    const pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      pid_ = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
 
 uint16_t free_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);

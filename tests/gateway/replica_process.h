@@ -1,5 +1,5 @@
-// Test helpers: real `cadenza serve` replicas as child processes on ephemeral ports, over one
-// tiny synthesized model (tests/test_models.h) written once per test process.
+// Test helpers: child processes on ephemeral ports: real `cadenza serve` replicas over one tiny
+// synthesized model (tests/test_models.h) written once per test process, and `cadenza gateway`.
 #pragma once
 
 #include <sys/types.h>
@@ -29,6 +29,26 @@ class ReplicaProcess {
  private:
   pid_t pid_ = -1;
   uint16_t port_ = 0;
+};
+
+// `cadenza gateway --config PATH` as a child process (stderr to a log file), started once it
+// printed its "listening on" line (at most 30 s; null and a gtest failure otherwise).
+class GatewayProcess {
+ public:
+  static std::unique_ptr<GatewayProcess> start(const std::string& config_path,
+                                               const std::string& name);
+  ~GatewayProcess();
+  uint16_t port() const { return port_; }
+  void signal(int sig) const;
+  // Waits (at most `timeout_ms`) for the process to exit; its exit status, or -1 if it did not.
+  int wait_exit(int timeout_ms);
+  bool running();
+  const std::string& log() const { return log_; }
+
+ private:
+  pid_t pid_ = -1;
+  uint16_t port_ = 0;
+  std::string log_;
 };
 
 // A port that was free a moment ago (for programs that cannot take port 0).

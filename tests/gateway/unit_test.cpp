@@ -5,14 +5,17 @@
 #include <random>
 #include <set>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "gateway/auth.h"
 #include "gateway/cache.h"
 #include "gateway/config.h"
 #include "gateway/hashing.h"
 #include "gateway/metrics.h"
 #include "gateway/router.h"
+#include "gateway/state.h"
 #include "gateway/tenants.h"
 #include "gateway/upstream.h"
 
@@ -333,6 +336,74 @@ TEST(GatewayTenants, KeysAreMatchedByHashAndLimitsApplyToBoth) {
   EXPECT_NE(changed.find_by_key("sk-acme"), acme);
   EXPECT_TRUE(changed.find_by_key("sk-acme")->admit(1, t0).ok);
   EXPECT_FALSE(Tenants({}, nullptr).enabled());
+}
+
+// GET /v1/models and the generation routes share one key check; with tenants every call needs one.
+TEST(GatewayTenants, CallersAreIdentifiedByTheirBearerKey) {
+  TenantConfig t;
+  t.name = "acme";
+  t.key_sha256 = sha256_hex("sk-acme");
+  const Tenants ts({t}, nullptr);
+  auto with = [](const std::string& authorization) {
+    boost::beast::http::fields h;
+    if (!authorization.empty()) h.set(boost::beast::http::field::authorization, authorization);
+    return h;
+  };
+  Caller ok = identify_caller(ts, with("Bearer sk-acme"));
+  ASSERT_NE(ok.tenant, nullptr);
+  EXPECT_EQ(ok.tenant->name(), "acme");
+  EXPECT_FALSE(ok.refusal);
+  EXPECT_NE(identify_caller(ts, with("bearer sk-acme")).tenant, nullptr);  // scheme: any case
+  for (const char* bad : {"", "Bearer ", "Bearer sk-other", "sk-acme", "Basic c2stYWNtZQ=="}) {
+    Caller c = identify_caller(ts, with(bad));
+    EXPECT_EQ(c.tenant, nullptr) << bad;
+    ASSERT_TRUE(c.refusal) << bad;
+    EXPECT_EQ(c.refusal->status, 401) << bad;
+    EXPECT_EQ(json::parse(c.refusal->body)["error"]["code"], "invalid_api_key") << bad;
+  }
+  // Without tenants nobody needs a key.
+  const Tenants none({}, nullptr);
+  Caller anyone = identify_caller(none, with(""));
+  EXPECT_EQ(anyone.tenant, nullptr);
+  EXPECT_FALSE(anyone.refusal);
+}
+
+TEST(GatewayTenants, ModelListShowsOnlyWhatTheTenantMayUse) {
+  auto cfg = parse_config(fmt::format(
+      "default_model: qwen\n"
+      "models:\n"
+      "  - name: qwen\n"
+      "    versions:\n"
+      "      - {{version: stable, weight: 9, upstreams: ['127.0.0.1:8001']}}\n"
+      "      - {{version: canary, weight: 1, upstreams: ['127.0.0.1:8002']}}\n"
+      "      - {{version: dark, weight: 0, upstreams: ['127.0.0.1:8003']}}\n"
+      "  - {{name: llama, upstreams: ['127.0.0.1:8004']}}\n"
+      "tenants:\n"
+      "  - {{name: all, key_sha256: {}}}\n"
+      "  - {{name: llama-only, key_sha256: {}, models: [llama]}}\n"
+      "  - {{name: stable-only, key_sha256: {}, models: ['qwen@stable']}}\n"
+      "  - {{name: no-dark, key_sha256: {}, models: ['qwen@stable', 'qwen@canary']}}\n"
+      "  - {{name: by-default, key_sha256: {}, models: [default]}}\n"
+      "  - {{name: nothing, key_sha256: {}, models: [gone]}}\n",
+      sha256_hex("a"), sha256_hex("l"), sha256_hex("s"), sha256_hex("n"), sha256_hex("d"),
+      sha256_hex("x")));
+  ASSERT_TRUE(cfg.ok()) << cfg.error();
+  UpstreamRegistry registry;
+  auto st = build_state(*cfg, nullptr, registry);
+  ASSERT_TRUE(st.ok()) << st.error();
+  using Ids = std::vector<std::string>;
+  const Ids everything = {"default", "llama", "qwen", "qwen@stable", "qwen@canary", "qwen@dark"};
+  EXPECT_EQ((*st)->model_ids(nullptr), everything);  // tenants off: all of them
+  auto ids = [&](const char* key) {
+    return (*st)->model_ids((*st)->tenants->find_by_key(key).get());
+  };
+  EXPECT_EQ(ids("a"), everything);  // models: ["*"]
+  EXPECT_EQ(ids("l"), (Ids{"llama"}));
+  // A bare name (and default) may pick any version of weight > 0: listed only when all are allowed.
+  EXPECT_EQ(ids("s"), (Ids{"qwen@stable"}));
+  EXPECT_EQ(ids("n"), (Ids{"default", "qwen", "qwen@stable", "qwen@canary"}));
+  EXPECT_EQ(ids("d"), (Ids{"default"}));
+  EXPECT_EQ(ids("x"), Ids{});
 }
 
 TEST(GatewayCache, LruEvictsTheLeastRecentlyUsedAndExpires) {

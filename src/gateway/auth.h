@@ -1,0 +1,25 @@
+// Who is calling: with tenants configured, the client routes (the generation routes and
+// GET /v1/models) need `Authorization: Bearer KEY` with the key of some tenant; /health, /ready
+// and /metrics stay open for probes and scrapers. Without tenants anyone may call.
+// Thread-safety: pure functions over an immutable Tenants.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include <boost/beast/http/fields.hpp>
+
+#include "gateway/responses.h"
+#include "gateway/tenants.h"
+
+namespace cadenza::gateway {
+
+struct Caller {
+  std::shared_ptr<Tenant> tenant;  // null when tenants are off
+  std::optional<Reply> refusal;    // set: answer with this (401 invalid_api_key) and stop
+};
+
+// From the request's Authorization header (absent, not "Bearer KEY", or an unknown key: 401).
+Caller identify_caller(const Tenants& tenants, const boost::beast::http::fields& headers);
+
+}  // namespace cadenza::gateway

@@ -67,11 +67,14 @@ struct RunArgs {
   std::vector<std::string> stop;  // --stop: stop strings (cut from the output)
 };
 
-// Why the request ended, in words (its finish reason, told apart by what reached the limit).
-std::string stop_reason(const engine::RequestOutput& out, int32_t max_tokens, int32_t n_predict) {
+// Why the request ended, in words. `last_token`: the last generated id (-1: none).
+std::string stop_reason(const engine::RequestOutput& out, const Tokenizer& tokenizer,
+                        int32_t last_token, int32_t max_tokens, int32_t n_predict) {
   switch (out.finish_reason) {
     case engine::FinishReason::kStop:
-      return "end of generation token or stop string";
+      return last_token >= 0 && tokenizer.is_end_of_generation(last_token)
+                 ? "end of generation token"
+                 : "stop string";
     case engine::FinishReason::kLength:
       return max_tokens < n_predict ? "context full" : "length";
     default:
@@ -162,7 +165,7 @@ int run_generate(const RunArgs& a) {
   // Generation time: first token -> last token, over the tokens after the first.
   const auto t_prompt = Clock::now();
   Clock::time_point t_first{}, t_last{};
-  int32_t generated = 0;
+  int32_t generated = 0, last_token = -1;
   engine::RequestOutput last;
   while ((*engine)->has_work()) {
     for (engine::RequestOutput& out : (*engine)->step()) {
@@ -170,6 +173,7 @@ int run_generate(const RunArgs& a) {
         t_last = Clock::now();
         if (generated == 0) t_first = t_last;
         generated += static_cast<int32_t>(out.new_token_ids.size());
+        last_token = out.new_token_ids.back();
       }
       fmt::print("{}", for_terminal(out.text, tty));
       std::fflush(stdout);
@@ -187,7 +191,8 @@ int run_generate(const RunArgs& a) {
   const double gen_s = generated > 0 ? std::chrono::duration<double>(t_last - t_first).count() : 0;
   const int32_t decoded = std::max(generated - 1, 0);
 
-  fmt::print(stderr, "run: stopped: {}\n", stop_reason(last, sp.max_tokens, a.n_predict));
+  fmt::print(stderr, "run: stopped: {}\n",
+             stop_reason(last, **tokenizer, last_token, sp.max_tokens, a.n_predict));
   fmt::print(stderr, "run: load    {:8.1f} ms\n", load_s * 1e3);
   fmt::print(stderr, "run: prompt  {:8.1f} ms for {:4} tokens = {:8.2f} tokens/s\n", prompt_s * 1e3,
              n_prompt, static_cast<double>(n_prompt) / prompt_s);
@@ -227,7 +232,8 @@ Command run_command() {
                   "Treat special-token text in the prompt as plain text");
     sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after end-of-generation");
     sub->add_flag("--no-echo", args->no_echo, "Do not print the prompt");
-    sub->add_option("--stop", args->stop, "Stop when the text contains this string (repeatable)");
+    sub->add_option("--stop", args->stop, "Stop when the text contains this string (repeatable)")
+        ->allow_extra_args(false);  // one string per --stop, so `--stop x file` is no surprise
   };
   c.run = [args] { return run_generate(*args); };
   return c;

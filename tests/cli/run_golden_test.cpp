@@ -50,7 +50,8 @@ TEST(RunGolden, GreedyTextOfEveryF16ModelIsTheReferences) {
     const bool sentencepiece = vocab && *vocab == "llama";
     for (const auto& c : j["cases"]) {
       if (!c.contains("greedy")) continue;  // cases with logits only
-      ASSERT_TRUE(c["add_special"].get<bool>()) << golden << ": run always adds BOS/EOS as the file says";
+      // run always adds BOS/EOS as the file's metadata says.
+      ASSERT_TRUE(c["add_special"].get<bool>()) << golden;
       const std::string prompt = c["prompt"].get<std::string>();
       const std::string expected = c["greedy_text"].get<std::string>();
       const size_t n = c["greedy"].size();

@@ -1,9 +1,13 @@
 // `cadenza run`: load a GGUF model, generate text for one prompt, stream it, report speeds.
+// The prompt runs as one request of an engine::EngineCore (sampling, stops and detokenization are
+// the server's); stdout carries the prompt and the text only, everything else goes to stderr.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
 #include <random>
-#include <thread>
+#include <string>
+#include <vector>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -11,13 +15,10 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
-#include "engine/sampler.h"
+#include "engine/engine_core.h"
 #include "gguf/gguf.h"
-#include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend_factory.h"
 #include "model/model.h"
-#include "model/session.h"
-#include "tokenizer/streaming_detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cadenza::cli {
@@ -63,7 +64,23 @@ struct RunArgs {
   bool no_parse_special = false;
   bool ignore_eos = false;
   bool no_echo = false;
+  std::vector<std::string> stop;  // --stop: stop strings (cut from the output)
 };
+
+// Why the request ended, in words. `last_token`: the last generated id (-1: none).
+std::string stop_reason(const engine::RequestOutput& out, const Tokenizer& tokenizer,
+                        int32_t last_token, int32_t max_tokens, int32_t n_predict) {
+  switch (out.finish_reason) {
+    case engine::FinishReason::kStop:
+      return last_token >= 0 && tokenizer.is_end_of_generation(last_token)
+                 ? "end of generation token"
+                 : "stop string";
+    case engine::FinishReason::kLength:
+      return max_tokens < n_predict ? "context full" : "length";
+    default:
+      return engine::to_string(out.finish_reason);
+  }
+}
 
 int run_generate(const RunArgs& a) {
   const auto t_load = Clock::now();
@@ -90,11 +107,18 @@ int run_generate(const RunArgs& a) {
     fmt::print(stderr, "run: {}\n", model.error());
     return 1;
   }
-  auto session = model::Session::create(**model, {.max_tokens = a.ctx, .kv_type = a.kv_cache_type});
-  if (!session) {
-    fmt::print(stderr, "run: {}\n", session.error());
+  // One request: room for one sequence of the context size, no prefix cache to fill.
+  engine::EngineConfig ec;
+  ec.max_num_seqs = 1;
+  ec.max_model_len = a.ctx;
+  ec.enable_prefix_caching = false;
+  ec.kv_type = a.kv_cache_type;
+  auto engine = engine::EngineCore::create(**model, **tokenizer, ec);
+  if (!engine) {
+    fmt::print(stderr, "run: {}\n", engine.error());
     return 1;
   }
+  const int32_t context = (*engine)->config().max_model_len;
   const double load_s = seconds_since(t_load);
 
   std::vector<int32_t> prompt = (*tokenizer)->encode(a.prompt, /*add_special=*/true,
@@ -103,16 +127,17 @@ int run_generate(const RunArgs& a) {
     fmt::print(stderr, "run: the prompt has no tokens\n");
     return 1;
   }
-  if (static_cast<int64_t>(prompt.size()) >= (*session)->capacity()) {
+  const int64_t room = int64_t{context} - static_cast<int64_t>(prompt.size());
+  if (room < 1) {
     fmt::print(stderr, "run: the prompt has {} tokens but the context holds {} (raise --ctx)\n",
-               prompt.size(), (*session)->capacity());
+               prompt.size(), context);
     return 1;
   }
   auto general_name = file->get_string_or("general.name", "");
   const std::string name = general_name ? *general_name : std::string();
   fmt::print(stderr, "run: {} ({}), {} threads, context {}, prompt {} tokens\n",
-             name.empty() ? a.model : name, (*model)->config().architecture, threads,
-             (*session)->capacity(), prompt.size());
+             name.empty() ? a.model : name, (*model)->config().architecture, threads, context,
+             prompt.size());
 
   SamplingParams sp;
   sp.temperature = a.temperature;
@@ -120,54 +145,59 @@ int run_generate(const RunArgs& a) {
   sp.top_p = a.top_p;
   sp.min_p = a.min_p;
   sp.seed = a.seed >= 0 ? static_cast<uint64_t>(a.seed) : std::random_device{}();
-  Sampler sampler(sp);
+  sp.ignore_eos = a.ignore_eos;
+  sp.stop = a.stop;
+  // Generation stops at the end of the context as before: max_tokens is what still fits.
+  sp.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.n_predict, room));
+  const size_t n_prompt = prompt.size();
+  auto id = (*engine)->add_request(std::move(prompt), sp);
+  if (!id) {
+    fmt::print(stderr, "run: {}\n", id.error());
+    return 1;
+  }
 
   if (!a.no_echo) {
     fmt::print("{}", a.prompt);
     std::fflush(stdout);
   }
+  const bool tty = ::isatty(STDOUT_FILENO) != 0;
+  // Prompt time: start -> first token (the prompt's forward passes and the first sample).
+  // Generation time: first token -> last token, over the tokens after the first.
   const auto t_prompt = Clock::now();
-  auto logits = (*session)->eval(prompt);
-  if (!logits) {
-    fmt::print(stderr, "\nrun: {}\n", logits.error());
+  Clock::time_point t_first{}, t_last{};
+  int32_t generated = 0, last_token = -1;
+  engine::RequestOutput last;
+  while ((*engine)->has_work()) {
+    for (engine::RequestOutput& out : (*engine)->step()) {
+      if (!out.new_token_ids.empty()) {
+        t_last = Clock::now();
+        if (generated == 0) t_first = t_last;
+        generated += static_cast<int32_t>(out.new_token_ids.size());
+        last_token = out.new_token_ids.back();
+      }
+      fmt::print("{}", for_terminal(out.text, tty));
+      std::fflush(stdout);
+      if (out.finished) last = std::move(out);
+    }
+  }
+  fmt::print("\n");
+  std::fflush(stdout);
+  if (last.finish_reason == engine::FinishReason::kError) {
+    fmt::print(stderr, "run: {}\n", last.error);
     return 1;
   }
-  const double prompt_s = seconds_since(t_prompt);
+  const double prompt_s = generated > 0 ? std::chrono::duration<double>(t_first - t_prompt).count()
+                                        : seconds_since(t_prompt);
+  const double gen_s = generated > 0 ? std::chrono::duration<double>(t_last - t_first).count() : 0;
+  const int32_t decoded = std::max(generated - 1, 0);
 
-  StreamingDetokenizer detok(**tokenizer);
-  const bool tty = ::isatty(STDOUT_FILENO) != 0;
-  const auto t_gen = Clock::now();
-  int32_t generated = 0;
-  std::string stop_reason = "length";
-  while (generated < a.n_predict) {
-    const int32_t next = sampler.sample(*logits);
-    ++generated;
-    if (!a.ignore_eos && (*tokenizer)->is_end_of_generation(next)) {
-      stop_reason = "end of generation token";
-      break;
-    }
-    fmt::print("{}", for_terminal(detok.push(next), tty));
-    std::fflush(stdout);
-    if (generated == a.n_predict) break;
-    if ((*session)->n_past() >= (*session)->capacity()) {
-      stop_reason = "context full";
-      break;
-    }
-    logits = (*session)->eval({&next, 1});
-    if (!logits) {
-      fmt::print(stderr, "\nrun: {}\n", logits.error());
-      return 1;
-    }
-  }
-  fmt::print("{}\n", for_terminal(detok.finish(), tty));
-  const double gen_s = seconds_since(t_gen);
-
-  fmt::print(stderr, "\nrun: stopped: {}\n", stop_reason);
+  fmt::print(stderr, "run: stopped: {}\n",
+             stop_reason(last, **tokenizer, last_token, sp.max_tokens, a.n_predict));
   fmt::print(stderr, "run: load    {:8.1f} ms\n", load_s * 1e3);
   fmt::print(stderr, "run: prompt  {:8.1f} ms for {:4} tokens = {:8.2f} tokens/s\n", prompt_s * 1e3,
-             prompt.size(), prompt.size() / prompt_s);
+             n_prompt, static_cast<double>(n_prompt) / prompt_s);
   fmt::print(stderr, "run: generate{:8.1f} ms for {:4} tokens = {:8.2f} tokens/s\n", gen_s * 1e3,
-             generated, generated / gen_s);
+             decoded, gen_s > 0 ? decoded / gen_s : 0.0);
   return 0;
 }
 
@@ -182,7 +212,8 @@ Command run_command() {
     sub->add_option("-m,--model", args->model, "GGUF model file")->required();
     sub->add_option("-p,--prompt", args->prompt, "Prompt text")->capture_default_str();
     sub->add_option("-n,--n-predict", args->n_predict, "Tokens to generate")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(CLI::Range(1, 1 << 30));
     sub->add_option("--temp", args->temperature, "Temperature (0 = greedy)")
         ->capture_default_str();
     sub->add_option("--top-k", args->top_k, "Top-k (0 = off)")->capture_default_str();
@@ -201,6 +232,8 @@ Command run_command() {
                   "Treat special-token text in the prompt as plain text");
     sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after end-of-generation");
     sub->add_flag("--no-echo", args->no_echo, "Do not print the prompt");
+    sub->add_option("--stop", args->stop, "Stop when the text contains this string (repeatable)")
+        ->allow_extra_args(false);  // one string per --stop, so `--stop x file` is no surprise
   };
   c.run = [args] { return run_generate(*args); };
   return c;

@@ -70,7 +70,7 @@ EngineCore::Stream::Stream(const SamplingParams& params, std::span<const int32_t
                            const Tokenizer& tokenizer, RequestId public_id_, int32_t index_)
     : sampler(params),
       processor(params, prompt, eog_ids, n_vocab),
-      detokenizer(tokenizer),
+      detokenizer(tokenizer, prompt),  // the text continues the prompt's: keeps its first space
       stops(params.stop),
       public_id(public_id_),
       index(index_) {}

@@ -10,7 +10,8 @@
 //
 // Per request: its own Sampler (seeded from SamplingParams::seed, advanced once per generated
 // token, so the same seed gives the same tokens alone or batched, preempted or not), its own
-// StreamingDetokenizer (text deltas are whole UTF-8 characters) and StopStringFilter (text that
+// StreamingDetokenizer (text deltas are whole UTF-8 characters, decoded as the continuation of the
+// prompt: the first one keeps its leading space) and StopStringFilter (text that
 // could start a stop string is held back until it cannot). Stops: end-of-generation tokens
 // (unless ignore_eos), stop_token_ids, stop strings (cut from the text), max_tokens and the
 // context limit (finish reason length). Before the Sampler, a LogitsProcessor applies logit bias,

@@ -10,13 +10,19 @@ constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 }  // namespace
 
 StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer, bool render_special)
-    : tokenizer_(tokenizer), render_special_(render_special) {}
+    : tokenizer_(tokenizer), render_special_(render_special), at_start_of_text_(true) {}
+
+StreamingDetokenizer::StreamingDetokenizer(const Tokenizer& tokenizer,
+                                           std::span<const int32_t> context, bool render_special)
+    : tokenizer_(tokenizer), render_special_(render_special), at_start_of_text_(context.empty()) {}
 
 std::string StreamingDetokenizer::push(int32_t id) {
   const int32_t ids[1] = {id};
-  // decode() of a single id applies the first-token space removal; later tokens are raw pieces.
-  pending_ += first_ ? tokenizer_.decode(ids, render_special_)
-                     : tokenizer_.token_piece(id, render_special_);
+  // decode() of a single id applies the start-of-text space removal; every other token (and the
+  // first one after a context, whose decode() removed the space of the context's first token
+  // only) is its raw piece.
+  pending_ += first_ && at_start_of_text_ ? tokenizer_.decode(ids, render_special_)
+                                          : tokenizer_.token_piece(id, render_special_);
   first_ = false;
   return drain(false);
 }

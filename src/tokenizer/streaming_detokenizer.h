@@ -8,14 +8,23 @@
 // by U+FFFD, one per maximal invalid subsequence (the Unicode-recommended practice), as soon as
 // they are known to be invalid; finish() flushes a trailing unfinished character as U+FFFD.
 //
+// Where the stream starts matters for SentencePiece vocabularies with a space prefix: decode()
+// removes one leading space of the text's first token (the space encode() added). A stream that
+// stands alone (the default constructor) does the same to its first token. A stream that
+// continues a text, such as generated tokens after their prompt, is decoded in that context (the
+// constructor taking `context`): no piece loses its space, so prompt text + stream text equals
+// decode(context + stream) (`Once upon a time` + ` of the`, not `Once upon a timeof the`).
+//
 // For any token sequence whose decode() is valid UTF-8, the concatenation of push() results and
-// finish() equals decode() (the same leading-space removal on the first token applies).
+// finish() equals decode() of the stream's tokens (standalone), or decode(context + tokens) minus
+// decode(context) (in context; when decode(context) is valid UTF-8 too).
 //
 // Ownership: keeps a reference to the Tokenizer, which must outlive it.
 // Thread-safety: one StreamingDetokenizer per stream; not for concurrent use.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 namespace cadenza {
@@ -24,11 +33,17 @@ class Tokenizer;
 
 class StreamingDetokenizer {
  public:
+  // A standalone stream: its first token is decoded as the start of a text.
   explicit StreamingDetokenizer(const Tokenizer& tokenizer, bool render_special = false);
+  // A stream that continues `context` (the prompt's token ids; only whether it is empty matters
+  // today, the span is not kept). An empty context is the start of a text, as above.
+  StreamingDetokenizer(const Tokenizer& tokenizer, std::span<const int32_t> context,
+                       bool render_special = false);
 
   // The text that `id` completes (possibly empty).
   std::string push(int32_t id);
-  // Flushes what is held back (as U+FFFD) and resets, so the object can start a new stream.
+  // Flushes what is held back (as U+FFFD) and resets, so the object can start a new stream (at
+  // the same place: the start of a text, or after the same context).
   std::string finish();
 
  private:
@@ -37,6 +52,7 @@ class StreamingDetokenizer {
 
   const Tokenizer& tokenizer_;
   bool render_special_;
+  bool at_start_of_text_;  // the stream begins a text (no context): its first piece loses a space
   bool first_ = true;
   std::string pending_;  // at most 3 bytes: the start of an unfinished character
 };

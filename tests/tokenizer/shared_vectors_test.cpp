@@ -219,6 +219,43 @@ TEST_P(GoldenPrompts, PromptTokensMatchReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shared, GoldenPrompts, testing::ValuesIn(model_names()), param_name);
 
+class GoldenContinuations : public testing::TestWithParam<std::string> {};
+
+// The reference's greedy continuations, streamed one token at a time after their prompt as the
+// engine streams generated tokens, give exactly the reference's greedy_text (the continuation
+// only, without the prompt). SentencePiece vocabularies: the first generated token keeps its
+// leading space (` of the`, not `of the`).
+TEST_P(GoldenContinuations, StreamedAfterThePromptMatchReferenceText) {
+  CADENZA_REQUIRE_SHARED();
+  const fs::path model = test::shared_dir() / "models" / (GetParam() + ".gguf");
+  const fs::path golden = test::shared_dir() / "golden" / (GetParam() + ".json");
+  ASSERT_TRUE(fs::exists(model)) << model;
+  ASSERT_TRUE(fs::exists(golden)) << golden << " (every model needs its golden file)";
+  const Loaded& l = load(model);
+  ASSERT_NE(l.tokenizer, nullptr);
+  const auto j = nlohmann::json::parse(read_file(golden));
+  int checked = 0;
+  for (const auto& c : j["cases"]) {
+    if (!c.contains("greedy")) continue;  // cases with logits only
+    ASSERT_TRUE(c.contains("greedy_text")) << GetParam();
+    const auto prompt =
+        l.tokenizer->encode(c["prompt"].get<std::string>(), c["add_special"].get<bool>(), true);
+    const auto greedy = c["greedy"].get<std::vector<int32_t>>();
+    StreamingDetokenizer d(*l.tokenizer, prompt);
+    std::string text;
+    for (int32_t id : greedy) text += d.push(id);
+    text += d.finish();
+    EXPECT_EQ(escaped(text), escaped(c["greedy_text"].get<std::string>()))
+        << GetParam() << " prompt '" << escaped(c["prompt"].get<std::string>()) << "' greedy "
+        << ids_str(greedy);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0) << GetParam() << ": no case with a greedy continuation";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, GoldenContinuations, testing::ValuesIn(model_names()),
+                         param_name);
+
 // Chat markup in real vocabularies: with parse_special the control tokens are single ids and the
 // text between them tokenizes as it would alone; without it the markup is ordinary text. The
 // chat end-of-turn tokens are end-of-generation although the metadata declares only EOS.

@@ -112,6 +112,34 @@ TEST(Streaming, FinishResetsForANewStream) {
   EXPECT_EQ(second, "ab");
 }
 
+// Generated tokens continue their prompt: the start-of-text space removal of decode() applies to
+// the prompt's first token, never to the first generated one (the bug: "Once upon a timeof").
+TEST(Streaming, AfterAPromptTheFirstTokenKeepsItsSpace) {
+  auto t = bytes_only_spm();
+  ASSERT_TRUE(t);
+  const auto prompt = t->encode("x", true, false);  // BOS "▁" x
+  const auto tokens = t->encode("ab", false, false);  // "▁" a b
+  ASSERT_EQ(t->token_piece(tokens[0]), " ");
+  StreamingDetokenizer after_prompt(*t, prompt);
+  std::string text;
+  for (int32_t id : tokens) text += after_prompt.push(id);
+  text += after_prompt.finish();
+  EXPECT_EQ(text, " ab");
+  // Prompt text + streamed text is the decode of the whole sequence.
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), tokens.begin(), tokens.end());
+  EXPECT_EQ(t->decode(prompt) + text, t->decode(all));
+  // finish() resets to the same place: still after the prompt.
+  std::string again;
+  for (int32_t id : tokens) again += after_prompt.push(id);
+  EXPECT_EQ(again + after_prompt.finish(), " ab");
+  // An empty context is the start of a text, as the standalone stream.
+  StreamingDetokenizer no_context(*t, std::span<const int32_t>{});
+  std::string start;
+  for (int32_t id : tokens) start += no_context.push(id);
+  EXPECT_EQ(start + no_context.finish(), "ab");
+}
+
 TEST(Streaming, RenderSpecialIsOptIn) {
   auto t = bytes_only_spm();
   ASSERT_TRUE(t);

@@ -1,0 +1,221 @@
+// The subcommands as a user runs them: the built binary (CADENZA_BIN) on a tiny synthesized model
+// (no ../shared needed). `run` (stdout is exactly the prompt and the text, the speed report on
+// stderr, stops, the context limit), `bench --json` (parses, has its fields), `info` and
+// `info --json`, `gateway --check` (the example configuration, a bad one, a missing one) and
+// `gateway --hash-key`. Every command's stdout carries its output only: no log line.
+#include <regex>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_process.h"
+#include "synth/synth.h"
+#include "test_models.h"
+
+namespace cadenza {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using test::run_cadenza;
+using test::shell_quote;
+
+// An spdlog line ("[2026-12-01 19:33:32.108] [info] ...") anywhere in `s`.
+bool has_log_line(const std::string& s) {
+  static const std::regex log(R"(\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+\] \[)");
+  return std::regex_search(s, log);
+}
+
+class CommandsTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::ScratchDir("cli-commands");
+    // q8_0 weights: the CPU backend logs while it repacks them during the first forward pass,
+    // that is in the middle of `run`'s output (where the log line used to land on stdout).
+    synth::SynthOptions opts = test::tiny_model_options(11);
+    opts.weight_type = "q8_0";
+    auto written = synth::write_synthetic_model(opts, model().string());
+    ASSERT_TRUE(written.ok()) << written.error();
+  }
+  static void TearDownTestSuite() {
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static fs::path model() { return dir_->path() / "tiny-q8_0.gguf"; }
+  static std::string m() { return "-m " + shell_quote(model().string()); }
+
+  static test::ScratchDir* dir_;
+};
+test::ScratchDir* CommandsTest::dir_ = nullptr;
+
+TEST_F(CommandsTest, RunPrintsExactlyThePromptAndTheTextOnStdout) {
+  const std::string common = m() + " --temp 0 -n 24 --ignore-eos -t 2";
+  const test::CliRun echo = run_cadenza("run " + common + " -p Hello");
+  ASSERT_EQ(echo.status, 0) << echo.err;
+  const test::CliRun bare = run_cadenza("run " + common + " -p Hello --no-echo");
+  ASSERT_EQ(bare.status, 0) << bare.err;
+  EXPECT_FALSE(has_log_line(echo.out)) << echo.out;
+  EXPECT_FALSE(has_log_line(bare.out)) << bare.out;
+  // The generated text alone, ended by one newline; with echo, the prompt before it.
+  ASSERT_GT(bare.out.size(), 1u);
+  EXPECT_EQ(bare.out.back(), '\n');
+  EXPECT_EQ(echo.out, "Hello" + bare.out);
+  // The logs and the speed report went to stderr.
+  EXPECT_TRUE(has_log_line(echo.err)) << echo.err;
+  EXPECT_NE(echo.err.find("run: stopped: length"), std::string::npos) << echo.err;
+  EXPECT_TRUE(std::regex_search(echo.err, std::regex(R"(run: prompt .* tokens/s)"))) << echo.err;
+  EXPECT_TRUE(std::regex_search(echo.err, std::regex(R"(run: generate.* for +23 tokens = )")))
+      << echo.err;
+  // Greedy is deterministic.
+  EXPECT_EQ(run_cadenza("run " + common + " -p Hello --no-echo").out, bare.out);
+}
+
+TEST_F(CommandsTest, RunStopStringCutsTheText) {
+  const std::string common = m() + " --temp 0 -n 64 --ignore-eos -t 2 -p Hello --no-echo";
+  const test::CliRun full = run_cadenza("run " + common);
+  ASSERT_EQ(full.status, 0) << full.err;
+  // A printable ASCII character after the start of the text: the stop string.
+  size_t at = std::string::npos;
+  for (size_t i = 1; i + 1 < full.out.size() && at == std::string::npos; ++i)
+    if (full.out[i] > ' ' && full.out[i] < 0x7f && full.out[i] != '\'') at = i;
+  ASSERT_NE(at, std::string::npos) << "no ASCII character in the text to stop at: " << full.out;
+  const std::string stop(1, full.out[at]);
+  const test::CliRun cut = run_cadenza("run " + common + " --stop " + shell_quote(stop));
+  ASSERT_EQ(cut.status, 0) << cut.err;
+  EXPECT_EQ(cut.out, full.out.substr(0, full.out.find(stop)) + "\n");
+  EXPECT_NE(cut.err.find("run: stopped: stop string"), std::string::npos) << cut.err;
+}
+
+TEST_F(CommandsTest, RunStopsAtTheContextAndRejectsTooLongPrompts) {
+  const test::CliRun full = run_cadenza("run " + m() + " --temp 0 -n 100 --ignore-eos -c 16 -p ab");
+  ASSERT_EQ(full.status, 0) << full.err;
+  EXPECT_NE(full.err.find("run: stopped: context full"), std::string::npos) << full.err;
+  const test::CliRun too_long =
+      run_cadenza("run " + m() + " -c 16 -p " + shell_quote(std::string(40, 'x')));
+  EXPECT_EQ(too_long.status, 1);
+  EXPECT_NE(too_long.err.find("raise --ctx"), std::string::npos) << too_long.err;
+  EXPECT_EQ(too_long.out, "");
+  const test::CliRun missing = run_cadenza("run -m /nonexistent/model.gguf");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/model.gguf"), std::string::npos) << missing.err;
+  const test::CliRun zero = run_cadenza("run " + m() + " -n 0");
+  EXPECT_NE(zero.status, 0);
+}
+
+TEST_F(CommandsTest, BenchJsonParsesAndHasItsFields) {
+  const test::CliRun r = run_cadenza("bench " + m() + " -p 16 -n 4 -r 2 -t 2 --no-probe --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const json j = json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout is not JSON:\n" << r.out;
+  EXPECT_EQ(j.value("model", ""), model().string());
+  EXPECT_EQ(j.value("architecture", ""), "llama");
+  EXPECT_EQ(j.value("backend", ""), "cpu");
+  EXPECT_EQ(j.value("threads", 0), 2);
+  EXPECT_EQ(j.value("kv_cache_type", ""), "f16");
+  EXPECT_EQ(j.value("repetitions", 0), 2);
+  EXPECT_GT(j.value("file_bytes", uint64_t{0}), 0u);
+  EXPECT_GT(j.value("decode_weight_bytes", uint64_t{0}), 0u);
+  for (const char* test : {"pp", "tg"}) {
+    ASSERT_TRUE(j.contains(test)) << test;
+    const json& t = j[test];
+    EXPECT_EQ(t.value("tokens", 0), std::string(test) == "pp" ? 16 : 4);
+    const json& s = t["tokens_per_s"];
+    EXPECT_GT(s.value("median", 0.0), 0.0) << test;
+    EXPECT_LE(s.value("min", 0.0), s.value("median", 0.0)) << test;
+    EXPECT_GE(s.value("max", 0.0), s.value("median", 0.0)) << test;
+    EXPECT_TRUE(s.contains("stddev")) << test;
+  }
+  EXPECT_GT(j.value("decode_gb_per_s", 0.0), 0.0);
+  EXPECT_FALSE(j.contains("probe_gb_per_s"));  // --no-probe
+  // The text form: the table on stdout, still no log line.
+  const test::CliRun text = run_cadenza("bench " + m() + " -p 16 -n 4 -r 1 -t 2 --no-probe");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_FALSE(has_log_line(text.out)) << text.out;
+  EXPECT_NE(text.out.find("| pp16   |"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("| tg4    |"), std::string::npos) << text.out;
+  const test::CliRun missing = run_cadenza("bench -m /nonexistent/model.gguf --json");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.out, "");
+  EXPECT_NE(missing.err.find("/nonexistent/model.gguf"), std::string::npos) << missing.err;
+}
+
+TEST_F(CommandsTest, InfoShowsTheFileAsTextAndJson) {
+  const test::CliRun text = run_cadenza("info " + shell_quote(model().string()));
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("general.architecture"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("\"llama\""), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("token_embd.weight"), std::string::npos) << text.out;
+  const test::CliRun js = run_cadenza("info --json " + shell_quote(model().string()));
+  ASSERT_EQ(js.status, 0) << js.err;
+  const json j = json::parse(js.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "stdout is not JSON:\n" << js.out;
+  EXPECT_EQ(j.value("version", 0), 3);
+  // metadata: [{"key": ..., "type": ..., "value": ...}] in file order.
+  auto metadata = [&](const std::string& key) {
+    for (const json& e : j["metadata"])
+      if (e.value("key", "") == key) return e;
+    return json();
+  };
+  EXPECT_EQ(metadata("general.architecture").value("value", ""), "llama");
+  EXPECT_EQ(metadata("llama.block_count").value("type", ""), "u32");
+  EXPECT_EQ(metadata("llama.block_count").value("value", 0), 2);
+  ASSERT_TRUE(j["tensors"].is_array());
+  EXPECT_GT(j["tensors"].size(), 2u);
+  EXPECT_EQ(j["tensors"][0].value("name", ""), "token_embd.weight");
+  EXPECT_EQ(j["tensors"][0].value("type", ""), "q8_0");
+  EXPECT_GT(j["summary"].value("parameters", uint64_t{0}), 0u);
+  EXPECT_EQ(j.value("file_size", uint64_t{0}), fs::file_size(model()));
+  // Not a GGUF file: a clear error, nothing on stdout.
+  const fs::path bad = dir_->path() / "not-a-model.gguf";
+  std::ofstream(bad) << "garbage, not GGUF";
+  const test::CliRun err = run_cadenza("info " + shell_quote(bad.string()));
+  EXPECT_EQ(err.status, 1);
+  EXPECT_EQ(err.out, "");
+  EXPECT_NE(err.err.find("not a GGUF file"), std::string::npos) << err.err;
+}
+
+TEST(GatewayCommand, CheckAcceptsTheExampleAndRejectsBadFiles) {
+  const std::string example = std::string(CADENZA_SOURCE_DIR) + "/deploy/gateway.example.yaml";
+  const test::CliRun ok = run_cadenza("gateway --config " + shell_quote(example) + " --check");
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(ok.out, example + ": OK (2 models, 2 tenants)\n");
+
+  test::ScratchDir dir("cli-gateway");
+  const fs::path bad = dir.path() / "bad.yaml";
+  std::ofstream(bad) << "listeners:\n  - host: 127.0.0.1\n    port: 99999\nmodels: []\n";
+  auto check = [](const fs::path& config) {
+    return run_cadenza("gateway --config " + shell_quote(config.string()) + " --check");
+  };
+  const test::CliRun rejected = check(bad);
+  EXPECT_EQ(rejected.status, 1);
+  EXPECT_EQ(rejected.out, "");
+  EXPECT_NE(rejected.err.find("listeners[0].port"), std::string::npos) << rejected.err;
+
+  const fs::path junk = dir.path() / "junk.yaml";
+  std::ofstream(junk) << "models: [unclosed\n";
+  const test::CliRun unparsable = check(junk);
+  EXPECT_EQ(unparsable.status, 1);
+  EXPECT_NE(unparsable.err.find(junk.string()), std::string::npos) << unparsable.err;
+
+  const test::CliRun missing = run_cadenza("gateway --config /nonexistent/gateway.yaml --check");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("/nonexistent/gateway.yaml"), std::string::npos) << missing.err;
+
+  const test::CliRun none = run_cadenza("gateway --check");
+  EXPECT_EQ(none.status, 1);
+  EXPECT_NE(none.err.find("--config is required"), std::string::npos) << none.err;
+}
+
+TEST(GatewayCommand, HashKeyPrintsTheSha256OfTheKey) {
+  // The example configuration's key for tenant acme (deploy/gateway.example.yaml).
+  const test::CliRun r = run_cadenza("gateway --hash-key sk-acme-123");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "6cdc328485a5b1a00306a6eb5f5c4d7999c79e323877a7fa662f209faca87816\n");
+  // SHA-256("abc"), the FIPS 180-2 example.
+  EXPECT_EQ(run_cadenza("gateway --hash-key abc").out,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n");
+}
+
+}  // namespace
+}  // namespace cadenza

@@ -1,3 +1,6 @@
+// ModelConfig::from_gguf: the keys every architecture has (sizes, heads, norm epsilon, RoPE); the
+// family's configure hook (arch/<family>.cpp, found through the registry) sets its flags and reads
+// its own keys in between.
 #include "model/config.h"
 
 #include <cmath>

@@ -1,6 +1,7 @@
 #include "model/blocks/attention.h"
 
 #include <cmath>
+#include <utility>
 
 namespace cadenza::model::blocks {
 

@@ -1,5 +1,8 @@
 #include "model/blocks/routed_experts.h"
 
+#include <atomic>
+#include <tuple>
+
 namespace cadenza::model::blocks {
 
 using kernels::IndexMatrix;

@@ -43,6 +43,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
   auto kv = model.create_kv_cache(
       {.num_blocks = c.num_kv_blocks, .block_size = c.block_size, .type = c.kv_type});
   if (!kv) return make_error("engine: KV cache: {}", kv.error());
+  // Scratch for the largest step: the token budget, one logit row and one block table per running
+  // request, tables as long as max_model_len.
+  Status reserved = model.reserve({c.max_num_batched_tokens, c.max_num_seqs, c.max_num_seqs, seq_blocks});
+  if (!reserved) return make_error("engine: {}", reserved.error());
   return std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, std::move(*kv)));
 }
 

@@ -1,67 +1,21 @@
+// ModelConfig::from_gguf: the keys every architecture has (sizes, heads, norm epsilon, RoPE); the
+// family's configure hook (arch/<family>.cpp, found through the registry) sets its flags and reads
+// its own keys in between.
 #include "model/config.h"
 
 #include <cmath>
 #include <numbers>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "gguf/gguf.h"
+#include "model/metadata.h"
+#include "model/registry.h"
 
 namespace cadenza::model {
 
 namespace {
-
-// Bounds that reject nonsense from hostile files early. Real models are far inside them; the
-// tensor shapes checked at load are the final word.
-constexpr int64_t kMaxEmbd = 1 << 20;
-constexpr int64_t kMaxLayers = 1 << 12;
-constexpr int64_t kMaxHeads = 1 << 14;
-constexpr int64_t kMaxHeadDim = 1 << 14;
-constexpr int64_t kMaxFf = 1 << 22;
-constexpr int64_t kMaxExperts = 1 << 12;
-constexpr int64_t kMaxContext = int64_t{1} << 31;
-
-class MetadataReader {
- public:
-  MetadataReader(const gguf::GgufFile& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
-
-  std::string key(std::string_view suffix) const { return arch_ + "." + std::string(suffix); }
-
-  Result<int64_t> count(std::string_view suffix, int64_t min, int64_t max) const {
-    const std::string k = key(suffix);
-    Result<uint64_t> v = file_.get_uint(k);
-    if (!v) return v.error_value();
-    return check_range(k, *v, min, max);
-  }
-  // The fallback must satisfy the range too (it is often derived from other keys).
-  Result<int64_t> count_or(std::string_view suffix, int64_t fallback, int64_t min,
-                           int64_t max) const {
-    const std::string k = key(suffix);
-    if (file_.find(k)) return count(suffix, min, max);
-    if (fallback < min || fallback > max) {
-      return make_error("{}: key '{}' is missing and its default {} is out of range [{}, {}]",
-                        file_.name(), k, fallback, min, max);
-    }
-    return fallback;
-  }
-  Result<double> real_or(std::string_view suffix, double fallback) const {
-    const std::string k = key(suffix);
-    Result<double> v = file_.get_float_or(k, fallback);
-    if (!v) return v.error_value();
-    if (!std::isfinite(*v)) return make_error("{}: key '{}' is not a finite number", file_.name(), k);
-    return *v;
-  }
-  bool has(std::string_view suffix) const { return file_.find(key(suffix)) != nullptr; }
-  const gguf::GgufFile& file() const { return file_; }
-
- private:
-  Result<int64_t> check_range(const std::string& k, uint64_t v, int64_t min, int64_t max) const {
-    if (v < static_cast<uint64_t>(min) || v > static_cast<uint64_t>(max)) {
-      return make_error("{}: key '{}' = {} is out of range [{}, {}]", file_.name(), k, v, min, max);
-    }
-    return static_cast<int64_t>(v);
-  }
-  const gguf::GgufFile& file_;
-  std::string arch_;
-};
 
 #define CADENZA_TRY_ASSIGN(lhs, expr)      \
   do {                                     \
@@ -166,23 +120,21 @@ Status read_rope(const MetadataReader& md, ModelConfig& c) {
 }  // namespace
 
 Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file) {
+  return from_gguf(file, ArchitectureRegistry::builtin());
+}
+
+Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file,
+                                           const ArchitectureRegistry& registry) {
+  using namespace limits;
   ModelConfig c;
   Result<std::string> arch = file.get_string("general.architecture");
   if (!arch) return arch.error_value();
   c.architecture = *arch;
-  if (c.architecture == "llama") {
-    c.arch = Architecture::Llama;
-  } else if (c.architecture == "qwen2") {
-    c.arch = Architecture::Qwen2;
-  } else if (c.architecture == "qwen3") {
-    c.arch = Architecture::Qwen3;
-  } else if (c.architecture == "qwen3moe") {
-    c.arch = Architecture::Qwen3Moe;
-  } else if (c.architecture == "qwen2moe") {
-    c.arch = Architecture::Qwen2Moe;
-  } else {
-    return make_error("{}: architecture '{}' is not supported (supported: llama, qwen2, qwen3, "
-                      "qwen3moe, qwen2moe)", file.name(), c.architecture);
+  const ArchitectureFamily* family = registry.find(c.architecture);
+  if (!family) {
+    return make_error("{}: architecture '{}' is not supported (key 'general.architecture'; "
+                      "supported: {})", file.name(), c.architecture,
+                      fmt::join(registry.names(), ", "));
   }
   {
     Result<std::string> name = file.get_string_or("general.name", "");
@@ -218,67 +170,10 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file) {
   }
   c.rms_norm_eps = static_cast<float>(eps);
 
-  CADENZA_TRY_ASSIGN(c.n_experts, md.count_or("expert_count", 0, 0, kMaxExperts));
-  const bool moe_arch = c.arch == Architecture::Qwen3Moe || c.arch == Architecture::Qwen2Moe;
-  if (moe_arch && c.n_experts == 0) {
-    return make_error("{}: key '{}' is missing or 0 ({} needs experts)", file.name(),
-                      md.key("expert_count"), c.architecture);
-  }
-  if (c.n_experts > 0) {
-    CADENZA_TRY_ASSIGN(c.n_experts_used, md.count("expert_used_count", 1, c.n_experts));
-  }
-  // A dense FFN width is not needed by qwen3moe/qwen2moe (all layers are experts) but is usually
-  // present.
-  CADENZA_TRY_ASSIGN(c.n_ff, moe_arch
-                                 ? md.count_or("feed_forward_length", 0, 0, kMaxFf)
-                                 : md.count("feed_forward_length", 1, kMaxFf));
-  if (c.n_experts > 0) {
-    CADENZA_TRY_ASSIGN(c.n_ff_expert, md.count_or("expert_feed_forward_length", c.n_ff, 1, kMaxFf));
-    // llama (Mixtral) and qwen3moe renormalise the top-k softmax weights, qwen2moe (Qwen1.5-MoE,
-    // Qwen2-57B-A14B: norm_topk_prob false) does not; a file may say otherwise explicitly.
-    Result<bool> norm =
-        file.get_bool_or(md.key("expert_weights_norm"), c.arch != Architecture::Qwen2Moe);
-    if (!norm) return norm.error_value();
-    c.moe_normalize_top_k = *norm;
-    // Gating function as the reference numbers it: 1 = softmax (the default), 2 = sigmoid.
-    int64_t gating = 1;
-    CADENZA_TRY_ASSIGN(gating, md.count_or("expert_gating_func", 1, 0, 16));
-    if (gating != 1) {
-      return make_error("{}: key '{}' = {}: only softmax gating (1) is supported", file.name(),
-                        md.key("expert_gating_func"), gating);
-    }
-    double scale = 0;
-    CADENZA_TRY_ASSIGN(scale, md.real_or("expert_weights_scale", 0.0));
-    c.moe_weights_scale = scale == 0.0 ? 1.0f : static_cast<float>(scale);
-  }
-  if (c.arch == Architecture::Qwen2Moe) {
-    // The shared expert's width; files without the key but with the tensors are read from the
-    // tensor shape (older conversions wrote only feed_forward_length).
-    int64_t from_tensor = 0;
-    if (const gguf::TensorInfo* t = file.find_tensor("blk.0.ffn_gate_shexp.weight");
-        t != nullptr && t->shape.size() == 2) {
-      from_tensor = t->shape[1];
-    }
-    CADENZA_TRY_ASSIGN(c.n_ff_shared_expert,
-                       md.count_or("expert_shared_feed_forward_length", from_tensor, 0, kMaxFf));
-  }
-
-  switch (c.arch) {
-    case Architecture::Llama:
-      c.rope_layout = kernels::RopeLayout::Normal;
-      c.qkv_bias = file.find_tensor("blk.0.attn_q.bias") != nullptr;
-      break;
-    case Architecture::Qwen2:
-    case Architecture::Qwen2Moe:
-      c.rope_layout = kernels::RopeLayout::NeoX;
-      c.qkv_bias = true;
-      break;
-    case Architecture::Qwen3:
-    case Architecture::Qwen3Moe:
-      c.rope_layout = kernels::RopeLayout::NeoX;
-      c.qk_norm = true;
-      break;
-  }
+  // The family's flags and keys: RoPE layout, biases, Q/K norms, the feed-forward and expert keys
+  // with its defaults (arch/<family>.cpp).
+  Status configured = family->configure(md, c);
+  if (!configured) return configured.error_value();
 
   Status rope = read_rope(md, c);
   if (!rope) return rope.error_value();

@@ -1,5 +1,7 @@
 // ModelConfig: the hyperparameters of a model, read from GGUF metadata (`<arch>.*` keys) and the
-// tensor table only; nothing is hard-coded per model.
+// tensor table only; nothing is hard-coded per model. from_gguf reads the keys every architecture
+// has (this file) and hands the rest to the family registered for `general.architecture`
+// (registry.h; its configure hook in arch/<family>.cpp sets the flags below that differ).
 #pragma once
 
 #include <cstdint>
@@ -15,21 +17,12 @@ class GgufFile;
 
 namespace cadenza::model {
 
-// Architectures whose forward pass we implement. All share the llama-family forward pass
-// (llama_family.cpp); they differ in flags of ModelConfig.
-enum class Architecture {
-  Llama,     // "llama": Llama 2/3, Mistral, TinyLlama; Mixtral when expert_count > 0
-  Qwen2,     // "qwen2": QKV biases, NeoX RoPE
-  Qwen3,     // "qwen3": per-head Q/K RMS norm, head_dim from key_length, NeoX RoPE
-  Qwen3Moe,  // "qwen3moe": Qwen3 attention + mixture-of-experts FFN in every layer
-  Qwen2Moe,  // "qwen2moe": Qwen2 attention (QKV biases) + experts and a gated shared expert
-};
+class ArchitectureRegistry;
 
 enum class RopeScaling { None, Linear, Llama3 };
 
 struct ModelConfig {
-  std::string architecture;  // the `general.architecture` string
-  Architecture arch = Architecture::Llama;
+  std::string architecture;  // the `general.architecture` string: selects the family (registry.h)
   std::string name;          // `general.name`, may be empty
 
   int64_t n_vocab = 0;         // rows of token_embd.weight
@@ -46,7 +39,7 @@ struct ModelConfig {
   // RoPE
   int32_t rope_dims = 0;                                 // `rope.dimension_count`, default head_dim_k
   float rope_freq_base = 10000.0f;
-  kernels::RopeLayout rope_layout = kernels::RopeLayout::Normal;  // per architecture
+  kernels::RopeLayout rope_layout = kernels::RopeLayout::Normal;  // set by the family
   RopeScaling rope_scaling = RopeScaling::None;
   float rope_freq_scale = 1.0f;                          // 1 / linear factor
   // Llama 3 scaling: per-pair divisors. From the `rope_freqs.weight` tensor when the file has it
@@ -54,11 +47,13 @@ struct ModelConfig {
   bool has_rope_freqs_tensor = false;
   std::vector<float> rope_freq_factors;
 
-  // Attention variants
-  bool qkv_bias = false;  // attn_{q,k,v}.bias (required for qwen2, optional for llama)
+  // Attention variants (set by the family)
+  bool qkv_bias = false;  // attn_{q,k,v}.bias in every layer (qwen2*; llama: when layer 0 has them)
   bool qk_norm = false;   // attn_{q,k}_norm.weight: RMS norm per head before RoPE (qwen3*)
+  bool output_bias = false;  // attn_output.bias loaded in the layers that have it (llama)
 
-  // Mixture of experts (n_experts == 0: dense FFN)
+  // Mixture of experts (n_experts == 0: dense FFN); read by read_feed_forward (metadata.h) with
+  // the family's defaults
   int64_t n_experts = 0;
   int64_t n_experts_used = 0;
   int64_t n_ff_expert = 0;          // expert FFN width
@@ -71,8 +66,11 @@ struct ModelConfig {
   bool tied_output = false;  // no output.weight: logits use token_embd.weight
 
   // Reads and validates the configuration (ranges, divisibility, supported features). Errors name
-  // the file and the key.
+  // the file and the key; an architecture the registry lacks is an error listing the supported
+  // ones. The first form uses the built-in families (ArchitectureRegistry::builtin()).
   static Result<ModelConfig> from_gguf(const gguf::GgufFile& file);
+  static Result<ModelConfig> from_gguf(const gguf::GgufFile& file,
+                                       const ArchitectureRegistry& registry);
 
   // One line for logs: "qwen3: 2 layers, embd 64, heads 4/2 x 32, ffn 128, vocab 151936, ...".
   std::string summary() const;

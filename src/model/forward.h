@@ -1,19 +1,20 @@
-// Internal to src/model: what Model::forward hands to an architecture family's forward pass, and
-// the scratch buffers those passes share. Not part of the public API.
+// Internal to src/model: what Model::forward hands to a family's forward pass (ForwardContext),
+// and Network, the loaded family (its weights, scratch and forward pass) behind a Model.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <vector>
 
 #include "kernels/backend.h"
-#include "model/config.h"
 #include "model/kv_cache.h"
-#include "model/model.h"
+#include "model/step_capacity.h"
 #include "util/result.h"
 
 namespace cadenza::model {
+
+struct ModelConfig;
+class WeightLoader;
 
 // A validated Batch, uploaded to backend memory.
 struct StepInputs {
@@ -25,36 +26,40 @@ struct StepInputs {
   kernels::AttentionBatch attention;
 };
 
-// Backend buffers reused from step to step; each grows when a batch needs more.
-struct ForwardScratch {
-  // batch inputs
-  std::unique_ptr<kernels::Buffer> tokens, positions, seq_index, slots, block_tables, logit_rows;
-  // activations
-  std::unique_ptr<kernels::Buffer> x, h, q, k, v, attn, gate, up;
-  std::unique_ptr<kernels::Buffer> router, expert_ids, expert_weights, expert_out;
-  std::unique_ptr<kernels::Buffer> shared_gate, shared_up, shared_out, shared_weight;  // qwen2moe
-  std::unique_ptr<kernels::Buffer> hidden_out, logits;
-  std::vector<int32_t> expert_ids_host;  // routing of one layer, read back for the statistics
-};
-
-// Makes `buffer` at least `size_bytes` large (reallocating without preserving contents).
-Status ensure_buffer(kernels::Backend& backend, std::unique_ptr<kernels::Buffer>& buffer,
-                     size_t size_bytes);
-
-// Everything a family's forward pass reads, and the scratch it may use.
+// Everything one step of a family's forward pass reads and writes besides its own weights and
+// scratch. The step lies within the reservation (Model::forward checked it).
 struct ForwardContext {
-  const ModelConfig& config;
-  const ModelWeights& weights;
   kernels::Backend& backend;
-  ForwardScratch& scratch;
   const StepInputs& inputs;
   KvCache& kv;
   // [n_layers * n_experts] routing counters to add to (MoE), or null.
-  std::atomic<uint64_t>* expert_counts = nullptr;
+  std::atomic<uint64_t>* expert_counts;
+  // Output: the logits of inputs.logit_rows, [n_logits][n_vocab], in backend memory.
+  kernels::Matrix logits;
 };
 
-// The llama-family pass (llama, qwen2, qwen3, qwen3moe, qwen2moe): returns the logits of the requested rows,
-// [n_logits][n_vocab], in backend memory (scratch.logits).
-Result<kernels::Matrix> forward_llama_family(const ForwardContext& ctx);
+// A loaded architecture family: created by its ArchitectureFamily::load hook (registry.h), owned
+// by the Model. Thread-safety: like Model, one reserve() or forward() at a time.
+class Network {
+ public:
+  virtual ~Network() = default;
+
+  // Shapes and allocates the activation scratch for any step within `capacity`. Model::reserve
+  // calls it with the model's whole (merged, never shrinking) capacity. Errors: out of memory.
+  virtual Status reserve(kernels::Backend& backend, const StepCapacity& capacity) = 0;
+
+  // One step: writes the batch's K/V into ctx.kv and the requested logits into ctx.logits.
+  // Cannot fail and allocates nothing: the batch was validated and lies within the reservation.
+  virtual void forward(const ForwardContext& ctx) = 0;
+};
+
+// The usual ArchitectureFamily::load hook: constructs a `Family` network from the config (which
+// outlives it) and calls its `Status load(WeightLoader&)`.
+template <typename Family>
+Result<std::unique_ptr<Network>> load_network(const ModelConfig& config, WeightLoader& loader) {
+  auto network = std::make_unique<Family>(config);
+  if (Status st = network->load(loader); !st) return st.error_value();
+  return std::unique_ptr<Network>(std::move(network));
+}
 
 }  // namespace cadenza::model

@@ -1,196 +1,42 @@
-// Model loading (tensor validation and upload) and the architecture-independent half of the
-// forward pass: batch validation, upload of the batch, dispatch, logits read-back.
+// The architecture-independent half of a model: loading (config, the family's weights through its
+// registry hook, the reservation), batch validation, upload of the batch, dispatch to the family's
+// forward pass, logits read-back. Families: arch/*.cpp; blocks: blocks/*.cpp.
 #include "model/model.h"
 
 #include <algorithm>
 #include <cassert>
 #include <limits>
-#include <set>
+#include <tuple>
+#include <utility>
 
 #include <spdlog/spdlog.h>
 
 #include "gguf/gguf.h"
 #include "model/forward.h"
+#include "model/registry.h"
+#include "model/weight_loader.h"
 
 namespace cadenza::model {
 
 namespace {
 
-// Looks tensors up by name, checks their shape and type, and uploads them.
-class WeightLoader {
- public:
-  WeightLoader(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend)
-      : file_(std::move(file)), backend_(backend) {}
+// Upper bound of every StepCapacity field: far above any real step, low enough that no size
+// computed from it overflows.
+constexpr int64_t kMaxCapacity = int64_t{1} << 24;
 
-  // `shape` in ggml order ([cols, rows, matrices]); trailing 1s are ignored on both sides.
-  Result<std::unique_ptr<kernels::Weight>> require(const std::string& name,
-                                                   std::vector<int64_t> shape) {
-    const gguf::TensorInfo* t = file_->find_tensor(name);
-    if (!t) return make_error("{}: tensor '{}' is missing", file_->name(), name);
-    return upload(*t, std::move(shape));
-  }
-  // Null when absent; an error when present but malformed.
-  Result<std::unique_ptr<kernels::Weight>> optional(const std::string& name,
-                                                    std::vector<int64_t> shape) {
-    const gguf::TensorInfo* t = file_->find_tensor(name);
-    if (!t) return std::unique_ptr<kernels::Weight>();
-    return upload(*t, std::move(shape));
-  }
-
-  // Uploads values computed on the host (copied by the backend).
-  Result<std::unique_ptr<kernels::Weight>> from_host(const std::string& name,
-                                                     const std::vector<float>& values) {
-    kernels::WeightDesc desc;
-    desc.name = name;
-    desc.type = DType::F32;
-    desc.cols = static_cast<int64_t>(values.size());
-    desc.data = values.data();
-    return backend_.upload_weight(desc);
-  }
-
-  // Names of tensors in the file that nothing loaded.
-  std::vector<std::string> unused() const {
-    std::vector<std::string> names;
-    for (const gguf::TensorInfo& t : file_->tensors()) {
-      if (!used_.count(t.name)) names.push_back(t.name);
-    }
-    return names;
-  }
-
- private:
-  static std::string shape_string(const std::vector<int64_t>& shape) {
-    return fmt::format("[{}]", fmt::join(shape, ", "));
-  }
-  static std::vector<int64_t> trimmed(std::vector<int64_t> shape) {
-    while (shape.size() > 1 && shape.back() == 1) shape.pop_back();
-    return shape;
-  }
-
-  Result<std::unique_ptr<kernels::Weight>> upload(const gguf::TensorInfo& t,
-                                                  std::vector<int64_t> shape) {
-    used_.insert(t.name);
-    const std::vector<int64_t> expected = trimmed(std::move(shape));
-    const std::vector<int64_t> actual = trimmed(t.shape);
-    if (expected != actual) {
-      return make_error("{}: tensor '{}' has shape {}, expected {}", file_->name(), t.name,
-                        shape_string(t.shape), shape_string(expected));
-    }
-    const std::optional<DTypeTraits> traits = dtype_traits(static_cast<uint32_t>(t.type));
-    if (!traits || !traits->compute_supported) {
-      return make_error("{}: tensor '{}' has type {}, which is not supported", file_->name(),
-                        t.name, traits ? traits->name : "unknown");
-    }
-    const std::optional<uint64_t> row = row_bytes(t.type, actual[0]);
-    const int64_t rows = actual.size() > 1 ? actual[1] : 1;
-    const int64_t matrices = actual.size() > 2 ? actual[2] : 1;
-    if (!row || *row * static_cast<uint64_t>(rows) * static_cast<uint64_t>(matrices) != t.nbytes ||
-        t.data == nullptr) {
-      return make_error("{}: tensor '{}' of type {} has {} bytes of data, which does not match its "
-                        "shape {}", file_->name(), t.name, traits->name, t.nbytes,
-                        shape_string(t.shape));
-    }
-    kernels::WeightDesc desc;
-    desc.name = t.name;
-    desc.type = t.type;
-    desc.cols = actual[0];
-    desc.rows = rows;
-    desc.matrices = matrices;
-    desc.data = t.data;
-    desc.keep_alive = file_;
-    Result<std::unique_ptr<kernels::Weight>> w = backend_.upload_weight(desc);
-    if (!w) return make_error("{}: {}", file_->name(), w.error());
-    return w;
-  }
-
-  std::shared_ptr<const gguf::GgufFile> file_;
-  kernels::Backend& backend_;
-  std::set<std::string> used_;
-};
-
-#define CADENZA_LOAD(dst, expr)                         \
-  do {                                                  \
-    auto load_result_ = (expr);                         \
-    if (!load_result_) return load_result_.error_value(); \
-    dst = std::move(*load_result_);                     \
-  } while (0)
-
-Status load_weights(const ModelConfig& c, WeightLoader& loader, ModelWeights& w) {
-  const int64_t d = c.n_embd;
-  CADENZA_LOAD(w.token_embd, loader.require("token_embd.weight", {d, c.n_vocab}));
-  CADENZA_LOAD(w.output_norm, loader.require("output_norm.weight", {d}));
-  CADENZA_LOAD(w.output, loader.optional("output.weight", {d, c.n_vocab}));
-  if (c.has_rope_freqs_tensor) {
-    CADENZA_LOAD(w.rope_freqs, loader.require("rope_freqs.weight", {c.rope_dims / 2}));
-  } else if (!c.rope_freq_factors.empty()) {
-    CADENZA_LOAD(w.rope_freqs, loader.from_host("rope_freqs (from rope.scaling.* keys)",
-                                                c.rope_freq_factors));
-  }
-  const int64_t q_cols = c.n_heads * c.head_dim_k;
-  const int64_t k_cols = c.n_kv_heads * c.head_dim_k;
-  const int64_t v_cols = c.n_kv_heads * c.head_dim_v;
-  const int64_t attn_cols = c.n_heads * c.head_dim_v;
-  w.layers.resize(static_cast<size_t>(c.n_layers));
-  for (int64_t i = 0; i < c.n_layers; ++i) {
-    LayerWeights& L = w.layers[static_cast<size_t>(i)];
-    auto name = [i](const char* suffix) { return fmt::format("blk.{}.{}", i, suffix); };
-    CADENZA_LOAD(L.attn_norm, loader.require(name("attn_norm.weight"), {d}));
-    CADENZA_LOAD(L.wq, loader.require(name("attn_q.weight"), {d, q_cols}));
-    CADENZA_LOAD(L.wk, loader.require(name("attn_k.weight"), {d, k_cols}));
-    CADENZA_LOAD(L.wv, loader.require(name("attn_v.weight"), {d, v_cols}));
-    CADENZA_LOAD(L.wo, loader.require(name("attn_output.weight"), {attn_cols, d}));
-    if (c.qkv_bias) {
-      CADENZA_LOAD(L.bq, loader.require(name("attn_q.bias"), {q_cols}));
-      CADENZA_LOAD(L.bk, loader.require(name("attn_k.bias"), {k_cols}));
-      CADENZA_LOAD(L.bv, loader.require(name("attn_v.bias"), {v_cols}));
-    }
-    if (c.arch == Architecture::Llama) {
-      CADENZA_LOAD(L.bo, loader.optional(name("attn_output.bias"), {d}));
-    }
-    if (c.qk_norm) {
-      CADENZA_LOAD(L.q_norm, loader.require(name("attn_q_norm.weight"), {c.head_dim_k}));
-      CADENZA_LOAD(L.k_norm, loader.require(name("attn_k_norm.weight"), {c.head_dim_k}));
-    }
-    CADENZA_LOAD(L.ffn_norm, loader.require(name("ffn_norm.weight"), {d}));
-    if (c.n_experts == 0) {
-      CADENZA_LOAD(L.ffn_gate, loader.require(name("ffn_gate.weight"), {d, c.n_ff}));
-      CADENZA_LOAD(L.ffn_up, loader.require(name("ffn_up.weight"), {d, c.n_ff}));
-      CADENZA_LOAD(L.ffn_down, loader.require(name("ffn_down.weight"), {c.n_ff, d}));
-    } else {
-      const int64_t f = c.n_ff_expert, e = c.n_experts;
-      CADENZA_LOAD(L.ffn_router, loader.require(name("ffn_gate_inp.weight"), {d, e}));
-      CADENZA_LOAD(L.ffn_gate_exps, loader.require(name("ffn_gate_exps.weight"), {d, f, e}));
-      CADENZA_LOAD(L.ffn_up_exps, loader.require(name("ffn_up_exps.weight"), {d, f, e}));
-      CADENZA_LOAD(L.ffn_down_exps, loader.require(name("ffn_down_exps.weight"), {f, d, e}));
-      if (c.n_ff_shared_expert > 0) {
-        const int64_t fs = c.n_ff_shared_expert;
-        CADENZA_LOAD(L.ffn_gate_shexp, loader.require(name("ffn_gate_shexp.weight"), {d, fs}));
-        CADENZA_LOAD(L.ffn_up_shexp, loader.require(name("ffn_up_shexp.weight"), {d, fs}));
-        CADENZA_LOAD(L.ffn_down_shexp, loader.require(name("ffn_down_shexp.weight"), {fs, d}));
-        CADENZA_LOAD(L.ffn_gate_inp_shexp, loader.require(name("ffn_gate_inp_shexp.weight"), {d}));
-      }
-    }
-  }
-  return {};
+// Block-table entries the step reads per sequence: ceil((largest position + 1) / block_size), at
+// least 1 (negative positions, rejected later, count as 0).
+int32_t step_blocks_per_sequence(std::span<const int32_t> positions, int64_t block_size) {
+  int64_t blocks = 1;
+  for (const int32_t p : positions) blocks = std::max<int64_t>(blocks, p / block_size + 1);
+  return static_cast<int32_t>(blocks);
 }
-
-#undef CADENZA_LOAD
 
 }  // namespace
-
-Status ensure_buffer(kernels::Backend& backend, std::unique_ptr<kernels::Buffer>& buffer,
-                     size_t size_bytes) {
-  if (buffer && buffer->size_bytes() >= size_bytes) return {};
-  buffer.reset();
-  Result<std::unique_ptr<kernels::Buffer>> b = backend.allocate(std::max<size_t>(size_bytes, 64));
-  if (!b) return b.error_value();
-  buffer = std::move(*b);
-  return {};
-}
 
 Model::Model(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend,
              ModelConfig config)
     : file_(std::move(file)), backend_(backend), config_(std::move(config)),
-      scratch_(std::make_unique<ForwardScratch>()),
       expert_counts_(std::make_unique<std::atomic<uint64_t>[]>(
           static_cast<size_t>(config_.n_layers * config_.n_experts))) {}
 
@@ -199,7 +45,9 @@ Model::~Model() = default;
 Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile> file,
                                            kernels::Backend& backend,
                                            const ModelLoadOptions& options) {
-  Result<ModelConfig> config = ModelConfig::from_gguf(*file);
+  const ArchitectureRegistry& registry =
+      options.architectures ? *options.architectures : ArchitectureRegistry::builtin();
+  Result<ModelConfig> config = ModelConfig::from_gguf(*file, registry);
   if (!config) return config.error_value();
   if (options.experts_per_token != 0) {
     if (config->n_experts == 0) {
@@ -217,13 +65,19 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
     config->n_experts_used = options.experts_per_token;
   }
   std::unique_ptr<Model> model(new Model(file, backend, std::move(*config)));
+  const ArchitectureFamily* family = registry.find(model->config_.architecture);
+  assert(family != nullptr);  // from_gguf found it
   WeightLoader loader(file, backend);
-  Status st = load_weights(model->config_, loader, model->weights_);
-  if (!st) return st.error_value();
+  Result<std::unique_ptr<Network>> network = family->load(model->config_, loader);
+  if (!network) return network.error_value();
+  model->network_ = std::move(*network);
   const std::vector<std::string> unused = loader.unused();
   if (!unused.empty()) {
     spdlog::warn("{}: {} tensor(s) not used by the {} forward pass, e.g. '{}'", file->name(),
                  unused.size(), model->config_.architecture, unused.front());
+  }
+  if (Status st = model->reserve(options.capacity); !st) {
+    return make_error("{}: {}", file->name(), st.error());
   }
   return model;
 }
@@ -257,7 +111,39 @@ Result<std::unique_ptr<KvCache>> Model::create_kv_cache(const KvCacheOptions& op
   return KvCache::create(backend_, config_, options);
 }
 
-Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) const {
+Status Model::reserve(const StepCapacity& requested) {
+  for (const auto& [value, what] : {std::pair{requested.max_tokens, "tokens"},
+                                   std::pair{requested.max_logit_rows, "logit rows"},
+                                   std::pair{requested.max_sequences, "sequences"},
+                                   std::pair{requested.max_blocks_per_sequence,
+                                             "blocks per sequence"}}) {
+    if (value < 1 || value > kMaxCapacity) {
+      return make_error("model: cannot reserve {} {} per step (must be in [1, {}])", value, what,
+                        kMaxCapacity);
+    }
+  }
+  const StepCapacity cap = capacity_.merged(requested);
+  const int64_t n = cap.max_tokens;
+  Status st = network_->reserve(backend_, cap);
+  for (ScratchIndices* per_token : {&tokens_, &positions_, &seq_index_, &slots_}) {
+    if (st) st = per_token->reserve(backend_, n, 1);
+  }
+  if (st) st = logit_rows_.reserve(backend_, cap.max_logit_rows, 1);
+  if (st) st = block_tables_.reserve(backend_, cap.max_sequences, cap.max_blocks_per_sequence);
+  if (st) st = logits_.reserve(backend_, cap.max_logit_rows, config_.n_vocab);
+  if (!st) {
+    return make_error("model: reserving scratch for steps of {} tokens, {} logit rows: {}", n,
+                      cap.max_logit_rows, st.error());
+  }
+  host_slots_.reserve(static_cast<size_t>(n));
+  sorted_slots_.reserve(static_cast<size_t>(n));
+  max_position_.reserve(static_cast<size_t>(cap.max_sequences));
+  host_tables_.reserve(static_cast<size_t>(cap.max_sequences * cap.max_blocks_per_sequence));
+  capacity_ = cap;
+  return {};
+}
+
+Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) {
   const size_t n = b.tokens.size();
   if (n == 0) return Error("forward: empty batch");
   if (n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) return Error("forward: batch too large");
@@ -274,8 +160,21 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) co
     return Error("forward: the KV cache was created for a different model shape");
   }
   const int64_t block_size = kv.block_size();
-  std::vector<int32_t> max_position(b.block_tables.size(), -1);
-  std::vector<int64_t> slots(n);
+  const int32_t max_blocks = step_blocks_per_sequence(b.positions, block_size);
+  // The reservation (Model::reserve): a larger step is an error, never an allocation.
+  for (const auto& [used, reserved, what] :
+       {std::tuple{static_cast<int64_t>(n), capacity_.max_tokens, "tokens"},
+        std::tuple{static_cast<int64_t>(b.logit_rows.size()), capacity_.max_logit_rows, "logit rows"},
+        std::tuple{static_cast<int64_t>(b.block_tables.size()), capacity_.max_sequences, "sequences"},
+        std::tuple{static_cast<int64_t>(max_blocks), capacity_.max_blocks_per_sequence,
+                   "blocks per sequence"}}) {
+    if (used > reserved) {
+      return make_error("forward: the batch needs {} {}, more than the {} reserved per step "
+                        "(Model::reserve)", used, what, reserved);
+    }
+  }
+  max_position_.assign(b.block_tables.size(), -1);
+  sorted_slots_.resize(n);
   for (size_t t = 0; t < n; ++t) {
     if (b.tokens[t] < 0 || b.tokens[t] >= config_.n_vocab) {
       return make_error("forward: token id {} at batch row {} is out of range [0, {})", b.tokens[t],
@@ -293,15 +192,16 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) co
       return make_error("forward: position {} of sequence {} is past its block table ({} blocks "
                         "of {} tokens)", pos, seq, table.size(), block_size);
     }
-    max_position[static_cast<size_t>(seq)] = std::max(max_position[static_cast<size_t>(seq)], pos);
-    slots[t] = static_cast<int64_t>(table[static_cast<size_t>(pos / block_size)]) * block_size +
-               pos % block_size;
+    int32_t& max_pos = max_position_[static_cast<size_t>(seq)];
+    max_pos = std::max(max_pos, pos);
+    sorted_slots_[t] = static_cast<int64_t>(table[static_cast<size_t>(pos / block_size)]) *
+                           block_size + pos % block_size;
   }
   // Every block a token may read (positions 0..max of its sequence) must exist.
   for (size_t seq = 0; seq < b.block_tables.size(); ++seq) {
-    if (max_position[seq] < 0) continue;
+    if (max_position_[seq] < 0) continue;
     const std::span<const int32_t> table = b.block_tables[seq];
-    for (int64_t i = 0; i <= max_position[seq] / block_size; ++i) {
+    for (int64_t i = 0; i <= max_position_[seq] / block_size; ++i) {
       const int32_t block = table[static_cast<size_t>(i)];
       if (block < 0 || block >= kv.num_blocks()) {
         return make_error("forward: block {} (entry {} of sequence {}'s table) is out of range "
@@ -309,8 +209,8 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) co
       }
     }
   }
-  std::sort(slots.begin(), slots.end());
-  if (std::adjacent_find(slots.begin(), slots.end()) != slots.end()) {
+  std::sort(sorted_slots_.begin(), sorted_slots_.end());
+  if (std::adjacent_find(sorted_slots_.begin(), sorted_slots_.end()) != sorted_slots_.end()) {
     return Error("forward: two tokens of the batch map to the same KV slot");
   }
   for (size_t i = 0; i < b.logit_rows.size(); ++i) {
@@ -321,69 +221,50 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) co
   return {};
 }
 
-Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {
-  Status valid = validate(b, kv, logits.size());
-  if (!valid) return valid;
-
-  // Upload the batch description.
+void Model::upload(const Batch& b, int32_t block_size, StepInputs& in) {
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   const int64_t n_logits = static_cast<int64_t>(b.logit_rows.size());
   const int64_t n_seqs = static_cast<int64_t>(b.block_tables.size());
-  const int32_t block_size = kv.block_size();
-  int64_t max_blocks = 1;
-  for (int64_t t = 0; t < n; ++t) max_blocks = std::max<int64_t>(max_blocks, b.positions[t] / block_size + 1);
-  std::vector<int32_t> slots(static_cast<size_t>(n));
+  const int32_t max_blocks = step_blocks_per_sequence(b.positions, block_size);
+  host_slots_.resize(static_cast<size_t>(n));
   for (int64_t t = 0; t < n; ++t) {
     const std::span<const int32_t> table = b.block_tables[static_cast<size_t>(b.seq_index[t])];
     const int32_t pos = b.positions[t];
-    slots[t] = table[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size;
+    host_slots_[t] = table[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size;
   }
   // [n_seqs][max_blocks]; only the entries up to each sequence's last position are read.
-  std::vector<int32_t> tables(static_cast<size_t>(n_seqs * max_blocks), 0);
+  host_tables_.assign(static_cast<size_t>(n_seqs * max_blocks), 0);
   for (int64_t s = 0; s < n_seqs; ++s) {
     const std::span<const int32_t> table = b.block_tables[static_cast<size_t>(s)];
     const size_t count = std::min(table.size(), static_cast<size_t>(max_blocks));
-    std::copy_n(table.begin(), count, tables.begin() + s * max_blocks);
+    std::copy_n(table.begin(), count, host_tables_.begin() + s * max_blocks);
   }
 
-  ForwardScratch& s = *scratch_;
-  auto upload = [&](std::unique_ptr<kernels::Buffer>& buffer, const int32_t* data, int64_t rows,
-                    int64_t cols) -> Result<kernels::IndexMatrix> {
-    const size_t bytes = static_cast<size_t>(rows * cols) * sizeof(int32_t);
-    Status st = ensure_buffer(backend_, buffer, bytes);
-    if (!st) return st.error_value();
-    backend_.write(*buffer, 0, data, bytes);
-    return kernels::IndexMatrix::of(buffer->data(), rows, cols);
+  auto write = [&](ScratchIndices& dst, kernels::IndexMatrix view, const int32_t* data) {
+    backend_.write(dst.buffer(), 0, data, static_cast<size_t>(view.rows * view.cols) * sizeof(int32_t));
+    return view;
   };
-  StepInputs in;
   in.n_tokens = n;
   in.n_logits = n_logits;
-  {
-    Result<kernels::IndexMatrix> r = upload(s.tokens, b.tokens.data(), n, 1);
-    if (!r) return r.error_value();
-    in.tokens = *r;
-    r = upload(s.positions, b.positions.data(), n, 1);
-    if (!r) return r.error_value();
-    in.attention.positions = *r;
-    r = upload(s.seq_index, b.seq_index.data(), n, 1);
-    if (!r) return r.error_value();
-    in.attention.seq_index = *r;
-    r = upload(s.block_tables, tables.data(), n_seqs, max_blocks);
-    if (!r) return r.error_value();
-    in.attention.block_tables = *r;
-    r = upload(s.slots, slots.data(), n, 1);
-    if (!r) return r.error_value();
-    in.slots = *r;
-    r = upload(s.logit_rows, b.logit_rows.data(), n_logits, 1);
-    if (!r) return r.error_value();
-    in.logit_rows = *r;
-  }
+  in.tokens = write(tokens_, tokens_.rows(n), b.tokens.data());
+  in.attention.positions = write(positions_, positions_.rows(n), b.positions.data());
+  in.attention.seq_index = write(seq_index_, seq_index_.rows(n), b.seq_index.data());
+  in.attention.block_tables =
+      write(block_tables_, block_tables_.shaped(n_seqs, max_blocks), host_tables_.data());
+  in.slots = write(slots_, slots_.rows(n), host_slots_.data());
+  in.logit_rows = write(logit_rows_, logit_rows_.rows(n_logits), b.logit_rows.data());
+}
 
-  const ForwardContext ctx{config_, weights_, backend_, s, in, kv,
-                           config_.n_experts > 0 ? expert_counts_.get() : nullptr};
-  Result<kernels::Matrix> out = forward_llama_family(ctx);  // every supported arch is llama-family
-  if (!out) return out.error_value();
-  backend_.read(*s.logits, 0, logits.data(), logits.size() * sizeof(float));
+Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {
+  Status valid = validate(b, kv, logits.size());
+  if (!valid) return valid;
+  StepInputs in;
+  upload(b, kv.block_size(), in);
+  const ForwardContext ctx{backend_, in, kv,
+                           config_.n_experts > 0 ? expert_counts_.get() : nullptr,
+                           logits_.rows(in.n_logits)};
+  network_->forward(ctx);
+  backend_.read(logits_.buffer(), 0, logits.data(), logits.size() * sizeof(float));
   return {};
 }
 

@@ -12,7 +12,10 @@
 //
 // Ownership: the Model keeps the GgufFile alive (the backend may point into its mapping) and owns
 // its weight handles and scratch buffers. The backend must outlive the Model.
-// Thread-safety: forward() uses per-model scratch memory: one forward at a time per Model.
+// Layout: this class is the architecture-independent half (validation, upload, dispatch,
+// read-back); each family's tensors and forward pass live in arch/<family>.cpp (registry.h).
+// Thread-safety: forward() and reserve() use per-model scratch memory: one of them at a time per
+// Model.
 // config() and the weights are immutable and may be read from any thread.
 #pragma once
 
@@ -26,6 +29,8 @@
 #include "kernels/backend.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/scratch.h"
+#include "model/step_capacity.h"
 #include "util/result.h"
 
 namespace cadenza::gguf {
@@ -53,32 +58,9 @@ struct Batch {
   std::span<const int32_t> logit_rows;
 };
 
-// Weight handles of one transformer layer. Optional tensors are null when absent.
-struct LayerWeights {
-  std::unique_ptr<kernels::Weight> attn_norm;
-  std::unique_ptr<kernels::Weight> wq, wk, wv, wo;
-  std::unique_ptr<kernels::Weight> bq, bk, bv, bo;       // qkv_bias (bo: optional, llama)
-  std::unique_ptr<kernels::Weight> q_norm, k_norm;       // qk_norm
-  std::unique_ptr<kernels::Weight> ffn_norm;
-  std::unique_ptr<kernels::Weight> ffn_gate, ffn_up, ffn_down;            // dense FFN
-  std::unique_ptr<kernels::Weight> ffn_router;                            // [n_experts][n_embd]
-  std::unique_ptr<kernels::Weight> ffn_gate_exps, ffn_up_exps, ffn_down_exps;  // experts
-  // Shared expert (qwen2moe): gate/up [fs][n_embd], down [n_embd][fs], gate_inp [1][n_embd].
-  std::unique_ptr<kernels::Weight> ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
-  std::unique_ptr<kernels::Weight> ffn_gate_inp_shexp;
-};
-
-struct ModelWeights {
-  std::unique_ptr<kernels::Weight> token_embd;  // [n_vocab][n_embd]
-  std::unique_ptr<kernels::Weight> output_norm;
-  std::unique_ptr<kernels::Weight> output;      // null when tied: use token_embd
-  std::unique_ptr<kernels::Weight> rope_freqs;  // Llama 3 frequency divisors, or null
-  std::vector<LayerWeights> layers;
-
-  const kernels::Weight& lm_head() const { return output ? *output : *token_embd; }
-};
-
-struct ForwardScratch;  // activation buffers, grown on demand (model.cpp)
+class ArchitectureRegistry;
+class Network;
+struct StepInputs;
 
 // Options applied at load time, before any weight is used.
 struct ModelLoadOptions {
@@ -86,13 +68,18 @@ struct ModelLoadOptions {
   // expert_used_count; otherwise it must be in [1, expert_count] (an error otherwise, also for
   // dense models). Changes the model's quality/speed trade-off (logged as a warning).
   int64_t experts_per_token = 0;
+  // The step size reserved at load (Model::reserve); the engine and Session reserve their own.
+  StepCapacity capacity = {};
+  // The families to choose from by `general.architecture`; null: ArchitectureRegistry::builtin().
+  // Lets a test (or an embedder) add a family without touching src/model (registry.h).
+  const ArchitectureRegistry* architectures = nullptr;
 };
 
 class Model {
  public:
   // Reads the config from `file`'s metadata, checks that every tensor the architecture needs is
-  // present with the expected shape and a supported type, and uploads the weights. Errors name
-  // the file and the tensor or key.
+  // present with the expected shape and a supported type, uploads the weights and reserves
+  // options.capacity. Errors name the file and the tensor or key.
   static Result<std::unique_ptr<Model>> load(std::shared_ptr<const gguf::GgufFile> file,
                                              kernels::Backend& backend,
                                              const ModelLoadOptions& options = {});
@@ -102,16 +89,25 @@ class Model {
   ~Model();
 
   const ModelConfig& config() const { return config_; }
-  const ModelWeights& weights() const { return weights_; }
   kernels::Backend& backend() const { return backend_; }
   const gguf::GgufFile& file() const { return *file_; }
 
   // A KV store shaped for this model.
   Result<std::unique_ptr<KvCache>> create_kv_cache(const KvCacheOptions& options) const;
 
+  // Shapes and allocates the scratch memory of every step up to `capacity` (activations, batch
+  // inputs, logits), so that forward() allocates nothing. The reservation only grows, field by
+  // field (an engine and a session on one model each reserve what they need). Errors: a field
+  // < 1 or > 2^24, out of backend memory (the previous reservation stays usable).
+  Status reserve(const StepCapacity& capacity);
+  // What forward() accepts now.
+  const StepCapacity& capacity() const { return capacity_; }
+
   // Runs the batch, writing its tokens' K/V into `kv`, and stores the logits of
   // batch.logit_rows into `logits` ([logit_rows.size()][n_vocab], row-major; its size must match).
-  // On error nothing has been computed (the batch is validated first).
+  // On error nothing has been computed (the batch is validated first). A batch larger than the
+  // reservation (more tokens, logit rows, sequences or blocks per sequence than capacity()) is an
+  // error that says which limit, never a reallocation.
   Status forward(const Batch& batch, KvCache& kv, std::span<float> logits);
 
   // Routing statistics (MoE models; all zero for dense ones): tokens routed to `expert` in
@@ -125,13 +121,21 @@ class Model {
 
  private:
   Model(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend, ModelConfig config);
-  Status validate(const Batch& batch, const KvCache& kv, size_t logits_size) const;
+  Status validate(const Batch& batch, const KvCache& kv, size_t logits_size);
+  void upload(const Batch& batch, int32_t block_size, StepInputs& inputs);
 
   std::shared_ptr<const gguf::GgufFile> file_;
   kernels::Backend& backend_;
   ModelConfig config_;
-  ModelWeights weights_;
-  std::unique_ptr<ForwardScratch> scratch_;
+  std::unique_ptr<Network> network_;  // the family's weights, scratch and forward pass
+  StepCapacity capacity_{0, 0, 0, 0};
+  // The batch in backend memory: [tokens][1] ids, positions, sequence indices and KV slots,
+  // [logit rows][1], [sequences][blocks per sequence]; and the logits [logit rows][n_vocab].
+  ScratchIndices tokens_, positions_, seq_index_, slots_, logit_rows_, block_tables_;
+  ScratchMatrix logits_;
+  // Host-side work of validate/upload, reserved with the rest.
+  std::vector<int32_t> host_slots_, host_tables_, max_position_;
+  std::vector<int64_t> sorted_slots_;
   std::unique_ptr<std::atomic<uint64_t>[]> expert_counts_;  // [n_layers * n_experts]
 };
 

@@ -10,8 +10,9 @@ constexpr int32_t kDefaultMaxTokens = 4096;
 }
 
 Session::Session(Model& model, std::unique_ptr<KvCache> kv, int32_t capacity,
-                 int32_t max_batch_tokens)
-    : model_(model), kv_(std::move(kv)), capacity_(capacity), max_batch_tokens_(max_batch_tokens) {
+                 int32_t max_batch_tokens, const StepCapacity& step)
+    : model_(model), kv_(std::move(kv)), capacity_(capacity), max_batch_tokens_(max_batch_tokens),
+      step_(step) {
   block_table_.resize(static_cast<size_t>(kv_->num_blocks()));
   std::iota(block_table_.begin(), block_table_.end(), 0);
 }
@@ -29,8 +30,12 @@ Result<std::unique_ptr<Session>> Session::create(Model& model, const SessionOpti
   kv_options.type = options.kv_type;
   Result<std::unique_ptr<KvCache>> kv = model.create_kv_cache(kv_options);
   if (!kv) return kv.error_value();
+  // One sequence, steps of up to max_batch_tokens tokens and one logit row (eval_all reserves
+  // more rows when it is used).
+  const StepCapacity step{options.max_batch_tokens, 1, 1, kv_options.num_blocks};
+  if (Status st = model.reserve(step); !st) return make_error("session: {}", st.error());
   return std::unique_ptr<Session>(new Session(model, std::move(*kv), static_cast<int32_t>(max_tokens),
-                                              options.max_batch_tokens));
+                                              options.max_batch_tokens, step));
 }
 
 Result<std::vector<float>> Session::eval(std::span<const int32_t> tokens) {
@@ -60,6 +65,15 @@ Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool al
     if (tokens[i] < 0 || tokens[i] >= n_vocab) {
       return make_error("session: token id {} (input {}) is out of range [0, {})", tokens[i], i,
                         n_vocab);
+    }
+  }
+
+  if (all_logits) {
+    // Every token's logits: up to max_batch_tokens rows per step.
+    StepCapacity step = step_;
+    step.max_logit_rows = std::min<int64_t>(static_cast<int64_t>(tokens.size()), max_batch_tokens_);
+    if (!model_.capacity().covers(step)) {
+      if (Status st = model_.reserve(step); !st) return make_error("session: {}", st.error());
     }
   }
 

@@ -6,7 +6,8 @@
 //
 // eval() appends tokens to the sequence: their K/V stay in the cache for the following calls.
 // Long inputs are split into forward passes of at most max_batch_tokens tokens; thanks to batch
-// invariance the split does not change the result.
+// invariance the split does not change the result. create() reserves the model's scratch for
+// such steps (Model::reserve); eval_all() reserves room for its logit rows on first use.
 //
 // Ownership: the model (and its backend) must outlive the session. Thread-safety: none; and only
 // one session (or other caller of Model::forward) may run on a model at a time.
@@ -51,7 +52,8 @@ class Session {
   Model& model() const { return model_; }
 
  private:
-  Session(Model& model, std::unique_ptr<KvCache> kv, int32_t capacity, int32_t max_batch_tokens);
+  Session(Model& model, std::unique_ptr<KvCache> kv, int32_t capacity, int32_t max_batch_tokens,
+          const StepCapacity& step);
   Result<std::vector<float>> run(std::span<const int32_t> tokens, bool all_logits);
 
   Model& model_;
@@ -59,6 +61,7 @@ class Session {
   std::vector<int32_t> block_table_;
   int32_t capacity_;
   int32_t max_batch_tokens_;
+  StepCapacity step_;  // what the session reserved on the model (Model::reserve)
   int32_t n_past_ = 0;
 };
 

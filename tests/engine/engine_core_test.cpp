@@ -252,6 +252,37 @@ TEST_F(EngineTest, StatsTrackLatencies) {
   EXPECT_EQ(s.num_waiting, 0);
 }
 
+// EngineCore::create reserves the model's scratch for its largest step (Model::reserve): a model
+// loaded with the smallest possible reservation still serves full steps of long prompts, and the
+// tokens equal those of the fixture's model (default reservation).
+TEST_F(EngineTest, CreateReservesTheModelForItsLargestStep) {
+  auto backend = kernels::make_cpu_backend({.n_threads = 2});
+  auto tiny = model::Model::open(path_, *backend, {.capacity = {1, 1, 1, 1}});
+  ASSERT_TRUE(tiny) << tiny.error();
+  const EngineConfig config{.block_size = 4, .max_num_batched_tokens = 96, .max_num_seqs = 6,
+                            .max_model_len = 128};
+  auto e = EngineCore::create(**tiny, *loaded_->tokenizer, config);
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_EQ((*tiny)->capacity().max_tokens, 96);
+  EXPECT_EQ((*tiny)->capacity().max_logit_rows, 6);
+  EXPECT_EQ((*tiny)->capacity().max_blocks_per_sequence, 32);
+  auto reference = engine(config);
+  ASSERT_NE(reference, nullptr);
+  std::vector<RequestId> ids, ref_ids;
+  for (uint32_t i = 0; i < 6; ++i) {
+    const std::vector<int32_t> prompt = random_prompt(70 + 5 * i, 40 + i);
+    ids.push_back(*(*e)->add_request(prompt, greedy(12)));
+    ref_ids.push_back(*reference->add_request(prompt, greedy(12)));
+  }
+  auto got = run(**e);
+  auto expected = run(*reference);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(got[ids[i]].reason, FinishReason::kLength) << "request " << i;
+    EXPECT_EQ(got[ids[i]].tokens.size(), 12u);
+    EXPECT_EQ(got[ids[i]].tokens, expected[ref_ids[i]].tokens);
+  }
+}
+
 // The shared tiny golden models (when ../shared is present): batched greedy equals alone.
 TEST(EngineShared, TinyModelsAreBatchInvariant) {
   CADENZA_REQUIRE_SHARED();

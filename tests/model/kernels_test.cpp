@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/moe_routing.h"
 #include "kernels/simd/isa.h"
 #include "kernels/simd/kernels.h"
 #include "kernels/simd/repack.h"
@@ -321,6 +322,34 @@ TEST(CpuKernels, PagedAttentionMatchesNaiveSoftmax) {
       }
     }
   }
+}
+
+// The routing rule shared by the CPU and CUDA backends (kernels/moe_routing.h): equal
+// probabilities go to the lower expert id, at every rank; the CPU backend runs exactly it.
+TEST(CpuKernels, RoutingTiesGoToTheLowerExpertId) {
+  const int64_t n_experts = 6, k = 4;
+  // Token 0: all equal. Token 1: experts 4 and 1 tie for first, 5 and 2 tie for third.
+  const std::vector<float> logits = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
+                                     -1.0f, 2.0f, 1.0f, 0.0f, 2.0f, 1.0f};
+  const std::vector<std::vector<int32_t>> expected = {{0, 1, 2, 3}, {1, 4, 2, 5}};
+  std::vector<float> probs(n_experts);
+  for (size_t t = 0; t < expected.size(); ++t) {
+    std::vector<int32_t> ids(k);
+    std::vector<float> weights(k);
+    kernels::route_token(logits.data() + t * n_experts, n_experts, k, true, 1.0f, probs.data(),
+                         ids.data(), weights.data());
+    EXPECT_EQ(ids, expected[t]) << "token " << t;
+    EXPECT_EQ(weights[0], weights[1]);
+  }
+  std::unique_ptr<Backend> backend = make_cpu_backend({.n_threads = 2});
+  HostBuffer logits_b(*backend, logits);
+  HostBuffer ids_b(*backend, std::vector<int32_t>(2 * k));
+  HostBuffer weights_b(*backend, std::vector<float>(2 * k));
+  backend->route_experts(logits_b.matrix(2, n_experts), RoutingParams{}, ids_b.index(2, k),
+                         weights_b.matrix(2, k));
+  const std::vector<int32_t> ids = ids_b.ints();
+  EXPECT_EQ(std::vector<int32_t>(ids.begin(), ids.begin() + k), expected[0]);
+  EXPECT_EQ(std::vector<int32_t>(ids.begin() + k, ids.end()), expected[1]);
 }
 
 TEST(CpuKernels, ExpertRoutingMatmulAndCombineMatchNaive) {

@@ -217,7 +217,20 @@ TEST(Model, RopeScalingFromTensorAndFromKeys) {
   EXPECT_EQ(f.front(), 1.0f);
   EXPECT_EQ(f.back(), 8.0f);
   EXPECT_TRUE(std::is_sorted(f.begin(), f.end()));
-  EXPECT_TRUE((*llama3)->weights().rope_freqs);
+  // The computed divisors are applied: the logits differ from the same weights without scaling
+  // at positions past the original context.
+  SyntheticSpec unscaled = keys;
+  unscaled.extra.clear();
+  auto plain = Model::load(make_synthetic(unscaled), *backend);
+  ASSERT_TRUE(plain) << plain.error();
+  const std::vector<int32_t> long_tokens = some_tokens(80, 64, 5);
+  const std::vector<float> scaled_logits = eval_all(**llama3, long_tokens, 512);
+  const std::vector<float> plain_logits = eval_all(**plain, long_tokens, 512);
+  double change = 0;
+  for (size_t i = 0; i < scaled_logits.size(); ++i) {
+    change = std::max(change, std::abs(static_cast<double>(scaled_logits[i]) - plain_logits[i]));
+  }
+  EXPECT_GT(change, 1e-3);
 }
 
 // ---- errors are values with clear messages ----

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/moe_routing.h"
 #include "kernels/simd/attention.h"
 
 namespace cadenza::kernels::cpu {
@@ -137,38 +138,10 @@ void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& 
   assert(expert_weights.cols == k && k >= 1 && k <= n_experts);
   assert(params.gating == ExpertGating::Softmax);
   pool.parallel_for(router_logits.rows, [&](int64_t t, int) {
-    const float* logits = router_logits.data + t * router_logits.stride;
     float* probs = thread_scratch(Scratch::RowTemp, static_cast<size_t>(n_experts));
-    float max_logit = logits[0];
-    for (int64_t e = 1; e < n_experts; ++e) max_logit = std::max(max_logit, logits[e]);
-    float sum = 0.0f;
-    for (int64_t e = 0; e < n_experts; ++e) {
-      probs[e] = std::exp(logits[e] - max_logit);
-      sum += probs[e];
-    }
-    for (int64_t e = 0; e < n_experts; ++e) probs[e] /= sum;
-
-    int32_t* ids = expert_ids.data + t * k;
-    float* weights = expert_weights.data + t * expert_weights.stride;
-    // Selection by repeated scans (k is small); strict '>' keeps the lower id on ties.
-    for (int64_t s = 0; s < k; ++s) {
-      int64_t best = -1;
-      for (int64_t e = 0; e < n_experts; ++e) {
-        bool taken = false;
-        for (int64_t p = 0; p < s; ++p) taken = taken || ids[p] == e;
-        if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
-      }
-      ids[s] = static_cast<int32_t>(best);
-      weights[s] = probs[best];
-    }
-    if (params.normalize_top_k) {
-      float total = 0.0f;
-      for (int64_t s = 0; s < k; ++s) total += weights[s];
-      for (int64_t s = 0; s < k; ++s) weights[s] /= total;
-    }
-    if (params.scale != 1.0f) {
-      for (int64_t s = 0; s < k; ++s) weights[s] *= params.scale;
-    }
+    route_token(router_logits.data + t * router_logits.stride, n_experts, k,
+                params.normalize_top_k, params.scale, probs, expert_ids.data + t * k,
+                expert_weights.data + t * expert_weights.stride);
   });
 }
 

@@ -1,9 +1,11 @@
-// CUDA mixture-of-experts helpers: top-k routing (softmax gating) and the weighted sum of the
-// expert slots. Both follow the CPU backend's loops element for element (same order), one token
-// per block / thread; they are small next to the expert matmuls (matmul.cu).
+// CUDA mixture-of-experts helpers: top-k routing (softmax gating; the per-token rule is
+// route_token in kernels/moe_routing.h, the same function the CPU backend runs) and the weighted
+// sum of the expert slots (the CPU backend's loop element for element, same order). One token per
+// block / thread; they are small next to the expert matmuls (matmul.cu).
 #include <cfloat>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/moe_routing.h"
 
 namespace cadenza::kernels::cuda {
 
@@ -16,36 +18,9 @@ __global__ void route_kernel(DevMat logits, bool normalize_top_k, float scale, D
   extern __shared__ float probs[];
   if (threadIdx.x != 0) return;
   const int64_t t = blockIdx.x;
-  const int64_t n_experts = logits.cols, k = expert_ids.cols;
-  const float* l = logits.data + t * logits.stride;
-  float max_logit = l[0];
-  for (int64_t e = 1; e < n_experts; ++e) max_logit = fmaxf(max_logit, l[e]);
-  float sum = 0.0f;
-  for (int64_t e = 0; e < n_experts; ++e) {
-    probs[e] = expf(l[e] - max_logit);
-    sum += probs[e];
-  }
-  for (int64_t e = 0; e < n_experts; ++e) probs[e] /= sum;
-  int32_t* ids = expert_ids.data + t * k;
-  float* weights = expert_weights.data + t * expert_weights.stride;
-  for (int64_t s = 0; s < k; ++s) {
-    int64_t best = -1;
-    for (int64_t e = 0; e < n_experts; ++e) {
-      bool taken = false;
-      for (int64_t p = 0; p < s; ++p) taken = taken || ids[p] == e;
-      if (!taken && (best < 0 || probs[e] > probs[best])) best = e;
-    }
-    ids[s] = static_cast<int32_t>(best);
-    weights[s] = probs[best];
-  }
-  if (normalize_top_k) {
-    float total = 0.0f;
-    for (int64_t s = 0; s < k; ++s) total += weights[s];
-    for (int64_t s = 0; s < k; ++s) weights[s] /= total;
-  }
-  if (scale != 1.0f) {
-    for (int64_t s = 0; s < k; ++s) weights[s] *= scale;
-  }
+  route_token(logits.data + t * logits.stride, logits.cols, expert_ids.cols, normalize_top_k, scale,
+              probs, expert_ids.data + t * expert_ids.cols,
+              expert_weights.data + t * expert_weights.stride);
 }
 
 __global__ void weighted_sum_kernel(DevMat slot_rows, DevMat weights, DevMat out) {

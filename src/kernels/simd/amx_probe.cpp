@@ -2,8 +2,8 @@
 // here runs unless cpuid lists AMX-TILE/INT8 and XCR0 enables tile state. Like every per-ISA file it
 // uses no C++ library templates (their out-of-line copies could be shared with other files).
 #include "kernels/simd/internal.h"
+#include "kernels/simd/intrinsics.h"
 
-#include <immintrin.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>

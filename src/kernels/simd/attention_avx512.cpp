@@ -7,15 +7,7 @@
 // are summed by a fixed transposing tree shared by 16 positions (sum16); per chunk the running max, the chunk's weights (vector exp) and their sum
 // (a fixed reduction) update the running sum; the value accumulator (dv floats per head, kept in
 // registers for the chunk) is rescaled once per chunk and gets one fma per (position, 16 values).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/simd/intrinsics.h"
 
 #include <cstdint>
 

@@ -3,18 +3,7 @@
 // pair; for signed x signed blocks the sign trick moves the weight's sign onto the activation:
 // |w| * (a * sign(w)) = w * a. Saturation: |pair| <= 2 * 128 * 127 < 32767 because activation
 // quants are in -127..127.
-// GCC 12 flags the deliberately self-initialised _mm512_undefined_*() inside its own intrinsic
-// headers as uninitialised once inlined deep enough (a false positive): silence it for the header
-// only, our code keeps the warning.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/simd/intrinsics.h"
 
 #include <cstdint>
 

@@ -1,17 +1,6 @@
 // AVX-512 F/BW/VL/DQ kernels without VNNI (maddubs + madd). Compiled with -mavx512f -mavx512bw
 // -mavx512vl -mavx512dq (and the AVX2 set). The code is kernels_x512.inc.
-// GCC 12 flags the deliberately self-initialised _mm512_undefined_*() inside its own intrinsic
-// headers as uninitialised once inlined deep enough (a false positive): silence it for the header
-// only, our code keeps the warning.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/simd/intrinsics.h"
 
 #include <cstdint>
 

@@ -2,18 +2,7 @@
 // and vpdpwssd (s16 x s16 pairs). Compiled with the avx512 flags plus -mavx512vnni; not with
 // -mavx512bf16, which Cascade Lake (VNNI, no BF16) lacks: BF16 weights need only a shift to f32.
 // The code is kernels_x512.inc.
-// GCC 12 flags the deliberately self-initialised _mm512_undefined_*() inside its own intrinsic
-// headers as uninitialised once inlined deep enough (a false positive): silence it for the header
-// only, our code keeps the warning.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/simd/intrinsics.h"
 
 #include <cstdint>
 

@@ -11,15 +11,7 @@
 // Blocking for prefill: activations in chunks of at most ~192 KiB (L2), and within a chunk every
 // group of the row range against every tile of 8 activations; a group's weights (16 x k codes)
 // stay in L1/L2 across the tiles.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/simd/intrinsics.h"
 
 #include <cstdint>
 

@@ -1,0 +1,95 @@
+#include "model/blocks/attention.h"
+
+#include <cmath>
+#include <utility>
+
+namespace cadenza::model::blocks {
+
+using kernels::Matrix;
+
+Status Attention::load_rope(WeightLoader& loader) {
+  if (c_.has_rope_freqs_tensor) {
+    return loader.load({{rope_freqs_, "rope_freqs.weight", {c_.rope_dims / 2}}});
+  }
+  if (!c_.rope_freq_factors.empty()) {
+    Result<std::unique_ptr<kernels::Weight>> w =
+        loader.from_host("rope_freqs (from rope.scaling.* keys)", c_.rope_freq_factors);
+    if (!w) return w.error_value();
+    rope_freqs_ = std::move(*w);
+  }
+  return {};
+}
+
+Status Attention::load(WeightLoader& loader, int64_t layer, Weights& w) const {
+  const int64_t d = c_.n_embd;
+  const int64_t q_cols = c_.n_heads * c_.head_dim_k;
+  const int64_t k_cols = c_.n_kv_heads * c_.head_dim_k;
+  const int64_t v_cols = c_.n_kv_heads * c_.head_dim_v;
+  const int64_t attn_cols = c_.n_heads * c_.head_dim_v;
+  auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
+  return loader.load({
+      {w.wq, name("attn_q.weight"), {d, q_cols}},
+      {w.wk, name("attn_k.weight"), {d, k_cols}},
+      {w.wv, name("attn_v.weight"), {d, v_cols}},
+      {w.wo, name("attn_output.weight"), {attn_cols, d}},
+      {w.bq, name("attn_q.bias"), {q_cols}, required_if(c_.qkv_bias)},
+      {w.bk, name("attn_k.bias"), {k_cols}, required_if(c_.qkv_bias)},
+      {w.bv, name("attn_v.bias"), {v_cols}, required_if(c_.qkv_bias)},
+      {w.bo, name("attn_output.bias"), {d}, c_.output_bias ? Load::IfPresent : Load::Skip},
+      {w.q_norm, name("attn_q_norm.weight"), {c_.head_dim_k}, required_if(c_.qk_norm)},
+      {w.k_norm, name("attn_k_norm.weight"), {c_.head_dim_k}, required_if(c_.qk_norm)},
+  });
+}
+
+Status Attention::reserve(kernels::Backend& backend, const StepCapacity& capacity) {
+  const int64_t n = capacity.max_tokens;
+  for (auto [scratch, cols] : {std::pair{&q_, c_.n_heads * c_.head_dim_k},
+                               std::pair{&k_, c_.n_kv_heads * c_.head_dim_k},
+                               std::pair{&v_, c_.n_kv_heads * c_.head_dim_v},
+                               std::pair{&attn_, c_.n_heads * c_.head_dim_v}}) {
+    if (Status st = scratch->reserve(backend, n, cols); !st) return st;
+  }
+  return {};
+}
+
+void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights& w, Matrix h,
+                        Matrix out) {
+  kernels::Backend& be = ctx.backend;
+  const int64_t n = ctx.inputs.n_tokens;
+  const Matrix q = q_.rows(n), k = k_.rows(n), v = v_.rows(n), attn = attn_.rows(n);
+
+  be.matmul(*w.wq, h, q);  // [n][H*dk]
+  be.matmul(*w.wk, h, k);  // [n][KV*dk]
+  be.matmul(*w.wv, h, v);  // [n][KV*dv]
+  if (w.bq) {
+    be.add_bias(q, *w.bq, q);
+    be.add_bias(k, *w.bk, k);
+    be.add_bias(v, *w.bv, v);
+  }
+  if (w.q_norm) {  // one RMS norm per head: view [n][H*dk] as [n*H][dk]
+    const Matrix q_heads = q.reshaped(n * c_.n_heads, c_.head_dim_k);
+    const Matrix k_heads = k.reshaped(n * c_.n_kv_heads, c_.head_dim_k);
+    be.rms_norm(q_heads, *w.q_norm, c_.rms_norm_eps, q_heads);
+    be.rms_norm(k_heads, *w.k_norm, c_.rms_norm_eps, k_heads);
+  }
+  kernels::RopeParams rope;
+  rope.n_dims = c_.rope_dims;
+  rope.freq_base = c_.rope_freq_base;
+  rope.freq_scale = c_.rope_freq_scale;
+  rope.layout = c_.rope_layout;
+  rope.freq_factors = rope_freqs_.get();
+  const kernels::AttentionBatch& batch = ctx.inputs.attention;
+  be.rope(q, static_cast<int32_t>(c_.n_heads), static_cast<int32_t>(c_.head_dim_k),
+          batch.positions, rope);
+  be.rope(k, static_cast<int32_t>(c_.n_kv_heads), static_cast<int32_t>(c_.head_dim_k),
+          batch.positions, rope);
+
+  const kernels::KvLayer& kv = ctx.kv.layer(layer);
+  be.kv_write(kv, k, v, ctx.inputs.slots);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim_k));
+  be.attention(q, kv, batch, static_cast<int32_t>(c_.n_heads), scale, attn);  // [n][H*dv]
+  be.matmul(*w.wo, attn, out);                                                 // [n][d]
+  if (w.bo) be.add_bias(out, *w.bo, out);
+}
+
+}  // namespace cadenza::model::blocks

@@ -1,0 +1,59 @@
+// Attention block: grouped-query self-attention with RoPE over the paged KV cache, with the
+// options of the llama family (QKV biases, an output bias, per-head Q/K RMS norm).
+//
+//   q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)     [n][H*dk], [n][KV*dk], [n][KV*dv]
+//   q, k    = rms_norm per head * q_norm, k_norm      [config.qk_norm: qwen3*], as [n*H][dk]
+//   q, k    = rope(q, k, positions)                   layout and scaling from the config
+//   kv[slot(token)] = k, v                            this layer's paged store
+//   a       = causal attention(q, K/V of the token's sequence), GQA, scale 1/sqrt(dk)   [n][H*dv]
+//   out     = a Wo (+bo)                              [n][d]
+//
+// Shapes: n = tokens of the step, d = n_embd, H / KV = query / KV heads, dk / dv = head dims.
+// Tensors: `rope_freqs.weight` [dk/2] once per model (Llama 3 divisors; or computed from the
+// rope.scaling.* keys); per layer `blk.N.attn_{q,k,v,output}.weight`, `blk.N.attn_{q,k,v}.bias`
+// (when config.qkv_bias), `blk.N.attn_output.bias` (where present, when config.output_bias),
+// `blk.N.attn_{q,k}_norm.weight` [dk] (when config.qk_norm).
+//
+// One Attention object per model holds the shape, the RoPE table and the step's scratch; the
+// per-layer tensors are in one Weights per layer. Not thread-safe (scratch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/backend.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/scratch.h"
+#include "model/weight_loader.h"
+
+namespace cadenza::model::blocks {
+
+class Attention {
+ public:
+  struct Weights {
+    std::unique_ptr<kernels::Weight> wq, wk, wv, wo;  // [H*dk][d], [KV*dk][d], [KV*dv][d], [d][H*dv]
+    std::unique_ptr<kernels::Weight> bq, bk, bv, bo;  // biases, or null
+    std::unique_ptr<kernels::Weight> q_norm, k_norm;  // [dk], or null
+  };
+
+  // `config` must outlive the block.
+  explicit Attention(const ModelConfig& config) : c_(config) {}
+
+  // The model-wide RoPE table (rope_freqs), if the config has one.
+  Status load_rope(WeightLoader& loader);
+  // Layer `layer`'s tensors.
+  Status load(WeightLoader& loader, int64_t layer, Weights& w) const;
+  Status reserve(kernels::Backend& backend, const StepCapacity& capacity);
+
+  // h: [n][d] (the normed residual); out: [n][d], may be h. Writes layer `layer`'s K/V.
+  void forward(const ForwardContext& ctx, int64_t layer, const Weights& w, kernels::Matrix h,
+               kernels::Matrix out);
+
+ private:
+  const ModelConfig& c_;
+  std::unique_ptr<kernels::Weight> rope_freqs_;  // null: no per-pair divisors
+  ScratchMatrix q_, k_, v_, attn_;               // [n][H*dk], [n][KV*dk], [n][KV*dv], [n][H*dv]
+};
+
+}  // namespace cadenza::model::blocks

@@ -1,0 +1,49 @@
+// Dense FFN block: a SwiGLU feed-forward network.
+//
+//   gate, up = h Wgate, h Wup        [n][f]
+//   out      = (silu(gate) * up) Wdown   [n][d]
+//
+// Shapes: n = tokens of the step, d = n_embd, f = the width given at construction (n_ff for a
+// layer's FFN, n_ff_shared_expert for qwen2moe's shared expert).
+// Tensors, per layer: `blk.N.ffn_{gate,up,down}<suffix>.weight` ([f][d], [f][d], [d][f]); the
+// suffix is "" for the layer's FFN and "_shexp" for the shared expert (shared_expert.h).
+//
+// One object per model (shape, scratch); one Weights per layer. Not thread-safe (scratch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kernels/backend.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/scratch.h"
+#include "model/weight_loader.h"
+
+namespace cadenza::model::blocks {
+
+class DenseFfn {
+ public:
+  struct Weights {
+    std::unique_ptr<kernels::Weight> gate, up, down;
+  };
+
+  // `config` must outlive the block.
+  DenseFfn(const ModelConfig& config, int64_t width, std::string_view suffix = "");
+
+  Status load(WeightLoader& loader, int64_t layer, Weights& w) const;
+  Status reserve(kernels::Backend& backend, const StepCapacity& capacity);
+
+  // h: [n][d]; out: [n][d], may be h.
+  void forward(const ForwardContext& ctx, const Weights& w, kernels::Matrix h, kernels::Matrix out);
+
+ private:
+  const ModelConfig& c_;
+  int64_t width_;
+  std::string suffix_;
+  ScratchMatrix gate_, up_;  // [n][f]
+};
+
+}  // namespace cadenza::model::blocks

@@ -1,0 +1,65 @@
+#include "model/blocks/routed_experts.h"
+
+#include <atomic>
+#include <tuple>
+
+namespace cadenza::model::blocks {
+
+using kernels::IndexMatrix;
+using kernels::Matrix;
+
+RoutedExperts::RoutedExperts(const ModelConfig& config) : c_(config) {}
+
+Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) const {
+  const int64_t d = c_.n_embd, f = c_.n_ff_expert, e = c_.n_experts;
+  auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
+  return loader.load({
+      {w.router, name("ffn_gate_inp.weight"), {d, e}},
+      {w.gate, name("ffn_gate_exps.weight"), {d, f, e}},
+      {w.up, name("ffn_up_exps.weight"), {d, f, e}},
+      {w.down, name("ffn_down_exps.weight"), {f, d, e}},
+  });
+}
+
+Status RoutedExperts::reserve(kernels::Backend& backend, const StepCapacity& capacity) {
+  const int64_t n = capacity.max_tokens, k = c_.n_experts_used;
+  if (Status st = ids_.reserve(backend, n, k); !st) return st;
+  for (auto [scratch, rows, cols] : {std::tuple{&router_, n, c_.n_experts},
+                                     std::tuple{&weights_, n, k},
+                                     std::tuple{&gate_, n * k, c_.n_ff_expert},
+                                     std::tuple{&up_, n * k, c_.n_ff_expert},
+                                     std::tuple{&slots_, n * k, c_.n_embd}}) {
+    if (Status st = scratch->reserve(backend, rows, cols); !st) return st;
+  }
+  ids_host_.reserve(static_cast<size_t>(n * k));
+  return {};
+}
+
+void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weights& w, Matrix h,
+                            Matrix out) {
+  kernels::Backend& be = ctx.backend;
+  const int64_t n = ctx.inputs.n_tokens, k = c_.n_experts_used;
+  const Matrix router = router_.rows(n);
+  const IndexMatrix ids = ids_.rows(n);
+  const Matrix weights = weights_.rows(n);
+  const Matrix gate = gate_.rows(n * k), up = up_.rows(n * k), slots = slots_.rows(n * k);
+  kernels::RoutingParams routing;
+  routing.normalize_top_k = c_.moe_normalize_top_k;
+  routing.scale = c_.moe_weights_scale;
+
+  be.matmul(*w.router, h, router);  // [n][E]
+  be.route_experts(router, routing, ids, weights);
+  if (ctx.expert_counts != nullptr) {
+    ids_host_.resize(static_cast<size_t>(n * k));  // within the reserved capacity
+    be.read(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
+    std::atomic<uint64_t>* counts = ctx.expert_counts + static_cast<size_t>(layer * c_.n_experts);
+    for (const int32_t e : ids_host_) counts[e].fetch_add(1, std::memory_order_relaxed);
+  }
+  be.matmul_experts(*w.gate, h, ids, gate);  // [n*K][f]
+  be.matmul_experts(*w.up, h, ids, up);      // [n*K][f]
+  be.swiglu(gate, up, gate);
+  be.matmul_experts(*w.down, gate, ids, slots);  // [n*K][d]
+  be.weighted_sum_slots(slots, weights, out);    // [n][d]
+}
+
+}  // namespace cadenza::model::blocks

@@ -1,0 +1,58 @@
+// Routed-experts block: a mixture-of-experts SwiGLU FFN (Mixtral-style llama, qwen3moe, qwen2moe).
+//
+//   router   = h Wrouter                                        [n][E]
+//   ids, w   = top-K of softmax(router), ties to the lower id;  [n][K]
+//              renormalised to sum 1 when config.moe_normalize_top_k, times moe_weights_scale
+//   gate, up = matmul_experts(Wgate_exps / Wup_exps, h, ids)    [n*K][f]
+//   slots    = matmul_experts(Wdown_exps, silu(gate) * up, ids) [n*K][d]
+//   out      = sum over s of w[t][s] * slots[t*K + s], in slot order   [n][d]
+//
+// Shapes: n = tokens of the step, d = n_embd, E / K = n_experts / n_experts_used, f = n_ff_expert.
+// Tensors, per layer: `blk.N.ffn_gate_inp.weight` [E][d], `blk.N.ffn_{gate,up}_exps.weight`
+// [E][f][d], `blk.N.ffn_down_exps.weight` [E][d][f].
+// Routing statistics: when ctx.expert_counts is set, the step's ids are read back and counted per
+// (layer, expert).
+//
+// One object per model (shape, scratch); one Weights per layer. Not thread-safe (scratch).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "model/config.h"
+#include "model/forward.h"
+#include "model/scratch.h"
+#include "model/weight_loader.h"
+
+namespace cadenza::model::blocks {
+
+class RoutedExperts {
+ public:
+  struct Weights {
+    std::unique_ptr<kernels::Weight> router;             // [E][d]
+    std::unique_ptr<kernels::Weight> gate, up, down;     // [E][f][d], [E][f][d], [E][d][f]
+  };
+
+  // `config` must outlive the block.
+  explicit RoutedExperts(const ModelConfig& config);
+
+  Status load(WeightLoader& loader, int64_t layer, Weights& w) const;
+  Status reserve(kernels::Backend& backend, const StepCapacity& capacity);
+
+  // h: [n][d]; out: [n][d], may be h.
+  void forward(const ForwardContext& ctx, int64_t layer, const Weights& w, kernels::Matrix h,
+               kernels::Matrix out);
+
+ private:
+  const ModelConfig& c_;
+  ScratchMatrix router_;          // [n][E]
+  ScratchIndices ids_;            // [n][K]
+  ScratchMatrix weights_;         // [n][K]
+  ScratchMatrix gate_, up_;       // [n*K][f]
+  ScratchMatrix slots_;           // [n*K][d]
+  std::vector<int32_t> ids_host_;  // the step's ids read back for the statistics (capacity n*K)
+};
+
+}  // namespace cadenza::model::blocks

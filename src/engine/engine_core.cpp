@@ -1,8 +1,9 @@
 #include "engine/engine_core.h"
 
+#include "request/validate_request.h"
+
 #include <algorithm>
 #include <cassert>
-#include <cmath>
 
 namespace cadenza::engine {
 
@@ -77,55 +78,10 @@ EngineCore::Stream::Stream(const SamplingParams& params, std::span<const int32_t
 
 EngineCore::~EngineCore() = default;
 
-Status EngineCore::validate(std::span<const int32_t> prompt, const SamplingParams& p) const {
-  if (prompt.empty()) return make_error("request: the prompt is empty");
-  for (size_t i = 0; i < prompt.size(); ++i)
-    if (prompt[i] < 0 || prompt[i] >= n_vocab_)
-      return make_error("request: prompt token {} at index {} is outside the vocabulary [0, {})",
-                        prompt[i], i, n_vocab_);
-  if (p.max_tokens < 1) return make_error("request: max_tokens must be >= 1 (got {})", p.max_tokens);
-  const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
-  if (total > config_.max_model_len)
-    return make_error(
-        "request: prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum length {}",
-        prompt.size(), p.max_tokens, total, config_.max_model_len);
-  if (!std::isfinite(p.temperature) || p.temperature < 0)
-    return make_error("request: temperature must be finite and >= 0 (got {})", p.temperature);
-  if (!(p.top_p > 0 && p.top_p <= 1))
-    return make_error("request: top_p must be in (0, 1] (got {})", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1))
-    return make_error("request: min_p must be in [0, 1] (got {})", p.min_p);
-  for (const std::string& s : p.stop)
-    if (s.empty()) return make_error("request: stop strings must not be empty");
-  for (int32_t id : p.stop_token_ids)
-    if (id < 0 || id >= n_vocab_)
-      return make_error("request: stop token id {} is outside the vocabulary [0, {})", id, n_vocab_);
-  if (p.n < 1 || p.n > SamplingParams::kMaxN)
-    return make_error("request: n must be in [1, {}] (got {})", SamplingParams::kMaxN, p.n);
-  if (p.logprobs < -1 || p.logprobs > SamplingParams::kMaxLogprobs)
-    return make_error("request: logprobs must be in [0, {}] or -1 for none (got {})",
-                      SamplingParams::kMaxLogprobs, p.logprobs);
-  for (const auto& [id, bias] : p.logit_bias) {
-    if (id < 0 || id >= n_vocab_)
-      return make_error("request: logit_bias token id {} is outside the vocabulary [0, {})", id,
-                        n_vocab_);
-    if (!std::isfinite(bias))
-      return make_error("request: logit_bias of token {} must be finite", id);
-  }
-  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0)
-    return make_error("request: repetition_penalty must be finite and > 0 (got {})",
-                      p.repetition_penalty);
-  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
-    return make_error("request: presence_penalty and frequency_penalty must be finite");
-  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens)
-    return make_error("request: min_tokens must be in [0, max_tokens = {}] (got {})", p.max_tokens,
-                      p.min_tokens);
-  return {};
-}
-
 Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const SamplingParams& params,
                                           int32_t priority, std::string cache_salt) {
-  if (Status s = validate(prompt, params); !s) return s.error_value();
+  if (auto e = validate_request(prompt, params, {n_vocab_, config_.max_model_len}))
+    return make_error("request: {}", e->message);
   const RequestId public_id = next_id_;
   const Clock::time_point arrival = Clock::now();
   for (int32_t i = 0; i < params.n; ++i) {

@@ -32,6 +32,7 @@
 // a queue); the Model must not run other forward passes meanwhile.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -40,17 +41,26 @@
 #include <vector>
 
 #include "engine/logits_processor.h"
-#include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "request/request.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/result.h"
 
 namespace cadenza::engine {
+
+// The request vocabulary lives in src/request (below src/sched and src/engine); these keep the
+// engine::RequestId, engine::FinishReason and engine::to_string spellings of the engine's users.
+using ::cadenza::FinishReason;
+using ::cadenza::Request;
+using ::cadenza::RequestId;
+using ::cadenza::RequestStatus;
+using ::cadenza::to_string;
+using Clock = std::chrono::steady_clock;
 
 struct EngineConfig {
   // KV blocks in the pool (model::KvCache and kv::KvCacheManager alike). 0: room for
@@ -128,13 +138,9 @@ class EngineCore {
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
 
-  // Queues a request and returns its id (ids are never reused). Errors: empty prompt, token ids
-  // outside the vocabulary, prompt + max_tokens over max_model_len, bad sampling parameters
-  // (temperature < 0 or not finite, top_p outside (0, 1], min_p outside [0, 1], max_tokens < 1,
-  // empty stop strings, stop token ids outside the vocabulary, n outside [1, kMaxN], logprobs
-  // outside [-1, kMaxLogprobs], logit_bias ids outside the vocabulary or biases not finite,
-  // repetition_penalty not finite or <= 0, presence / frequency penalties not finite, min_tokens
-  // outside [0, max_tokens]).
+  // Queues a request and returns its id (ids are never reused). Errors: the first rule of
+  // validate_request (request/validate_request.h) that the request breaks, against the model's
+  // vocabulary and max_model_len, as "request: <message>".
   // priority: lower values are scheduled first. cache_salt: requests share cached prefixes only
   // with requests of the same salt.
   Result<RequestId> add_request(std::vector<int32_t> prompt, const SamplingParams& params,
@@ -176,7 +182,6 @@ class EngineCore {
 
   EngineCore(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
              std::unique_ptr<model::KvCache> kv_cache);
-  Status validate(std::span<const int32_t> prompt, const SamplingParams& params) const;
   // Appends the sampled token, applies stops; fills `out`. True when the request ended.
   bool process_token(Request& r, Stream& s, int32_t token, RequestOutput& out);
   // Finishes `id` in the scheduler, completes `out`'s metrics and forgets its stream.

@@ -296,9 +296,10 @@ TEST_F(GenerateTest, StopTokenIdsEndGeneration) {
 }
 
 TEST_F(GenerateTest, LogitBiasSteersGreedyOutput) {
-  // Byte token 65 is "A" in the built-in vocabulary; a huge bias makes it the argmax every time.
+  // Byte token 65 is "A" in the built-in vocabulary; the largest bias (100, OpenAI's range, as the
+  // server's) makes it the argmax every time.
   const fs::path in = write_input(
-      "bias.jsonl", {{R"({"prompt_token_ids": [10, 20, 30], "logit_bias": {"65": 1000}})"}});
+      "bias.jsonl", {{R"({"prompt_token_ids": [10, 20, 30], "logit_bias": {"65": 100}})"}});
   const fs::path out = *dir_ / "bias.out.jsonl";
   std::string log;
   ASSERT_EQ(generate(in, out, "--temp 0", &log), 0) << log;

@@ -21,7 +21,10 @@
 #include "engine/engine_core.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "request/sampling_json.h"
+#include "request/validate_request.h"
 #include "server/metrics.h"
+#include "server/openai_protocol.h"
 #include "synth/synth.h"
 #include "test_models.h"
 #include "running_server.h"
@@ -250,6 +253,43 @@ TEST_F(ServerTest, TokenizeDetokenize) {
   EXPECT_GT(m.json()["count"].get<int>(), 5);
   expect_error_shape(testing::post(port(), "/detokenize", {{"tokens", {1, 99999}}}), 400);
   expect_error_shape(testing::post(port(), "/tokenize", {{"nothing", 1}}), 400);
+}
+
+// The server's 400s for requests that cannot run are validate_request's (the engine's rules, one
+// function): the same message, and its parameter as OpenAI's `param`.
+TEST_F(ServerTest, RejectionsAreValidateRequestsWithTheirParam) {
+  Client c(port());
+  const RequestLimits limits{shared_->tokenizer->n_vocab(), Options{}.max_model_len};
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"top_p", 0}}, "top_p"},
+      {{{"repetition_penalty", 0}}, "repetition_penalty"},
+      {{{"stop", {"ok", ""}}}, "stop"},
+      {{{"max_tokens", 2}, {"min_tokens", 3}}, "min_tokens"},
+      {{{"max_tokens", limits.max_model_len - 2}}, "max_tokens"},
+      {{{"logit_bias", {{std::to_string(limits.n_vocab), 1}}}}, "logit_bias"},
+      {{{"stop_token_ids", {limits.n_vocab}}}, "stop_token_ids"},
+      {{{"prompt", {1, limits.n_vocab}}}, "prompt"},
+  };
+  for (const auto& [fields, param] : cases) {
+    json body = {{"prompt", prompt}, {"max_tokens", 4}};
+    for (const auto& [k, v] : fields.items()) body[k] = v;
+    SamplingParams p = openai_sampling_defaults();
+    ASSERT_FALSE(read_sampling_params(body, p)) << body.dump();
+    std::vector<int32_t> ids = body["prompt"].get<std::vector<int32_t>>();
+    const auto expected = validate_request(ids, p, limits);
+    ASSERT_TRUE(expected) << body.dump();
+    ASSERT_EQ(expected->param, param);
+    auto r = c.post("/v1/completions", body);
+    expect_error_shape(r, 400);
+    EXPECT_EQ(r.json()["error"]["message"], expected->message) << body.dump();
+    EXPECT_EQ(r.json()["error"]["param"], param) << body.dump();
+  }
+  // A chat prompt that leaves no room names `messages`.
+  auto chat = c.post("/v1/chat/completions",
+                     {{"messages", {{{"role", "user"}, {"content", std::string(1100, 'a')}}}}});
+  expect_error_shape(chat, 400);
+  EXPECT_EQ(chat.json()["error"]["param"], "messages");
 }
 
 TEST_F(ServerTest, ErrorStatuses) {

@@ -98,22 +98,12 @@ Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const Sam
                                            public_id, i);
     stream->metrics.num_prompt_tokens = r->num_prompt_tokens;
     streams_.emplace(r->id, std::move(stream));
-    if (params.n > 1) groups_[public_id].push_back(r->id);
-    if (i == 0)
+    if (params.n == 1)
       scheduler_->add(std::move(r));
     else
-      pending_[public_id].push_back(std::move(r));  // queued when sample 0's prompt is computed
+      join_group(public_id, i, std::move(r));
   }
   return public_id;
-}
-
-bool EngineCore::abort(RequestId id) {
-  auto g = groups_.find(id);
-  if (g == groups_.end()) return scheduler_->abort(id);
-  // Samples still pending go with their parent (sample 0, internal id == id), which is live.
-  bool any = false;
-  for (RequestId member : g->second) any = scheduler_->abort(member) || any;
-  return any;
 }
 
 RequestOutput EngineCore::new_output(RequestId id) const {
@@ -130,65 +120,19 @@ void EngineCore::drop_stream(RequestId id, RequestOutput& out) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   out.metrics = std::move(it->second->metrics);
-  if (auto g = groups_.find(it->second->public_id); g != groups_.end()) {
-    std::erase(g->second, id);
-    if (g->second.empty()) groups_.erase(g);
-  }
+  leave_group(it->second->public_id, id);
   streams_.erase(it);
 }
 
-std::vector<Request*> EngineCore::release_pending(RequestId parent,
-                                                  std::vector<RequestOutput>& outputs) {
-  std::vector<Request*> forked;
-  auto it = pending_.find(parent);
-  if (it == pending_.end()) return forked;
-  std::vector<std::unique_ptr<Request>> samples = std::move(it->second);
-  pending_.erase(it);
-  for (std::unique_ptr<Request>& r : samples) {
-    const RequestId id = r->id;
-    std::optional<kv::BlockCopy> copy = scheduler_->fork(r, parent);
-    if (!copy) {
-      scheduler_->add(std::move(r));  // not now: it shares the prompt through the prefix cache
-      continue;
-    }
-    if (copy->num_tokens > 0) {
-      if (Status st = kv_cache_->copy_block(copy->src, copy->dst, copy->num_tokens); !st) {
-        RequestOutput out = new_output(id);  // a bug if it happens: the ids come from the manager
-        out.error = st.error();
-        finish(id, FinishReason::kError, out);
-        outputs.push_back(std::move(out));
-        continue;
-      }
-    }
-    Request* child = scheduler_->find(id);
-    Stream& s = *streams_.at(id);  // it starts now: its queue time ends here
-    s.scheduled = true;
-    s.metrics.queue_time_s = seconds(Clock::now() - child->arrival_time);
-    totals_.queue_time.add(s.metrics.queue_time_s);
-    forked.push_back(child);
-  }
-  return forked;
+void EngineCore::mark_scheduled(const Request& r, Stream& s, Clock::time_point now) {
+  s.scheduled = true;
+  s.metrics.queue_time_s = seconds(now - r.arrival_time);
+  totals_.queue_time.add(s.metrics.queue_time_s);
 }
 
-void EngineCore::drop_pending(RequestId parent, FinishReason reason, const std::string& error,
-                              std::vector<RequestOutput>& outputs) {
-  auto it = pending_.find(parent);
-  if (it == pending_.end()) return;
-  for (std::unique_ptr<Request>& r : it->second) {
-    RequestOutput out = new_output(r->id);
-    out.finished = true;
-    out.finish_reason = reason;
-    out.error = error;
-    drop_stream(r->id, out);
-    out.metrics.num_output_tokens = 0;
-    ++totals_.num_finished;
-    outputs.push_back(std::move(out));
-  }
-  pending_.erase(it);
-}
-
-void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out) {
-  std::unique_ptr<Request> r = scheduler_->finish(id, reason);
+void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out,
+                        std::unique_ptr<Request> ended) {
+  std::unique_ptr<Request> r = ended ? std::move(ended) : scheduler_->finish(id, reason);
   out.finished = true;
   out.finish_reason = reason;
   drop_stream(id, out);
@@ -243,16 +187,11 @@ std::vector<RequestOutput> EngineCore::step() {
   sched::SchedulePlan plan = scheduler_->schedule();
 
   for (std::unique_ptr<Request>& r : plan.aborted) {
-    RequestOutput out = new_output(r->id);
-    out.finished = true;
-    out.finish_reason = FinishReason::kAbort;
-    drop_stream(r->id, out);
-    out.metrics.num_output_tokens = r->num_output_tokens();
-    out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
-    out.metrics.num_preemptions = r->num_preemptions;
-    ++totals_.num_finished;
+    const RequestId id = r->id;
+    RequestOutput out = new_output(id);
+    finish(id, FinishReason::kAbort, out, std::move(r));
     outputs.push_back(std::move(out));
-    drop_pending(r->id, FinishReason::kAbort, {}, outputs);
+    drop_pending(id, FinishReason::kAbort, {}, outputs);
   }
   if (plan.empty()) return outputs;
 
@@ -274,11 +213,7 @@ std::vector<RequestOutput> EngineCore::step() {
     tables_.push_back(e.block_table);
     if (e.sample) logit_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
     Stream& s = *streams_.at(r.id);
-    if (!s.scheduled) {
-      s.scheduled = true;
-      s.metrics.queue_time_s = seconds(now - r.arrival_time);
-      totals_.queue_time.add(s.metrics.queue_time_s);
-    }
+    if (!s.scheduled) mark_scheduled(r, s, now);
   }
   logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
   model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_};

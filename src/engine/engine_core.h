@@ -184,12 +184,22 @@ class EngineCore {
              std::unique_ptr<model::KvCache> kv_cache);
   // Appends the sampled token, applies stops; fills `out`. True when the request ended.
   bool process_token(Request& r, Stream& s, int32_t token, RequestOutput& out);
-  // Finishes `id` in the scheduler, completes `out`'s metrics and forgets its stream.
-  void finish(RequestId id, FinishReason reason, RequestOutput& out);
+  // The end of request `id`: takes it from the scheduler (or `ended`, a request the scheduler
+  // already handed back, as an applied abort is), completes `out` (finished, reason, metrics),
+  // forgets its stream and counts it.
+  void finish(RequestId id, FinishReason reason, RequestOutput& out,
+              std::unique_ptr<Request> ended = nullptr);
+  // The request's first step: its queue time ends at `now`.
+  void mark_scheduled(const Request& r, Stream& s, Clock::time_point now);
   // An output for internal request `id`, with its public id and index.
   RequestOutput new_output(RequestId id) const;
   // Forgets the stream of internal id `id` (and its group entry); moves its metrics to `out`.
   void drop_stream(RequestId id, RequestOutput& out);
+  // n > 1 (parallel_samples.cpp). Records sample `index` of `public_id`: sample 0 is scheduled,
+  // the others wait for its prompt.
+  void join_group(RequestId public_id, int32_t index, std::unique_ptr<Request> r);
+  // Forgets internal id `id` in its group (no-op for n == 1).
+  void leave_group(RequestId public_id, RequestId id);
   // Samples 1..n-1 of `parent` not yet started: forks them from the parent (returned: they sample
   // from the parent's logits this step) or queues those that cannot be forked (release), or ends
   // them (drop, one final output each into `outputs`).

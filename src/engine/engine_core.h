@@ -24,7 +24,8 @@
 // token from the same logits, so the prompt is computed once whatever the prefix-cache setting.
 // A sample that cannot be forked then (max_num_seqs running, or no free block for its copy) is
 // queued instead and shares the prompt's full blocks through the prefix cache. The request is
-// done when every index has returned its final output; abort(id) aborts them all.
+// done when every index has returned its final output; abort(id) aborts them all. The
+// bookkeeping of the samples is in parallel_samples.cpp.
 //
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.

@@ -516,6 +516,46 @@ TEST(ServerQueue, FullQueueGets429) {
   EXPECT_TRUE(ok);
 }
 
+// Every way a generation's connection ends gives its open-generations count back (the drain's
+// last wait, up to 2 s, is for that count): a non-streamed and a streamed answer followed by
+// another request on the same connection, and a client that disconnects mid-stream. With nothing
+// in flight the drain then ends at once.
+TEST(ServerDrain, EndedConnectionsHoldNoGeneration) {
+  auto s = start();
+  ASSERT_NE(s, nullptr);
+  const uint16_t p = s->port;
+  {
+    Client keep(p);
+    ASSERT_EQ(keep.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 3}}).status, 200);
+    auto streamed = keep.post("/v1/completions", {{"prompt", "b"}, {"max_tokens", 3}, {"stream", true}});
+    ASSERT_EQ(streamed.status, 200);
+    EXPECT_NE(streamed.body.find("[DONE]"), std::string::npos);
+    ASSERT_EQ(keep.get("/health").status, 200);  // the connection still reads requests
+  }
+  {
+    Client gone(p);
+    const std::string body =
+        json{{"prompt", "c"}, {"max_tokens", 1000}, {"stream", true}, {"ignore_eos", true}}.dump();
+    ASSERT_TRUE(gone.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body));
+    std::string got;
+    while (got.find("data: ") == std::string::npos) {
+      std::string chunk = gone.read_some();
+      ASSERT_FALSE(chunk.empty());
+      got += chunk;
+    }
+    gone.close();
+  }
+  EXPECT_TRUE(wait_metric(p, "cadenza_num_requests_running", 0));
+  EXPECT_TRUE(wait_metric(p, "cadenza_kv_cache_usage_ratio", 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  s->server->request_drain();
+  s->server->wait();
+  const double drain_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(drain_s, 1.5) << "a connection still held an open generation";
+}
+
 TEST(ServerDrain, InFlightCompletesNewRefused) {
   auto s = start();
   ASSERT_NE(s, nullptr);

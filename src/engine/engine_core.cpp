@@ -1,9 +1,9 @@
 #include "engine/engine_core.h"
 
-#include "request/validate_request.h"
-
 #include <algorithm>
 #include <cassert>
+
+#include "request/validate_request.h"
 
 namespace cadenza::engine {
 

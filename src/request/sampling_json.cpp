@@ -119,8 +119,8 @@ std::optional<ParamError> read_bool(const json& body, const char* key, bool& out
 std::optional<ParamError> read_token_ids(const json& v, const char* key, std::vector<int32_t>& out,
                                          bool allow_empty) {
   if (!v.is_array() || (!allow_empty && v.empty()))
-    return field_error(key, fmt::format("'{}' must be a {}array of token ids", key,
-                                        allow_empty ? "" : "non-empty "));
+    return field_error(key, fmt::format("'{}' must be {} array of token ids", key,
+                                        allow_empty ? "an" : "a non-empty"));
   std::vector<int32_t> ids;
   ids.reserve(v.size());
   for (const json& t : v) {

@@ -83,10 +83,12 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   HttpRequest req_;
 
-  // The session's state: one value, changed only through enter() (which keeps the
-  // open_generations count). Transitions (anything not listed does not happen):
+  // The session's state: one value. start_generation() takes the open_generations count as it
+  // enters kGenerating; every other change goes through enter(), which gives the count back when
+  // the new state no longer holds it. Transitions (anything not listed does not happen):
   //   kReading     -> kReplying     a plain reply (router answer, 400/413, 429/503 at submit)
   //   kReading     -> kGenerating   a generation was submitted; the disconnect watch starts
+  //   kGenerating  -> kReading      the submission was refused (then kReplying: 429 or 503)
   //   kGenerating  -> kStreaming    SSE headers written (stream: true)
   //   kGenerating  -> kFinishing    the whole answer, or an error reply before any byte
   //   kStreaming   -> kFinishing    the final chunk, or an error event mid-stream

@@ -131,16 +131,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     const auto& r = p.request;
     check(r.n >= 1 && r.n <= 16);
-    check(!r.max_tokens || *r.max_tokens >= 1);
-    check(r.temperature >= 0 && r.temperature <= 2);
-    check(r.top_p > 0 && r.top_p <= 1);
-    check(r.min_p >= 0 && r.min_p <= 1);
-    check(r.stop.size() <= 16);
-    for (const auto& s : r.stop) check(!s.empty());
+    const cadenza::SamplingParams& sp = r.sampling;
+    check(!r.given.max_tokens || sp.max_tokens >= 1);
+    check(sp.temperature >= 0 && sp.temperature <= 2);
+    check(sp.top_p >= 0 && sp.top_p <= 1);
+    check(sp.min_p >= 0 && sp.min_p <= 1);
+    check(sp.stop.size() <= 16);
     check(r.logprobs >= -1 && r.logprobs <= 20);
-    check(r.repetition_penalty > 0);
-    check(r.logit_bias.size() <= 1024);
-    for (const auto& [id, bias] : r.logit_bias) check(id >= 0 && bias >= -100 && bias <= 100);
+    check(sp.repetition_penalty >= 0 && sp.repetition_penalty <= 100);
+    check(sp.logit_bias.size() <= 1024);
+    for (const auto& [id, bias] : sp.logit_bias) check(id >= 0 && bias >= -100 && bias <= 100);
+    // What the router then asks of validate_request (request/validate_request.h): accepted values
+    // are in the engine's ranges.
+    if (!cadenza::validate_request(std::vector<int32_t>{0}, sp, {1 << 30, int64_t{1} << 32})) {
+      check(sp.top_p > 0 && sp.repetition_penalty > 0);
+      for (const auto& s : sp.stop) check(!s.empty());
+    }
     check(!r.include_usage || r.stream);
     if (ep == Endpoint::kCompletions) {
       check(r.prompt_is_tokens ? !r.prompt_tokens.empty() : true);

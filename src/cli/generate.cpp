@@ -32,6 +32,7 @@
 #include "kernels/backend_factory.h"
 #include "kv/kv_sizing.h"
 #include "model/model.h"
+#include "request/sampling_json.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cadenza::cli {
@@ -89,55 +90,10 @@ struct Job {
   bool done = false;
 };
 
-// Reads a number field; nullopt (and `error` set) when the type is wrong.
-std::optional<double> get_number(const json& v, const char* key, std::string& error) {
-  if (!v.is_number()) {
-    error = fmt::format("field '{}' must be a number", key);
-    return std::nullopt;
-  }
-  return v.get<double>();
-}
-
-std::optional<int64_t> get_integer(const json& v, const char* key, int64_t lo, int64_t hi,
-                                   std::string& error) {
-  if (!v.is_number_integer()) {
-    error = fmt::format("field '{}' must be an integer", key);
-    return std::nullopt;
-  }
-  // Unsigned values above INT64_MAX are out of every range we accept.
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(hi)) {
-    error = fmt::format("field '{}' is out of range [{}, {}]", key, lo, hi);
-    return std::nullopt;
-  }
-  const auto x = v.get<int64_t>();
-  if (x < lo || x > hi) {
-    error = fmt::format("field '{}' is out of range [{}, {}]", key, lo, hi);
-    return std::nullopt;
-  }
-  return x;
-}
-
-std::optional<std::vector<int32_t>> get_token_ids(const json& v, const char* key,
-                                                  std::string& error) {
-  if (!v.is_array()) {
-    error = fmt::format("field '{}' must be an array of token ids", key);
-    return std::nullopt;
-  }
-  std::vector<int32_t> ids;
-  ids.reserve(v.size());
-  for (const json& x : v) {
-    auto id = get_integer(x, key, 0, std::numeric_limits<int32_t>::max(), error);
-    if (!id) {
-      error = fmt::format("field '{}' must be an array of token ids (integers >= 0)", key);
-      return std::nullopt;
-    }
-    ids.push_back(static_cast<int32_t>(*id));
-  }
-  return ids;
-}
-
 // Parses one line into `job` (prompt tokenized, parameters defaulted from the command line).
-// Sets job.error on any problem. Unknown fields are errors so that a misspelt "max_token" does not
+// Sets job.error on any problem. The sampling fields are the server's (request/sampling_json.h:
+// the same names, types and ranges); whether the request can run is the engine's
+// validate_request at submit. Unknown fields are errors so that a misspelt "max_token" does not
 // silently run with the default.
 void parse_line(const std::string& line, const GenerateArgs& a, const Tokenizer& tokenizer,
                 int32_t max_model_len, Job& job) {
@@ -151,6 +107,14 @@ void parse_line(const std::string& line, const GenerateArgs& a, const Tokenizer&
     return;
   }
   if (auto it = j.find("id"); it != j.end()) job.id = *it;
+  std::string& err = job.error;
+  for (const auto& [key, v] : j.items()) {
+    if (key != "id" && key != "prompt" && key != "prompt_token_ids" && key != "priority" &&
+        !is_sampling_field(key)) {
+      err = fmt::format("unknown field '{}'", key);
+      return;
+    }
+  }
 
   SamplingParams& p = job.params;
   p.temperature = a.temperature;
@@ -161,128 +125,48 @@ void parse_line(const std::string& line, const GenerateArgs& a, const Tokenizer&
   // batched and sequential runs draw the same tokens.
   p.seed = static_cast<uint64_t>(a.seed) + job.index;
   p.ignore_eos = a.ignore_eos;
-  bool max_tokens_given = false;
-  bool has_prompt = false;
-  std::string& err = job.error;
+  SamplingFieldsGiven given;
+  if (auto e = read_sampling_params(j, p, &given)) {
+    err = e->message;
+    return;
+  }
+  std::optional<int64_t> priority;
+  if (auto e = read_integer(j, "priority", std::numeric_limits<int32_t>::min(),
+                            std::numeric_limits<int32_t>::max(), priority)) {
+    err = e->message;
+    return;
+  }
+  if (priority) job.priority = static_cast<int32_t>(*priority);
 
-  for (const auto& [key, v] : j.items()) {
-    if (key == "id") continue;
-    if (key == "prompt") {
-      if (!v.is_string()) {
-        err = "field 'prompt' must be a string";
-        return;
-      }
-      if (has_prompt) {
-        err = "give either 'prompt' or 'prompt_token_ids', not both";
-        return;
-      }
-      has_prompt = true;
-      job.prompt = tokenizer.encode(v.get<std::string>(), /*add_special=*/true,
-                                    /*parse_special=*/true);
-    } else if (key == "prompt_token_ids") {
-      if (has_prompt) {
-        err = "give either 'prompt' or 'prompt_token_ids', not both";
-        return;
-      }
-      has_prompt = true;
-      auto ids = get_token_ids(v, "prompt_token_ids", err);
-      if (!ids) return;
-      job.prompt = std::move(*ids);
-    } else if (key == "max_tokens") {
-      auto x = get_integer(v, "max_tokens", 1, std::numeric_limits<int32_t>::max(), err);
-      if (!x) return;
-      p.max_tokens = static_cast<int32_t>(*x);
-      max_tokens_given = true;
-    } else if (key == "temperature" || key == "top_p" || key == "min_p") {
-      auto x = get_number(v, key.c_str(), err);
-      if (!x) return;
-      (key == "temperature" ? p.temperature : key == "top_p" ? p.top_p : p.min_p) =
-          static_cast<float>(*x);
-    } else if (key == "repetition_penalty" || key == "presence_penalty" ||
-               key == "frequency_penalty") {
-      auto x = get_number(v, key.c_str(), err);
-      if (!x) return;
-      (key == "repetition_penalty" ? p.repetition_penalty
-       : key == "presence_penalty" ? p.presence_penalty
-                                   : p.frequency_penalty) = static_cast<float>(*x);
-    } else if (key == "min_tokens") {
-      auto x = get_integer(v, "min_tokens", 0, std::numeric_limits<int32_t>::max(), err);
-      if (!x) return;
-      p.min_tokens = static_cast<int32_t>(*x);
-    } else if (key == "logit_bias") {
-      // OpenAI form: {"token id": bias}; keys are strings in JSON.
-      if (!v.is_object()) {
-        err = "field 'logit_bias' must be an object {\"token id\": bias}";
-        return;
-      }
-      for (const auto& [id_text, bias] : v.items()) {
-        char* end = nullptr;
-        const long id = std::strtol(id_text.c_str(), &end, 10);
-        if (id_text.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max() ||
-            !bias.is_number()) {
-          err = "field 'logit_bias' must map token ids to numbers";
-          return;
-        }
-        p.logit_bias[static_cast<int32_t>(id)] = bias.get<float>();
-      }
-    } else if (key == "top_k") {
-      auto x = get_integer(v, "top_k", std::numeric_limits<int32_t>::min(),
-                           std::numeric_limits<int32_t>::max(), err);
-      if (!x) return;
-      p.top_k = static_cast<int32_t>(*x);
-    } else if (key == "seed") {
-      auto x = get_integer(v, "seed", 0, std::numeric_limits<int64_t>::max(), err);
-      if (!x) return;
-      p.seed = static_cast<uint64_t>(*x);
-    } else if (key == "stop") {
-      if (v.is_string()) {
-        // "" means no stop string (an empty stop string would match everywhere).
-        if (!v.get<std::string>().empty()) p.stop = {v.get<std::string>()};
-      } else if (v.is_array() && std::all_of(v.begin(), v.end(),
-                                             [](const json& s) { return s.is_string(); })) {
-        p.stop = v.get<std::vector<std::string>>();
-      } else {
-        err = "field 'stop' must be a string or an array of strings";
-        return;
-      }
-    } else if (key == "stop_token_ids") {
-      auto ids = get_token_ids(v, "stop_token_ids", err);
-      if (!ids) return;
-      p.stop_token_ids = std::move(*ids);
-    } else if (key == "ignore_eos") {
-      if (!v.is_boolean()) {
-        err = "field 'ignore_eos' must be true or false";
-        return;
-      }
-      p.ignore_eos = v.get<bool>();
-    } else if (key == "priority") {
-      auto x = get_integer(v, "priority", std::numeric_limits<int32_t>::min(),
-                           std::numeric_limits<int32_t>::max(), err);
-      if (!x) return;
-      job.priority = static_cast<int32_t>(*x);
-    } else {
-      err = fmt::format("unknown field '{}'", key);
+  const bool has_text = json_present(j, "prompt");
+  const bool has_ids = json_present(j, "prompt_token_ids");
+  if (has_text && has_ids) {
+    err = "give either 'prompt' or 'prompt_token_ids', not both";
+    return;
+  }
+  if (has_text) {
+    if (!j.at("prompt").is_string()) {
+      err = "'prompt' must be a string";
       return;
     }
-  }
-  if (!has_prompt) {
+    job.prompt = tokenizer.encode(j.at("prompt").get<std::string>(), /*add_special=*/true,
+                                  /*parse_special=*/true);
+  } else if (has_ids) {
+    if (auto e = read_token_ids(j.at("prompt_token_ids"), "prompt_token_ids", job.prompt, true)) {
+      err = e->message;
+      return;
+    }
+  } else {
     err = "missing 'prompt' or 'prompt_token_ids'";
     return;
   }
-  if (job.prompt.empty()) {
-    err = "the prompt has no tokens";
-    return;
-  }
-  const auto n = static_cast<int64_t>(job.prompt.size());
-  if (n >= max_model_len) {
-    err = fmt::format("the prompt has {} tokens; the maximum length is {} (prompt + output)", n,
-                      max_model_len);
-    return;
-  }
   // The command-line default shrinks to what the context leaves; an explicit max_tokens that does
-  // not fit is the engine's validation error below, as the user asked for something impossible.
-  if (!max_tokens_given)
-    p.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, max_model_len - n));
+  // not fit is the engine's validation error at submit, as the user asked for something
+  // impossible (so is a prompt that leaves no room at all).
+  if (!given.max_tokens) {
+    const int64_t room = std::max<int64_t>(max_model_len - static_cast<int64_t>(job.prompt.size()), 0);
+    p.max_tokens = static_cast<int32_t>(std::min<int64_t>(a.max_tokens, room));
+  }
 }
 
 // Serializes results in input order as they complete: a result is written once every earlier

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cmath>
+
+#include "request/validate_request.h"
 
 namespace cadenza::engine {
 
@@ -81,55 +82,10 @@ EngineCore::Stream::Stream(const SamplingParams& params, std::span<const int32_t
 
 EngineCore::~EngineCore() = default;
 
-Status EngineCore::validate(std::span<const int32_t> prompt, const SamplingParams& p) const {
-  if (prompt.empty()) return make_error("request: the prompt is empty");
-  for (size_t i = 0; i < prompt.size(); ++i)
-    if (prompt[i] < 0 || prompt[i] >= n_vocab_)
-      return make_error("request: prompt token {} at index {} is outside the vocabulary [0, {})",
-                        prompt[i], i, n_vocab_);
-  if (p.max_tokens < 1) return make_error("request: max_tokens must be >= 1 (got {})", p.max_tokens);
-  const int64_t total = static_cast<int64_t>(prompt.size()) + p.max_tokens;
-  if (total > config_.max_model_len)
-    return make_error(
-        "request: prompt ({} tokens) + max_tokens ({}) = {} exceeds the maximum length {}",
-        prompt.size(), p.max_tokens, total, config_.max_model_len);
-  if (!std::isfinite(p.temperature) || p.temperature < 0)
-    return make_error("request: temperature must be finite and >= 0 (got {})", p.temperature);
-  if (!(p.top_p > 0 && p.top_p <= 1))
-    return make_error("request: top_p must be in (0, 1] (got {})", p.top_p);
-  if (!(p.min_p >= 0 && p.min_p <= 1))
-    return make_error("request: min_p must be in [0, 1] (got {})", p.min_p);
-  for (const std::string& s : p.stop)
-    if (s.empty()) return make_error("request: stop strings must not be empty");
-  for (int32_t id : p.stop_token_ids)
-    if (id < 0 || id >= n_vocab_)
-      return make_error("request: stop token id {} is outside the vocabulary [0, {})", id, n_vocab_);
-  if (p.n < 1 || p.n > SamplingParams::kMaxN)
-    return make_error("request: n must be in [1, {}] (got {})", SamplingParams::kMaxN, p.n);
-  if (p.logprobs < -1 || p.logprobs > SamplingParams::kMaxLogprobs)
-    return make_error("request: logprobs must be in [0, {}] or -1 for none (got {})",
-                      SamplingParams::kMaxLogprobs, p.logprobs);
-  for (const auto& [id, bias] : p.logit_bias) {
-    if (id < 0 || id >= n_vocab_)
-      return make_error("request: logit_bias token id {} is outside the vocabulary [0, {})", id,
-                        n_vocab_);
-    if (!std::isfinite(bias))
-      return make_error("request: logit_bias of token {} must be finite", id);
-  }
-  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0)
-    return make_error("request: repetition_penalty must be finite and > 0 (got {})",
-                      p.repetition_penalty);
-  if (!std::isfinite(p.presence_penalty) || !std::isfinite(p.frequency_penalty))
-    return make_error("request: presence_penalty and frequency_penalty must be finite");
-  if (p.min_tokens < 0 || p.min_tokens > p.max_tokens)
-    return make_error("request: min_tokens must be in [0, max_tokens = {}] (got {})", p.max_tokens,
-                      p.min_tokens);
-  return {};
-}
-
 Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const SamplingParams& params,
                                           int32_t priority, std::string cache_salt) {
-  if (Status s = validate(prompt, params); !s) return s.error_value();
+  if (auto e = validate_request(prompt, params, {n_vocab_, config_.max_model_len}))
+    return make_error("request: {}", e->message);
   const RequestId public_id = next_id_;
   const Clock::time_point arrival = Clock::now();
   for (int32_t i = 0; i < params.n; ++i) {
@@ -146,22 +102,12 @@ Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const Sam
                                            public_id, i);
     stream->metrics.num_prompt_tokens = r->num_prompt_tokens;
     streams_.emplace(r->id, std::move(stream));
-    if (params.n > 1) groups_[public_id].push_back(r->id);
-    if (i == 0)
+    if (params.n == 1)
       scheduler_->add(std::move(r));
     else
-      pending_[public_id].push_back(std::move(r));  // queued when sample 0's prompt is computed
+      join_group(public_id, i, std::move(r));
   }
   return public_id;
-}
-
-bool EngineCore::abort(RequestId id) {
-  auto g = groups_.find(id);
-  if (g == groups_.end()) return scheduler_->abort(id);
-  // Samples still pending go with their parent (sample 0, internal id == id), which is live.
-  bool any = false;
-  for (RequestId member : g->second) any = scheduler_->abort(member) || any;
-  return any;
 }
 
 RequestOutput EngineCore::new_output(RequestId id) const {
@@ -178,65 +124,19 @@ void EngineCore::drop_stream(RequestId id, RequestOutput& out) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   out.metrics = std::move(it->second->metrics);
-  if (auto g = groups_.find(it->second->public_id); g != groups_.end()) {
-    std::erase(g->second, id);
-    if (g->second.empty()) groups_.erase(g);
-  }
+  leave_group(it->second->public_id, id);
   streams_.erase(it);
 }
 
-std::vector<Request*> EngineCore::release_pending(RequestId parent,
-                                                  std::vector<RequestOutput>& outputs) {
-  std::vector<Request*> forked;
-  auto it = pending_.find(parent);
-  if (it == pending_.end()) return forked;
-  std::vector<std::unique_ptr<Request>> samples = std::move(it->second);
-  pending_.erase(it);
-  for (std::unique_ptr<Request>& r : samples) {
-    const RequestId id = r->id;
-    std::optional<kv::BlockCopy> copy = scheduler_->fork(r, parent);
-    if (!copy) {
-      scheduler_->add(std::move(r));  // not now: it shares the prompt through the prefix cache
-      continue;
-    }
-    if (copy->num_tokens > 0) {
-      if (Status st = kv_cache_->copy_block(copy->src, copy->dst, copy->num_tokens); !st) {
-        RequestOutput out = new_output(id);  // a bug if it happens: the ids come from the manager
-        out.error = st.error();
-        finish(id, FinishReason::kError, out);
-        outputs.push_back(std::move(out));
-        continue;
-      }
-    }
-    Request* child = scheduler_->find(id);
-    Stream& s = *streams_.at(id);  // it starts now: its queue time ends here
-    s.scheduled = true;
-    s.metrics.queue_time_s = seconds(Clock::now() - child->arrival_time);
-    totals_.queue_time.add(s.metrics.queue_time_s);
-    forked.push_back(child);
-  }
-  return forked;
+void EngineCore::mark_scheduled(const Request& r, Stream& s, Clock::time_point now) {
+  s.scheduled = true;
+  s.metrics.queue_time_s = seconds(now - r.arrival_time);
+  totals_.queue_time.add(s.metrics.queue_time_s);
 }
 
-void EngineCore::drop_pending(RequestId parent, FinishReason reason, const std::string& error,
-                              std::vector<RequestOutput>& outputs) {
-  auto it = pending_.find(parent);
-  if (it == pending_.end()) return;
-  for (std::unique_ptr<Request>& r : it->second) {
-    RequestOutput out = new_output(r->id);
-    out.finished = true;
-    out.finish_reason = reason;
-    out.error = error;
-    drop_stream(r->id, out);
-    out.metrics.num_output_tokens = 0;
-    ++totals_.num_finished;
-    outputs.push_back(std::move(out));
-  }
-  pending_.erase(it);
-}
-
-void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out) {
-  std::unique_ptr<Request> r = scheduler_->finish(id, reason);
+void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out,
+                        std::unique_ptr<Request> ended) {
+  std::unique_ptr<Request> r = ended ? std::move(ended) : scheduler_->finish(id, reason);
   out.finished = true;
   out.finish_reason = reason;
   drop_stream(id, out);
@@ -291,16 +191,11 @@ std::vector<RequestOutput> EngineCore::step() {
   sched::SchedulePlan plan = scheduler_->schedule();
 
   for (std::unique_ptr<Request>& r : plan.aborted) {
-    RequestOutput out = new_output(r->id);
-    out.finished = true;
-    out.finish_reason = FinishReason::kAbort;
-    drop_stream(r->id, out);
-    out.metrics.num_output_tokens = r->num_output_tokens();
-    out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
-    out.metrics.num_preemptions = r->num_preemptions;
-    ++totals_.num_finished;
+    const RequestId id = r->id;
+    RequestOutput out = new_output(id);
+    finish(id, FinishReason::kAbort, out, std::move(r));
     outputs.push_back(std::move(out));
-    drop_pending(r->id, FinishReason::kAbort, {}, outputs);
+    drop_pending(id, FinishReason::kAbort, {}, outputs);
   }
   if (plan.empty()) return outputs;
 
@@ -322,11 +217,7 @@ std::vector<RequestOutput> EngineCore::step() {
     tables_.push_back(e.block_table);
     if (e.sample) logit_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
     Stream& s = *streams_.at(r.id);
-    if (!s.scheduled) {
-      s.scheduled = true;
-      s.metrics.queue_time_s = seconds(now - r.arrival_time);
-      totals_.queue_time.add(s.metrics.queue_time_s);
-    }
+    if (!s.scheduled) mark_scheduled(r, s, now);
   }
   logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
   model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_};

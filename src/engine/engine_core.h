@@ -25,7 +25,8 @@
 // token from the same logits, so the prompt is computed once whatever the prefix-cache setting.
 // A sample that cannot be forked then (max_num_seqs running, or no free block for its copy) is
 // queued instead and shares the prompt's full blocks through the prefix cache. The request is
-// done when every index has returned its final output; abort(id) aborts them all.
+// done when every index has returned its final output; abort(id) aborts them all. The
+// bookkeeping of the samples is in parallel_samples.cpp.
 //
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.
@@ -33,6 +34,7 @@
 // a queue); the Model must not run other forward passes meanwhile.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -41,17 +43,26 @@
 #include <vector>
 
 #include "engine/logits_processor.h"
-#include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_strings.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "request/request.h"
 #include "sched/scheduler.h"
 #include "tokenizer/tokenizer.h"
 #include "util/result.h"
 
 namespace cadenza::engine {
+
+// The request vocabulary lives in src/request (below src/sched and src/engine); these keep the
+// engine::RequestId, engine::FinishReason and engine::to_string spellings of the engine's users.
+using ::cadenza::FinishReason;
+using ::cadenza::Request;
+using ::cadenza::RequestId;
+using ::cadenza::RequestStatus;
+using ::cadenza::to_string;
+using Clock = std::chrono::steady_clock;
 
 struct EngineConfig {
   // KV blocks in the pool (model::KvCache and kv::KvCacheManager alike). 0: room for
@@ -129,13 +140,9 @@ class EngineCore {
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;
 
-  // Queues a request and returns its id (ids are never reused). Errors: empty prompt, token ids
-  // outside the vocabulary, prompt + max_tokens over max_model_len, bad sampling parameters
-  // (temperature < 0 or not finite, top_p outside (0, 1], min_p outside [0, 1], max_tokens < 1,
-  // empty stop strings, stop token ids outside the vocabulary, n outside [1, kMaxN], logprobs
-  // outside [-1, kMaxLogprobs], logit_bias ids outside the vocabulary or biases not finite,
-  // repetition_penalty not finite or <= 0, presence / frequency penalties not finite, min_tokens
-  // outside [0, max_tokens]).
+  // Queues a request and returns its id (ids are never reused). Errors: the first rule of
+  // validate_request (request/validate_request.h) that the request breaks, against the model's
+  // vocabulary and max_model_len, as "request: <message>".
   // priority: lower values are scheduled first. cache_salt: requests share cached prefixes only
   // with requests of the same salt.
   Result<RequestId> add_request(std::vector<int32_t> prompt, const SamplingParams& params,
@@ -177,15 +184,24 @@ class EngineCore {
 
   EngineCore(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
              std::unique_ptr<model::KvCache> kv_cache);
-  Status validate(std::span<const int32_t> prompt, const SamplingParams& params) const;
   // Appends the sampled token, applies stops; fills `out`. True when the request ended.
   bool process_token(Request& r, Stream& s, int32_t token, RequestOutput& out);
-  // Finishes `id` in the scheduler, completes `out`'s metrics and forgets its stream.
-  void finish(RequestId id, FinishReason reason, RequestOutput& out);
+  // The end of request `id`: takes it from the scheduler (or `ended`, a request the scheduler
+  // already handed back, as an applied abort is), completes `out` (finished, reason, metrics),
+  // forgets its stream and counts it.
+  void finish(RequestId id, FinishReason reason, RequestOutput& out,
+              std::unique_ptr<Request> ended = nullptr);
+  // The request's first step: its queue time ends at `now`.
+  void mark_scheduled(const Request& r, Stream& s, Clock::time_point now);
   // An output for internal request `id`, with its public id and index.
   RequestOutput new_output(RequestId id) const;
   // Forgets the stream of internal id `id` (and its group entry); moves its metrics to `out`.
   void drop_stream(RequestId id, RequestOutput& out);
+  // n > 1 (parallel_samples.cpp). Records sample `index` of `public_id`: sample 0 is scheduled,
+  // the others wait for its prompt.
+  void join_group(RequestId public_id, int32_t index, std::unique_ptr<Request> r);
+  // Forgets internal id `id` in its group (no-op for n == 1).
+  void leave_group(RequestId public_id, RequestId id);
   // Samples 1..n-1 of `parent` not yet started: forks them from the parent (returned: they sample
   // from the parent's logits this step) or queues those that cannot be forked (release), or ends
   // them (drop, one final output each into `outputs`).

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cassert>
+#include <type_traits>
 
 namespace cadenza::sched {
+
+// Requests' ids go to the KV block manager as they are.
+static_assert(std::is_same_v<RequestId, kv::RequestId>);
 
 namespace {
 

@@ -34,16 +34,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "engine/request.h"
+#include "request/request.h"
 #include "kv/kv_cache_manager.h"
 #include "util/result.h"
 
 namespace cadenza::sched {
-
-using engine::FinishReason;
-using engine::Request;
-using engine::RequestId;
-using engine::RequestStatus;
 
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step, >= max_num_seqs

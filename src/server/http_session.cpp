@@ -40,6 +40,24 @@ std::string head_lines(int status, const std::string& request_id) {
 }  // namespace
 
 template <class Stream>
+bool Session<Stream>::holds_generation() const {
+  switch (state_) {
+    case State::kGenerating:
+    case State::kStreaming:
+    case State::kFinishing: return true;
+    case State::kGone: return job_ != nullptr;
+    default: return false;
+  }
+}
+
+template <class Stream>
+void Session<Stream>::enter(State next) {
+  const bool held = holds_generation();
+  state_ = next;
+  if (held && !holds_generation()) ctx_.open_generations.fetch_sub(1);
+}
+
+template <class Stream>
 void Session<Stream>::start() {
   net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
     if constexpr (kTls) {
@@ -63,7 +81,8 @@ void Session<Stream>::start() {
 
 template <class Stream>
 void Session<Stream>::do_read() {
-  if (gone_) return;
+  if (ended()) return;
+  enter(State::kReading);
   parser_.emplace();
   parser_->body_limit(ctx_.max_body_bytes);
   parser_->header_limit(16 * 1024);
@@ -109,12 +128,11 @@ void Session<Stream>::on_read(beast::error_code ec, size_t) {
     // (TLS: the client closed without close_notify, or the TLS layer failed: nothing to answer.)
     beast::error_code ignored;
     lowest().socket().shutdown(tcp::socket::shutdown_both, ignored);
+    enter(State::kGone);
     return;
   }
   started_ = std::chrono::steady_clock::now();
   request_id_ = random_id("req-");
-  keep_alive_ = false;
-  head_ = false;
   if (ec) {
     // A body over the limit, or a malformed request: answer and close.
     route_ = "other";
@@ -128,12 +146,11 @@ void Session<Stream>::on_read(beast::error_code ec, size_t) {
       e.message = fmt::format("malformed HTTP request: {}", ec.message());
     }
     req_ = {};
+    req_.keep_alive(false);  // the stream cannot be trusted after a bad request
     reply(error_reply(e));
     return;
   }
   req_ = parser_->release();
-  keep_alive_ = req_.keep_alive();
-  head_ = req_.method() == http::verb::head;
   if (auto it = req_.find("X-Request-Id");
       it != req_.end() && acceptable_request_id(to_sv(it->value())))
     request_id_ = std::string(to_sv(it->value()));
@@ -143,7 +160,7 @@ void Session<Stream>::on_read(beast::error_code ec, size_t) {
 template <class Stream>
 void Session<Stream>::handle_request() {
   lowest().expires_never();
-  if (ctx_.draining.load()) keep_alive_ = false;  // connections end with their response
+  if (ctx_.draining.load()) req_.keep_alive(false);  // connections end with their response
   RouteResult routed = router_.handle(req_);
   route_ = routed.route;
   if (routed.reply) {
@@ -156,9 +173,6 @@ void Session<Stream>::handle_request() {
 template <class Stream>
 void Session<Stream>::start_generation(RouteResult routed) {
   GenerationPlan& plan = *routed.generation;
-  job_ = std::move(plan.job);
-  headers_sent_ = false;
-  generating_ = true;
   auto self = this->shared_from_this();
   const uint64_t seq = ++gen_seq_;
   GenSink sink = [self, seq](GenEvent e) {
@@ -166,14 +180,14 @@ void Session<Stream>::start_generation(RouteResult routed) {
       self->on_gen_event(seq, std::move(e));
     });
   };
+  // Counted before the submission: the engine may answer before submit() returns.
   ctx_.open_generations.fetch_add(1);
-  counted_ = true;
+  job_ = std::move(plan.job);
+  state_ = State::kGenerating;  // the count taken above is this state's
   Submission sub = ctx_.bridge->submit(std::move(plan.inputs), std::move(sink));
   if (sub.status != SubmitStatus::kOk) {
-    generating_ = false;
     job_.reset();
-    ctx_.open_generations.fetch_sub(1);
-    counted_ = false;
+    enter(State::kReading);  // gives the count back; the reply below is a plain one
     ApiError e;
     if (sub.status == SubmitStatus::kQueueFull) {
       e.status = 429;
@@ -197,8 +211,7 @@ void Session<Stream>::start_generation(RouteResult routed) {
 
 template <class Stream>
 void Session<Stream>::watch() {
-  if (watching_ || gone_) return;
-  watching_ = true;
+  if (ended()) return;
   stream_.async_read_some(
       net::buffer(watch_buf_),
       beast::bind_front_handler(&Session<Stream>::on_watch, this->shared_from_this()));
@@ -206,9 +219,7 @@ void Session<Stream>::watch() {
 
 template <class Stream>
 void Session<Stream>::on_watch(beast::error_code ec, size_t bytes) {
-  watching_ = false;
-  if (close_after_watch_) {
-    close_after_watch_ = false;
+  if (state_ == State::kStoppingWatchThenClose) {
     close_connection();
     return;
   }
@@ -217,16 +228,13 @@ void Session<Stream>::on_watch(beast::error_code ec, size_t bytes) {
     auto dst = buffer_.prepare(bytes);
     net::buffer_copy(dst, net::buffer(watch_buf_, bytes));
     buffer_.commit(bytes);
-    if (resume_after_watch_) {
-      resume_after_watch_ = false;
+    if (state_ == State::kStoppingWatchThenRead)
       do_read();
-    } else {
+    else
       watch();
-    }
     return;
   }
-  if (ec == net::error::operation_aborted && resume_after_watch_) {
-    resume_after_watch_ = false;
+  if (ec == net::error::operation_aborted && state_ == State::kStoppingWatchThenRead) {
     do_read();
     return;
   }
@@ -235,12 +243,14 @@ void Session<Stream>::on_watch(beast::error_code ec, size_t bytes) {
 
 template <class Stream>
 void Session<Stream>::client_gone() {
-  if (gone_) return;
-  gone_ = true;
-  if (generating_) {
+  if (state_ == State::kGone) return;
+  if (in_generation()) {
     spdlog::info("[{}] client disconnected; aborting the generation", request_id_);
     ctx_.bridge->abort(ticket_);
+  } else {
+    job_.reset();  // no generation runs (its last bytes were being written): nothing to await
   }
+  enter(State::kGone);  // keeps the count while job_ awaits its final event
   beast::error_code ignored;
   lowest().socket().close(ignored);
 }
@@ -248,7 +258,7 @@ void Session<Stream>::client_gone() {
 template <class Stream>
 void Session<Stream>::fail_generation(const ApiError& e) {
   ctx_.bridge->abort(ticket_);
-  if (!headers_sent_) {
+  if (state_ == State::kGenerating) {  // nothing written yet
     reply(error_reply(e));
     return;
   }
@@ -263,12 +273,10 @@ void Session<Stream>::on_gen_event(uint64_t seq, GenEvent e) {
   if (seq != gen_seq_ || !job_) return;
   const bool was_error = job_->error().has_value();
   std::string sse = job_->on_event(e);
-  if (job_->done()) generating_ = false;
-  if (gone_) {
-    if (!generating_) {
+  if (state_ == State::kGone) {
+    if (job_->done()) {  // the aborted generation's final event: kGone's count goes with it
       job_.reset();
-      if (counted_) ctx_.open_generations.fetch_sub(1);
-      counted_ = false;
+      ctx_.open_generations.fetch_sub(1);
       status_ = 499;
       log_access(499);
     }
@@ -281,13 +289,13 @@ void Session<Stream>::on_gen_event(uint64_t seq, GenEvent e) {
     return;
   }
   if (job_->stream()) {
-    if (!headers_sent_ && (!sse.empty() || job_->done())) {
-      headers_sent_ = true;
+    if (state_ == State::kGenerating && (!sse.empty() || job_->done())) {
+      enter(State::kStreaming);
       status_ = 200;
       std::string h = head_lines(200, request_id_);
       h += "Content-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
            "Transfer-Encoding: chunked\r\n";
-      h += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+      h += req_.keep_alive() ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
       send(std::move(h), false);
     }
     if (!sse.empty()) send(http_chunk(sse), false);
@@ -307,37 +315,31 @@ void Session<Stream>::reply(const HttpReply& r, bool last) {
   std::string out = head_lines(r.status, request_id_);
   for (const auto& [k, v] : r.headers) out += fmt::format("{}: {}\r\n", k, v);
   out += fmt::format("Content-Type: {}\r\nContent-Length: {}\r\n", r.content_type, r.body.size());
-  out += keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-  if (!head_) out += r.body;
-  headers_sent_ = true;
+  out += req_.keep_alive() ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+  if (req_.method() != http::verb::head) out += r.body;
   send(std::move(out), last);
 }
 
 template <class Stream>
 void Session<Stream>::send(std::string bytes, bool last) {
-  if (gone_) return;
+  if (ended()) return;
+  const bool idle = out_.empty();  // else a write is in flight and on_write continues
   out_.push_back(std::move(bytes));
-  if (last) response_complete_ = true;
-  if (!writing_) do_write();
+  if (last) enter(in_generation() ? State::kFinishing : State::kReplying);
+  if (idle) do_write();
 }
 
 template <class Stream>
 void Session<Stream>::do_write() {
-  if (out_.empty() || gone_) return;
-  writing_ = true;
+  if (out_.empty() || ended()) return;
   net::async_write(stream_, net::buffer(out_.front()),
                    beast::bind_front_handler(&Session<Stream>::on_write, this->shared_from_this()));
 }
 
 template <class Stream>
 void Session<Stream>::on_write(beast::error_code ec, size_t) {
-  writing_ = false;
   if (ec) {
     client_gone();
-    if (!generating_ && job_ == nullptr && counted_) {
-      ctx_.open_generations.fetch_sub(1);
-      counted_ = false;
-    }
     return;
   }
   out_.pop_front();
@@ -345,35 +347,25 @@ void Session<Stream>::on_write(beast::error_code ec, size_t) {
     do_write();
     return;
   }
-  if (response_complete_) response_done();
+  if (state_ == State::kReplying || state_ == State::kFinishing) response_done();
 }
 
 template <class Stream>
 void Session<Stream>::response_done() {
-  response_complete_ = false;
   log_access(status_);
-  if (counted_) {
-    ctx_.open_generations.fetch_sub(1);
-    counted_ = false;
-  }
-  if (generating_) {
-    // An error ended the response while other choices still run: they were aborted; wait for
-    // their final events before reading the next request (the sink holds this session).
-    generating_ = false;
-  }
-  if (!keep_alive_) {
-    if (watching_) {
-      // Stop the disconnect watch first (TLS cannot shut down while a read is pending).
-      close_after_watch_ = true;
-      lowest().socket().cancel();
-      return;
-    }
-    close_connection();
+  // After a generation the disconnect watch is still pending: cancel it first (TLS cannot shut
+  // down while a read is pending) and go on when it ends (on_watch). An error may have ended the
+  // response while other choices still run: they were aborted, and their late events are
+  // dropped (job_ is gone).
+  const bool watch_pending = state_ == State::kFinishing;
+  job_.reset();
+  if (watch_pending) {
+    enter(req_.keep_alive() ? State::kStoppingWatchThenRead : State::kStoppingWatchThenClose);
+    lowest().socket().cancel();
     return;
   }
-  if (watching_) {
-    resume_after_watch_ = true;
-    lowest().socket().cancel();
+  if (!req_.keep_alive()) {
+    close_connection();
     return;
   }
   do_read();
@@ -381,7 +373,7 @@ void Session<Stream>::response_done() {
 
 template <class Stream>
 void Session<Stream>::close_connection() {
-  gone_ = true;  // nothing more is written
+  enter(State::kClosing);  // nothing more is written
   if constexpr (kTls) {
     lowest().expires_after(kCloseTimeout);
     stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {

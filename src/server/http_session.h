@@ -25,6 +25,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -82,32 +83,59 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::optional<boost::beast::http::request_parser<boost::beast::http::string_body>> parser_;
   HttpRequest req_;
 
-  // The current request.
+  // The session's state: one value. start_generation() takes the open_generations count as it
+  // enters kGenerating; every other change goes through enter(), which gives the count back when
+  // the new state no longer holds it. Transitions (anything not listed does not happen):
+  //   kReading     -> kReplying     a plain reply (router answer, 400/413, 429/503 at submit)
+  //   kReading     -> kGenerating   a generation was submitted; the disconnect watch starts
+  //   kGenerating  -> kReading      the submission was refused (then kReplying: 429 or 503)
+  //   kGenerating  -> kStreaming    SSE headers written (stream: true)
+  //   kGenerating  -> kFinishing    the whole answer, or an error reply before any byte
+  //   kStreaming   -> kFinishing    the final chunk, or an error event mid-stream
+  //   kReplying    -> kReading | kClosing              last byte written (keep-alive or not)
+  //   kFinishing   -> kStoppingWatch{Read,Close}       last byte written: cancel the watch
+  //   kStoppingWatchThenRead -> kReading,  kStoppingWatchThenClose -> kClosing   (watch ended)
+  //   any state but kClosing -> kGone    the client went away (watch saw EOF, a write failed)
+  // Facts per state: kGenerating, kStreaming and kFinishing hold one ctx_.open_generations count
+  // and have the disconnect watch pending (so do the two kStoppingWatch states, without the
+  // count); kGone holds the count while job_ is set (an aborted generation whose final event is
+  // awaited; it then logs 499). kClosing and kGone write nothing more.
+  enum class State : uint8_t {
+    kReading,                 // waiting for or reading a request (after the TLS handshake)
+    kReplying,                // a plain reply is queued
+    kGenerating,              // submitted; nothing written yet
+    kStreaming,               // SSE headers (and chunks) written; the generation runs
+    kFinishing,               // the generation's last bytes are queued
+    kStoppingWatchThenRead,   // response done, keep-alive: waiting for the cancelled watch
+    kStoppingWatchThenClose,  // response done, Connection: close: waiting for the cancelled watch
+    kClosing,                 // shutting down after Connection: close
+    kGone,                    // the client went away or a write failed
+  };
+  void enter(State next);
+  // Whether this session holds a ctx_.open_generations count (see State).
+  bool holds_generation() const;
+  // A generation is running and nothing has ended its response yet.
+  bool in_generation() const { return state_ == State::kGenerating || state_ == State::kStreaming; }
+  // Nothing more is written or read (the connection is shutting down or gone).
+  bool ended() const { return state_ == State::kClosing || state_ == State::kGone; }
+
+  State state_ = State::kReading;
+
+  // The current request (req_'s keep_alive() is cleared when the connection must close after it).
   std::string request_id_;
   std::string route_;
   int status_ = 0;
-  bool keep_alive_ = false;
-  bool head_ = false;
   std::chrono::steady_clock::time_point started_;
 
   // The current generation, if any.
   std::unique_ptr<GenerationJob> job_;
   uint64_t ticket_ = 0;
-  uint64_t gen_seq_ = 0;     // tags engine events with the generation they belong to
-  bool generating_ = false;   // submitted, final event not yet seen
-  bool headers_sent_ = false;
-  bool counted_ = false;      // counted in ctx_.open_generations
+  uint64_t gen_seq_ = 0;  // tags engine events with the generation they belong to
 
-  // Writing.
+  // Writing: a write is in flight exactly when out_ is not empty (and the session has not ended).
   std::deque<std::string> out_;
-  bool writing_ = false;
-  bool response_complete_ = false;
-  bool gone_ = false;  // the client disconnected or a write failed
 
-  // The disconnect watch (a read pending while a generation runs).
-  bool watching_ = false;
-  bool resume_after_watch_ = false;
-  bool close_after_watch_ = false;
+  // The disconnect watch's buffer (a read pending while a generation runs; see State).
   char watch_buf_[512];
 };
 

@@ -16,6 +16,17 @@ json error_body(const ApiError& e) {
   return json{{"error", std::move(err)}};
 }
 
+ApiError bad_request(const ParamError& e) { return bad_request(e.message, e.param); }
+
+SamplingParams openai_sampling_defaults() {
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 1.0f;
+  p.top_k = 0;
+  p.min_p = 0.0f;
+  return p;
+}
+
 ApiError bad_request(std::string message, std::string param) {
   ApiError e;
   e.status = 400;
@@ -64,97 +75,31 @@ ApiError not_supported(const std::string& what, const std::string& param) {
   return bad_request(fmt::format("{} is not supported yet", what), param);
 }
 
-bool present(const json& body, const char* key) {
-  auto it = body.find(key);
-  return it != body.end() && !it->is_null();
-}
+// The shared readers (request/sampling_json.h), with their errors as 400s.
+bool present(const json& body, const char* key) { return json_present(body, key); }
 
-// Numbers: finite, in [lo, hi].
-std::optional<ApiError> get_number(const json& body, const char* key, double lo, double hi,
-                                   float& out) {
-  if (!present(body, key)) return std::nullopt;
-  const json& v = body.at(key);
-  if (!v.is_number()) return bad_request(fmt::format("'{}' must be a number", key), key);
-  const double d = v.get<double>();
-  if (!std::isfinite(d) || d < lo || d > hi)
-    return bad_request(fmt::format("'{}' must be between {} and {}", key, lo, hi), key);
-  out = static_cast<float>(d);
-  return std::nullopt;
+std::optional<ApiError> as_api(std::optional<ParamError> e) {
+  if (!e) return std::nullopt;
+  return bad_request(*e);
 }
 
 std::optional<ApiError> get_int(const json& body, const char* key, int64_t lo, int64_t hi,
                                 std::optional<int64_t>& out) {
-  if (!present(body, key)) return std::nullopt;
-  const json& v = body.at(key);
-  if (!v.is_number_integer()) return bad_request(fmt::format("'{}' must be an integer", key), key);
-  int64_t i = 0;
-  if (v.is_number_unsigned()) {
-    const uint64_t u = v.get<uint64_t>();
-    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      return bad_request(fmt::format("'{}' must be between {} and {}", key, lo, hi), key);
-    i = static_cast<int64_t>(u);
-  } else {
-    i = v.get<int64_t>();
-  }
-  if (i < lo || i > hi)
-    return bad_request(fmt::format("'{}' must be between {} and {}", key, lo, hi), key);
-  out = i;
-  return std::nullopt;
+  return as_api(read_integer(body, key, lo, hi, out));
 }
 
 std::optional<ApiError> get_bool(const json& body, const char* key, bool& out) {
-  if (!present(body, key)) return std::nullopt;
-  const json& v = body.at(key);
-  if (!v.is_boolean()) return bad_request(fmt::format("'{}' must be a boolean", key), key);
-  out = v.get<bool>();
-  return std::nullopt;
+  return as_api(read_bool(body, key, out));
 }
 
-// Token ids: a non-empty array of integers in [0, INT32_MAX].
-std::optional<ApiError> get_token_array(const json& v, const char* key,
-                                        std::vector<int32_t>& out, bool allow_empty) {
-  if (!v.is_array() || (!allow_empty && v.empty()))
-    return bad_request(fmt::format("'{}' must be a non-empty array of token ids", key), key);
-  out.clear();
-  out.reserve(v.size());
-  for (const json& t : v) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-        t.get<int64_t>() > std::numeric_limits<int32_t>::max() ||
-        (t.is_number_unsigned() && t.get<uint64_t>() > uint64_t{0x7fffffff}))
-      return bad_request(fmt::format("'{}' must contain token ids (integers >= 0)", key), key);
-    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  return std::nullopt;
+std::optional<ApiError> get_token_array(const json& v, const char* key, std::vector<int32_t>& out,
+                                        bool allow_empty) {
+  return as_api(read_token_ids(v, key, out, allow_empty));
 }
 
-// Penalties, logit_bias, logprobs and min_tokens into `r`.
-std::optional<ApiError> parse_processing(const json& body, Endpoint endpoint, CompletionRequest& r) {
-  if (auto e = get_number(body, "presence_penalty", -2.0, 2.0, r.presence_penalty)) return e;
-  if (auto e = get_number(body, "frequency_penalty", -2.0, 2.0, r.frequency_penalty)) return e;
-  if (auto e = get_number(body, "repetition_penalty", 0.0, 100.0, r.repetition_penalty)) return e;
-  if (r.repetition_penalty <= 0)
-    return bad_request("'repetition_penalty' must be greater than 0", "repetition_penalty");
-  if (present(body, "logit_bias")) {
-    const json& v = body.at("logit_bias");
-    if (!v.is_object()) return bad_request("'logit_bias' must be an object", "logit_bias");
-    if (v.size() > 1024) return bad_request("'logit_bias' holds at most 1024 entries", "logit_bias");
-    for (const auto& [key, bias] : v.items()) {
-      int64_t id = -1;
-      if (!key.empty() && key.size() <= 10 &&
-          key.find_first_not_of("0123456789") == std::string::npos)
-        id = std::stoll(key);
-      if (id < 0 || id > std::numeric_limits<int32_t>::max())
-        return bad_request(fmt::format("'logit_bias' keys must be token ids, not '{}'", key),
-                           "logit_bias");
-      if (!bias.is_number() || !std::isfinite(bias.get<double>()) || bias.get<double>() < -100 ||
-          bias.get<double>() > 100)
-        return bad_request("'logit_bias' values must be numbers between -100 and 100", "logit_bias");
-      r.logit_bias[static_cast<int32_t>(id)] = static_cast<float>(bias.get<double>());
-    }
-  }
+// logprobs into `r`: completions' `logprobs` (0..20), chat's `logprobs` + `top_logprobs`.
+std::optional<ApiError> parse_logprobs(const json& body, Endpoint endpoint, CompletionRequest& r) {
   std::optional<int64_t> i;
-  if (auto e = get_int(body, "min_tokens", 0, std::numeric_limits<int32_t>::max(), i)) return e;
-  if (i) r.min_tokens = static_cast<int32_t>(*i);
   if (endpoint == Endpoint::kChat) {
     bool want = false;
     if (auto e = get_bool(body, "logprobs", want)) return e;
@@ -164,7 +109,6 @@ std::optional<ApiError> parse_processing(const json& body, Endpoint endpoint, Co
       return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     if (want) r.logprobs = i ? static_cast<int32_t>(*i) : 0;
   } else {
-    i.reset();
     if (auto e = get_int(body, "logprobs", 0, 20, i)) return e;
     if (i) r.logprobs = static_cast<int32_t>(*i);
   }
@@ -292,41 +236,8 @@ ParsedCompletion parse_completion_request(const json& body, Endpoint endpoint) {
   std::optional<int64_t> i;
   if (auto e = get_int(body, "n", 1, 16, i)) return fail(*e);
   if (i) r.n = static_cast<int32_t>(*i);
-  i.reset();
-  const char* max_key = present(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (auto e = get_int(body, max_key, 1, std::numeric_limits<int32_t>::max(), i)) return fail(*e);
-  if (i) r.max_tokens = static_cast<int32_t>(*i);
-  if (auto e = get_number(body, "temperature", 0.0, 2.0, r.temperature)) return fail(*e);
-  if (auto e = get_number(body, "top_p", 0.0, 1.0, r.top_p)) return fail(*e);
-  if (present(body, "top_p") && r.top_p <= 0)
-    return fail(bad_request("'top_p' must be greater than 0", "top_p"));
-  i.reset();
-  if (auto e = get_int(body, "top_k", -1, std::numeric_limits<int32_t>::max(), i)) return fail(*e);
-  if (i) r.top_k = static_cast<int32_t>(*i);
-  if (auto e = get_number(body, "min_p", 0.0, 1.0, r.min_p)) return fail(*e);
-  i.reset();
-  if (auto e = get_int(body, "seed", std::numeric_limits<int64_t>::min(),
-                       std::numeric_limits<int64_t>::max(), i))
-    return fail(*e);
-  if (i) r.seed = static_cast<uint64_t>(*i);
-  if (present(body, "stop")) {
-    const json& s = body.at("stop");
-    if (s.is_string()) {
-      r.stop.push_back(s.get<std::string>());
-    } else if (s.is_array()) {
-      if (s.size() > 16) return fail(bad_request("'stop' holds at most 16 strings", "stop"));
-      for (const json& x : s) {
-        if (!x.is_string()) return fail(bad_request("'stop' must be a string or a list of strings", "stop"));
-        r.stop.push_back(x.get<std::string>());
-      }
-    } else {
-      return fail(bad_request("'stop' must be a string or a list of strings", "stop"));
-    }
-    for (const auto& x : r.stop)
-      if (x.empty()) return fail(bad_request("'stop' strings must not be empty", "stop"));
-  }
-  if (auto e = get_bool(body, "ignore_eos", r.ignore_eos)) return fail(*e);
-  if (auto e = parse_processing(body, endpoint, r)) return fail(*e);
+  if (auto e = read_sampling_params(body, r.sampling, &r.given)) return fail(bad_request(*e));
+  if (auto e = parse_logprobs(body, endpoint, r)) return fail(*e);
   if (auto e = check_unsupported(body, endpoint)) return fail(*e);
   return p;
 }

@@ -1,5 +1,7 @@
-// OpenAI API request parsing and validation (POST /v1/completions, /v1/chat/completions,
-// /tokenize, /detokenize) and the error body shape. Pure functions over JSON: no engine, no I/O.
+// OpenAI API request parsing (POST /v1/completions, /v1/chat/completions, /tokenize,
+// /detokenize) and the error body shape. Pure functions over JSON: no engine, no I/O. The sampling
+// fields are read by the shared reader (request/sampling_json.h); whether a request can run on the
+// model is validate_request's (request/validate_request.h), which the router calls.
 //
 // Unknown fields are ignored (clients send extras). Features the engine lacks (echo, suffix,
 // best_of > 1, non-text response formats) are accepted only at their neutral values; anything
@@ -8,12 +10,15 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "request/sampling_json.h"
+#include "request/sampling_params.h"
+#include "request/validate_request.h"
 
 namespace cadenza::server {
 
@@ -32,6 +37,12 @@ ApiError bad_request(std::string message, std::string param = {});
 
 enum class Endpoint { kCompletions, kChat };
 
+// SamplingParams with OpenAI's defaults where they differ from the engine's.
+SamplingParams openai_sampling_defaults();
+
+// A ParamError (request/validate_request.h, request/sampling_json.h) as a 400 naming its param.
+ApiError bad_request(const ParamError& e);
+
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kCompletions;
   std::string model;  // as sent; empty when absent
@@ -45,19 +56,11 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;
-  std::optional<int32_t> max_tokens;  // max_tokens or max_completion_tokens
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int32_t top_k = 0;  // <= 0: off
-  float min_p = 0.0f;
-  std::optional<uint64_t> seed;
-  std::vector<std::string> stop;
-  bool ignore_eos = false;
-  float presence_penalty = 0.0f;    // [-2, 2]
-  float frequency_penalty = 0.0f;   // [-2, 2]
-  float repetition_penalty = 1.0f;  // extension, (0, 100]
-  std::map<int32_t, float> logit_bias;  // token id -> bias in [-100, 100]
-  int32_t min_tokens = 0;           // extension
+  // The sampling fields (request/sampling_json.h lists them), preset to OpenAI's defaults
+  // (temperature 1, top_p 1, top_k off, min_p 0); `given` says whether max_tokens and seed were
+  // sent (the router defaults them). Not validated against the model: validate_request does that.
+  SamplingParams sampling = openai_sampling_defaults();
+  SamplingFieldsGiven given;
   // -1: no logprobs. Otherwise how many top alternatives per token (completions: `logprobs`;
   // chat: `top_logprobs` when `logprobs` is true).
   int32_t logprobs = -1;

@@ -1,5 +1,6 @@
 #include "server/routes.h"
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
@@ -108,71 +109,37 @@ RouteResult Router::generation(const json& body, Endpoint endpoint, RouteResult 
     prompt = ctx_.chat->encode(*text);
   } else if (req.prompt_is_tokens) {
     prompt = req.prompt_tokens;
-    for (int32_t t : prompt)
-      if (t >= ctx_.tokenizer->n_vocab())
-        return fail(bad_request(fmt::format("token id {} is outside the vocabulary ({} tokens)", t,
-                                            ctx_.tokenizer->n_vocab()),
-                                "prompt"));
   } else {
     prompt = ctx_.tokenizer->encode(req.prompt_text, true, true);
   }
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
-  if (n_prompt == 0) return fail(bad_request("the prompt is empty", "prompt"));
-  const int64_t room = ctx_.max_model_len - n_prompt;
-  if (room < 1)
-    return fail(bad_request(
-        fmt::format("This model's maximum context length is {} tokens. However, your prompt has "
-                    "{} tokens, which leaves no room for the completion.",
-                    ctx_.max_model_len, n_prompt),
-        endpoint == Endpoint::kChat ? "messages" : "prompt"));
-  if (req.max_tokens && *req.max_tokens > room)
-    return fail(bad_request(
-        fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
-                    "tokens ({} in the prompt, {} for the completion). Please reduce the prompt "
-                    "or max_tokens.",
-                    ctx_.max_model_len, n_prompt + *req.max_tokens, n_prompt, *req.max_tokens),
-        "max_tokens"));
-  // Defaults: OpenAI's 16 for legacy completions; the rest of the context for chat.
-  const int64_t max_tokens =
-      req.max_tokens ? *req.max_tokens
-                     : (endpoint == Endpoint::kChat ? room : std::min<int64_t>(16, room));
-
-  SamplingParams p;
-  p.temperature = req.temperature;
-  p.top_k = req.top_k > 0 ? req.top_k : 0;
-  p.top_p = req.top_p;
-  p.min_p = req.min_p;
-  p.max_tokens = static_cast<int32_t>(max_tokens);
-  p.stop = req.stop;
-  p.ignore_eos = req.ignore_eos;
-  p.presence_penalty = req.presence_penalty;
-  p.frequency_penalty = req.frequency_penalty;
-  p.repetition_penalty = req.repetition_penalty;
+  SamplingParams p = req.sampling;
+  p.n = req.n;
   p.logprobs = req.logprobs;
-  for (const auto& [id, bias] : req.logit_bias)
-    if (id >= ctx_.tokenizer->n_vocab())
-      return fail(bad_request(fmt::format("'logit_bias': token id {} is outside the vocabulary "
-                                          "({} tokens)",
-                                          id, ctx_.tokenizer->n_vocab()),
-                              "logit_bias"));
-  p.logit_bias = req.logit_bias;
-  if (req.min_tokens > p.max_tokens)
-    return fail(bad_request(fmt::format("'min_tokens' ({}) is larger than max_tokens ({})",
-                                        req.min_tokens, p.max_tokens),
-                            "min_tokens"));
-  p.min_tokens = req.min_tokens;
+  // Defaults: OpenAI's 16 for legacy completions; the rest of the context for chat. When the
+  // prompt leaves no room, validate_request says so (its prompt rule comes before max_tokens').
+  if (!req.given.max_tokens) {
+    const int64_t room = std::max<int64_t>(ctx_.max_model_len - n_prompt, 0);
+    p.max_tokens =
+        static_cast<int32_t>(endpoint == Endpoint::kChat ? room : std::min<int64_t>(16, room));
+  }
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  if (!req.given.seed) p.seed = rng();
+  // The same rules as EngineCore::add_request, checked here so that the 400 names the parameter.
+  const RequestLimits limits{ctx_.tokenizer->n_vocab(), ctx_.max_model_len};
+  if (auto e = validate_request(prompt, p, limits)) {
+    if (e->param == "prompt" && endpoint == Endpoint::kChat) e->param = "messages";
+    return fail(bad_request(*e));
+  }
 
   GenerationPlan plan;
   plan.job = std::make_unique<GenerationJob>(req, ctx_.model_name, static_cast<int32_t>(n_prompt),
                                              *ctx_.tokenizer);
-  thread_local std::mt19937_64 rng{std::random_device{}()};
   // One engine request; n > 1 runs as n samples forked from the computed prompt (choice i samples
   // with seed + i: reproducible with a seed).
   GenInput in;
-  in.prompt = prompt;
-  in.params = p;
-  in.params.n = req.n;
-  in.params.seed = req.seed ? *req.seed : rng();
+  in.prompt = std::move(prompt);
+  in.params = std::move(p);
   plan.inputs.push_back(std::move(in));
   r.generation = std::move(plan);
   return r;

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -17,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
+#include "request/validate_request.h"
 #include "synth/synth.h"
 #include "test_models.h"
 #include "tokenizer/tokenizer.h"
@@ -296,15 +299,49 @@ TEST_F(GenerateTest, StopTokenIdsEndGeneration) {
 }
 
 TEST_F(GenerateTest, LogitBiasSteersGreedyOutput) {
-  // Byte token 65 is "A" in the built-in vocabulary; a huge bias makes it the argmax every time.
+  // Byte token 65 is "A" in the built-in vocabulary; the largest bias (100, OpenAI's range, as the
+  // server's) makes it the argmax every time.
   const fs::path in = write_input(
-      "bias.jsonl", {{R"({"prompt_token_ids": [10, 20, 30], "logit_bias": {"65": 1000}})"}});
+      "bias.jsonl", {{R"({"prompt_token_ids": [10, 20, 30], "logit_bias": {"65": 100}})"}});
   const fs::path out = *dir_ / "bias.out.jsonl";
   std::string log;
   ASSERT_EQ(generate(in, out, "--temp 0", &log), 0) << log;
   const json r = read_jsonl(out).at(0);
   EXPECT_EQ(r["token_ids"], json(std::vector<int32_t>(kMaxTokens, 65))) << r.dump();
   EXPECT_EQ(r["text"], std::string(kMaxTokens, 'A'));
+}
+
+// A line the engine cannot run is validate_request's error (the same function as the server's
+// 400s and EngineCore's), with the line number in front.
+TEST_F(GenerateTest, RejectionsAreValidateRequestsMessages) {
+  const std::vector<int32_t> long_prompt = random_ids(60, 9);
+  const fs::path in = write_input(
+      "rules.jsonl",
+      {{R"({"prompt_token_ids": [1, 2], "top_p": 0})"},
+       {R"({"prompt_token_ids": [1, 2], "stop": ["ok", ""]})"},
+       {json{{"prompt_token_ids", ids_json(long_prompt)}, {"max_tokens", 10}}.dump()}});
+  const fs::path out = *dir_ / "rules.out.jsonl";
+  std::string log;
+  ASSERT_EQ(generate(in, out, "", &log), 0) << log;
+  const std::vector<json> records = read_jsonl(out);
+  ASSERT_EQ(records.size(), 3u);
+  const RequestLimits limits{std::numeric_limits<int32_t>::max(), kMaxModelLen};
+  SamplingParams top_p;  // with --max-tokens as generate() passes it
+  top_p.max_tokens = kMaxTokens;
+  top_p.top_p = 0;
+  SamplingParams stop;
+  stop.max_tokens = kMaxTokens;
+  stop.stop = {"ok", ""};
+  SamplingParams longer;
+  longer.max_tokens = 10;
+  const std::vector<int32_t> two = {1, 2};
+  const std::optional<ParamError> expected[] = {validate_request(two, top_p, limits),
+                                                validate_request(two, stop, limits),
+                                                validate_request(long_prompt, longer, limits)};
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(expected[i]);
+    EXPECT_EQ(records[i]["error"], fmt::format("line {}: request: {}", i + 1, expected[i]->message));
+  }
 }
 
 TEST_F(GenerateTest, RunLevelProblemsAreFatal) {

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf.h"
+#include "request/validate_request.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "shared_data.h"
 #include "synth/synth.h"
@@ -183,6 +184,40 @@ TEST_F(EngineTest, AbortFreesAllBlocks) {
   EXPECT_EQ(e->stats().kv_usage, 0.0);
   EXPECT_EQ(e->kv_manager().num_free_blocks(), 64);
   EXPECT_FALSE(e->abort(ids[0]));
+}
+
+// The engine's rules are validate_request's (request/validate_request.h, tested on its own in
+// tests/request): add_request returns its message, for the model's vocabulary and max_model_len.
+TEST_F(EngineTest, RejectionsAreValidateRequestsMessages) {
+  auto e = engine({.num_kv_blocks = 64, .max_model_len = 256});
+  const RequestLimits limits{static_cast<int32_t>(loaded_->model->config().n_vocab), 256};
+  struct Case {
+    std::vector<int32_t> prompt;
+    SamplingParams params;
+  };
+  std::vector<Case> cases;
+  auto add = [&](std::vector<int32_t> prompt, auto change) {
+    SamplingParams p = greedy(4);
+    change(p);
+    cases.push_back({std::move(prompt), p});
+  };
+  add({}, [](SamplingParams&) {});
+  add({1, limits.n_vocab}, [](SamplingParams&) {});
+  add(random_prompt(256, 1), [](SamplingParams&) {});
+  add(random_prompt(250, 1), [](SamplingParams& p) { p.max_tokens = 7; });
+  add({1}, [](SamplingParams& p) { p.top_p = 0; });
+  add({1}, [](SamplingParams& p) { p.repetition_penalty = 0; });
+  add({1}, [](SamplingParams& p) { p.stop = {""}; });
+  add({1}, [&](SamplingParams& p) { p.logit_bias = {{limits.n_vocab, 1.0f}}; });
+  add({1}, [](SamplingParams& p) { p.min_tokens = 5; });
+  for (const Case& c : cases) {
+    const auto expected = validate_request(c.prompt, c.params, limits);
+    ASSERT_TRUE(expected);
+    auto got = e->add_request(c.prompt, c.params);
+    ASSERT_FALSE(got.ok()) << expected->message;
+    EXPECT_EQ(got.error(), "request: " + expected->message);
+  }
+  EXPECT_FALSE(e->has_work());
 }
 
 TEST_F(EngineTest, InvalidRequestsAndConfigsAreValues) {

@@ -21,25 +21,31 @@ TEST(Protocol, CompletionDefaultsAndValues) {
   ASSERT_FALSE(p.error) << p.error->message;
   const auto& r = p.request;
   EXPECT_EQ(r.prompt_text, "hi");
-  EXPECT_EQ(*r.max_tokens, 7);
-  EXPECT_FLOAT_EQ(r.temperature, 0.5f);
-  EXPECT_EQ(r.top_k, 20);
-  EXPECT_EQ(*r.seed, static_cast<uint64_t>(int64_t{-3}));
-  EXPECT_EQ(r.stop, std::vector<std::string>{"x"});
+  EXPECT_TRUE(r.given.max_tokens);
+  EXPECT_EQ(r.sampling.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 20);
+  EXPECT_TRUE(r.given.seed);
+  EXPECT_EQ(r.sampling.seed, static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(r.sampling.stop, std::vector<std::string>{"x"});
   EXPECT_EQ(r.n, 2);
-  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_TRUE(r.sampling.ignore_eos);
   auto d = parse_completion_request({{"prompt", {1, 2, 3}}}, Endpoint::kCompletions);
   ASSERT_FALSE(d.error);
   EXPECT_TRUE(d.request.prompt_is_tokens);
   EXPECT_EQ(d.request.prompt_tokens, (std::vector<int32_t>{1, 2, 3}));
-  EXPECT_FLOAT_EQ(d.request.temperature, 1.0f);
-  EXPECT_FALSE(d.request.max_tokens);
+  EXPECT_FLOAT_EQ(d.request.sampling.temperature, 1.0f);  // OpenAI's defaults
+  EXPECT_FLOAT_EQ(d.request.sampling.top_p, 1.0f);
+  EXPECT_EQ(d.request.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(d.request.sampling.min_p, 0.0f);
+  EXPECT_FALSE(d.request.given.max_tokens);
+  EXPECT_FALSE(d.request.given.seed);
 }
 
 TEST(Protocol, Rejections) {
   const json bad[] = {
       {{"prompt", "x"}, {"temperature", -1}},       {{"prompt", "x"}, {"temperature", "hot"}},
-      {{"prompt", "x"}, {"top_p", 0}},              {{"prompt", "x"}, {"min_p", 2}},
+      {{"prompt", "x"}, {"top_p", -0.5}},           {{"prompt", "x"}, {"min_p", 2}},
       {{"prompt", "x"}, {"n", 0}},                  {{"prompt", "x"}, {"n", 1.5}},
       {{"prompt", "x"}, {"max_tokens", -1}},        {{"prompt", "x"}, {"stop", 3}},
       {{"prompt", "x"}, {"stream", "yes"}},         {{"prompt", {-1}}},
@@ -48,7 +54,7 @@ TEST(Protocol, Rejections) {
       {{"prompt", "x"}, {"frequency_penalty", 3}},  {{"prompt", "x"}, {"suffix", "s"}},
       {{"prompt", "x"}, {"seed", 1e30}},            {{"max_tokens", 3}},
       {{"prompt", "x"}, {"logit_bias", {{"a", 1}}}}, {{"prompt", "x"}, {"logit_bias", {{"5", 200}}}},
-      {{"prompt", "x"}, {"repetition_penalty", 0}}, {{"prompt", "x"}, {"min_tokens", -1}},
+      {{"prompt", "x"}, {"repetition_penalty", -1}}, {{"prompt", "x"}, {"min_tokens", -1}},
   };
   for (const auto& b : bad) {
     auto p = parse_completion_request(b, Endpoint::kCompletions);

@@ -21,7 +21,10 @@
 #include "engine/engine_core.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
+#include "request/sampling_json.h"
+#include "request/validate_request.h"
 #include "server/metrics.h"
+#include "server/openai_protocol.h"
 #include "synth/synth.h"
 #include "test_models.h"
 #include "running_server.h"
@@ -254,6 +257,43 @@ TEST_F(ServerTest, TokenizeDetokenize) {
   expect_error_shape(testing::post(port(), "/tokenize", {{"nothing", 1}}), 400);
 }
 
+// The server's 400s for requests that cannot run are validate_request's (the engine's rules, one
+// function): the same message, and its parameter as OpenAI's `param`.
+TEST_F(ServerTest, RejectionsAreValidateRequestsWithTheirParam) {
+  Client c(port());
+  const RequestLimits limits{shared_->tokenizer->n_vocab(), Options{}.max_model_len};
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  const std::vector<std::pair<json, std::string>> cases = {
+      {{{"top_p", 0}}, "top_p"},
+      {{{"repetition_penalty", 0}}, "repetition_penalty"},
+      {{{"stop", {"ok", ""}}}, "stop"},
+      {{{"max_tokens", 2}, {"min_tokens", 3}}, "min_tokens"},
+      {{{"max_tokens", limits.max_model_len - 2}}, "max_tokens"},
+      {{{"logit_bias", {{std::to_string(limits.n_vocab), 1}}}}, "logit_bias"},
+      {{{"stop_token_ids", {limits.n_vocab}}}, "stop_token_ids"},
+      {{{"prompt", {1, limits.n_vocab}}}, "prompt"},
+  };
+  for (const auto& [fields, param] : cases) {
+    json body = {{"prompt", prompt}, {"max_tokens", 4}};
+    for (const auto& [k, v] : fields.items()) body[k] = v;
+    SamplingParams p = openai_sampling_defaults();
+    ASSERT_FALSE(read_sampling_params(body, p)) << body.dump();
+    std::vector<int32_t> ids = body["prompt"].get<std::vector<int32_t>>();
+    const auto expected = validate_request(ids, p, limits);
+    ASSERT_TRUE(expected) << body.dump();
+    ASSERT_EQ(expected->param, param);
+    auto r = c.post("/v1/completions", body);
+    expect_error_shape(r, 400);
+    EXPECT_EQ(r.json()["error"]["message"], expected->message) << body.dump();
+    EXPECT_EQ(r.json()["error"]["param"], param) << body.dump();
+  }
+  // A chat prompt that leaves no room names `messages`.
+  auto chat = c.post("/v1/chat/completions",
+                     {{"messages", {{{"role", "user"}, {"content", std::string(1100, 'a')}}}}});
+  expect_error_shape(chat, 400);
+  EXPECT_EQ(chat.json()["error"]["param"], "messages");
+}
+
 TEST_F(ServerTest, ErrorStatuses) {
   Client c(port());
   expect_error_shape(c.request("POST", "/v1/completions", "{not json"), 400);
@@ -476,6 +516,46 @@ TEST(ServerQueue, FullQueueGets429) {
     if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_TRUE(ok);
+}
+
+// Every way a generation's connection ends gives its open-generations count back (the drain's
+// last wait, up to 2 s, is for that count): a non-streamed and a streamed answer followed by
+// another request on the same connection, and a client that disconnects mid-stream. With nothing
+// in flight the drain then ends at once.
+TEST(ServerDrain, EndedConnectionsHoldNoGeneration) {
+  auto s = start();
+  ASSERT_NE(s, nullptr);
+  const uint16_t p = s->port;
+  {
+    Client keep(p);
+    ASSERT_EQ(keep.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 3}}).status, 200);
+    auto streamed = keep.post("/v1/completions", {{"prompt", "b"}, {"max_tokens", 3}, {"stream", true}});
+    ASSERT_EQ(streamed.status, 200);
+    EXPECT_NE(streamed.body.find("[DONE]"), std::string::npos);
+    ASSERT_EQ(keep.get("/health").status, 200);  // the connection still reads requests
+  }
+  {
+    Client gone(p);
+    const std::string body =
+        json{{"prompt", "c"}, {"max_tokens", 1000}, {"stream", true}, {"ignore_eos", true}}.dump();
+    ASSERT_TRUE(gone.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                              std::to_string(body.size()) + "\r\n\r\n" + body));
+    std::string got;
+    while (got.find("data: ") == std::string::npos) {
+      std::string chunk = gone.read_some();
+      ASSERT_FALSE(chunk.empty());
+      got += chunk;
+    }
+    gone.close();
+  }
+  EXPECT_TRUE(wait_metric(p, "cadenza_num_requests_running", 0));
+  EXPECT_TRUE(wait_metric(p, "cadenza_kv_cache_usage_ratio", 0));
+  const auto t0 = std::chrono::steady_clock::now();
+  s->server->request_drain();
+  s->server->wait();
+  const double drain_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(drain_s, 1.5) << "a connection still held an open generation";
 }
 
 TEST(ServerDrain, InFlightCompletesNewRefused) {

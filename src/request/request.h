@@ -6,7 +6,8 @@
 // the one newest token, or everything again after a preemption); when the computed count reaches
 // num_tokens(), the last computed position's logits give the next token.
 //
-// Plain data, header-only: src/sched uses it without linking the engine library.
+// Plain data (src/request, below both src/sched and src/engine): the scheduler and the engine
+// share it without depending on each other.
 // Ownership: the Scheduler owns live requests (std::unique_ptr); EngineCore reads and appends to
 // them between schedule() and finish(). Thread-safety: none (the engine thread only).
 #pragma once
@@ -17,13 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/sampler.h"
-#include "kv/kv_cache_manager.h"
+#include "request/request_id.h"
+#include "request/sampling_params.h"
 
-namespace cadenza::engine {
-
-using RequestId = kv::RequestId;
-using Clock = std::chrono::steady_clock;
+namespace cadenza {
 
 enum class RequestStatus : uint8_t {
   kWaiting,    // never scheduled yet, in the waiting queue
@@ -59,7 +57,7 @@ struct Request {
   SamplingParams params;          // includes max_tokens, stop ids/strings, ignore_eos
   int32_t priority = 0;           // lower value = more important (scheduled first, preempted last)
   uint64_t arrival_seq = 0;       // FCFS order within a priority class; set by Scheduler::add
-  Clock::time_point arrival_time{};
+  std::chrono::steady_clock::time_point arrival_time{};
   std::string cache_salt;         // prefix-cache isolation key (kv extra_key); empty: shared
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
@@ -77,4 +75,4 @@ struct Request {
   bool finished() const { return status == RequestStatus::kFinished; }
 };
 
-}  // namespace cadenza::engine
+}  // namespace cadenza

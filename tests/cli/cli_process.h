@@ -1,6 +1,6 @@
 // Running the built `cadenza` binary (CADENZA_BIN) from a test: its exit status, stdout and stderr
-// apart (so a test can check that stdout carries only the command's output), and a temporary
-// folder with a unique name per test binary and instance.
+// apart (so a test can check that stdout carries only the command's output), temporary folders
+// come from tests/temp_dir.h.
 #pragma once
 
 #include <sys/wait.h>
@@ -9,9 +9,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <string>
+
+#include "temp_dir.h"
 
 namespace cadenza::test {
 
@@ -21,29 +22,6 @@ inline std::string read_text_file(const std::filesystem::path& p) {
   ss << in.rdbuf();
   return ss.str();
 }
-
-// A fresh folder under the system temp folder, removed with the object.
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& tag) {
-    static int counter = 0;
-    const auto salt = std::random_device{}();
-    path_ = std::filesystem::temp_directory_path() /
-            ("cadenza-" + tag + "-" + std::to_string(::getpid()) + "-" +
-             std::to_string(counter++) + "-" + std::to_string(salt));
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 // `s` as one single-quoted shell word.
 inline std::string shell_quote(const std::string& s) {
@@ -67,7 +45,7 @@ struct CliRun {
 // Runs `cadenza <args>` through the shell (`args` is shell text: quote words with shell_quote),
 // stdin from /dev/null.
 inline CliRun run_cadenza(const std::string& args) {
-  ScratchDir dir("cli-run");
+  TempDir dir("cadenza-cli-run");
   const auto out = dir.path() / "stdout";
   const auto err = dir.path() / "stderr";
   const std::string cmd = shell_quote(CADENZA_BIN) + " " + args + " < /dev/null > " +

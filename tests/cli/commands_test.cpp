@@ -30,7 +30,7 @@ bool has_log_line(const std::string& s) {
 class CommandsTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new test::ScratchDir("cli-commands");
+    dir_ = new test::TempDir("cadenza-cli-commands");
     // q8_0 weights: the CPU backend logs while it repacks them during the first forward pass,
     // that is in the middle of `run`'s output (where the log line used to land on stdout).
     synth::SynthOptions opts = test::tiny_model_options(11);
@@ -45,9 +45,9 @@ class CommandsTest : public testing::Test {
   static fs::path model() { return dir_->path() / "tiny-q8_0.gguf"; }
   static std::string m() { return "-m " + shell_quote(model().string()); }
 
-  static test::ScratchDir* dir_;
+  static test::TempDir* dir_;
 };
-test::ScratchDir* CommandsTest::dir_ = nullptr;
+test::TempDir* CommandsTest::dir_ = nullptr;
 
 TEST_F(CommandsTest, RunPrintsExactlyThePromptAndTheTextOnStdout) {
   const std::string common = m() + " --temp 0 -n 24 --ignore-eos -t 2";
@@ -181,7 +181,7 @@ TEST(GatewayCommand, CheckAcceptsTheExampleAndRejectsBadFiles) {
   EXPECT_EQ(ok.status, 0) << ok.err;
   EXPECT_EQ(ok.out, example + ": OK (2 models, 2 tenants)\n");
 
-  test::ScratchDir dir("cli-gateway");
+  test::TempDir dir("cadenza-cli-gateway");
   const fs::path bad = dir.path() / "bad.yaml";
   std::ofstream(bad) << "listeners:\n  - host: 127.0.0.1\n    port: 99999\nmodels: []\n";
   auto check = [](const fs::path& config) {

@@ -44,7 +44,7 @@ class PullCommandTest : public testing::Test {
   }
   fs::path out() const { return dir_.path() / "out"; }
 
-  test::ScratchDir dir_{"cli-pull"};
+  test::TempDir dir_{"cadenza-cli-pull"};
   HubServer server_;
   std::string bytes_;
 };

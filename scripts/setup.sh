@@ -10,9 +10,9 @@ packages=(
   libboost-dev libcurl4-openssl-dev libyaml-cpp-dev libhiredis-dev
 )
 if [ "${1:-}" = "--test" ]; then
-  # clang + compiler-rt: the libFuzzer target; promtool: the metrics format; chromium: the bench
+  # clang + compiler-rt: the libFuzzer target; python3: the skipped-test report (scripts/skipped_tests.py); promtool: the metrics format; chromium: the bench
   # report page; curl: the Prometheus scrape test; redis-server: the gateway's Redis cache test; wrk: gateway load checks. Node.js runs the OpenAI-SDK end-to-end test; the image may ship its own build.
-  packages+=(clang libclang-rt-dev prometheus curl chromium redis-server wrk)
+  packages+=(clang libclang-rt-dev prometheus curl chromium redis-server wrk python3)
   command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 fi
 missing=()

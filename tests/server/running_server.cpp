@@ -46,7 +46,7 @@ std::string model_path() {
 Result<std::unique_ptr<Running>> build(const Options& o) {
   auto r = std::make_unique<Running>();
   r->backend = kernels::make_cpu_backend({.n_threads = 2});
-  auto m = model::Model::open(model_path(), *r->backend);
+  auto m = model::Model::open(o.model_path.empty() ? model_path() : o.model_path, *r->backend);
   if (!m) return m.error_value();
   r->model = std::move(*m);
   auto t = Tokenizer::from_gguf(r->model->file());

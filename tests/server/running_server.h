@@ -16,6 +16,7 @@
 namespace cadenza::server::testing {
 
 struct Options {
+  std::string model_path;  // empty: the tiny synthesized model (model_path())
   int32_t max_model_len = 1024;
   int32_t max_num_seqs = 8;
   int32_t max_queue = 16;

@@ -8,11 +8,12 @@ packages=(
   libcli11-dev nlohmann-json3-dev libpcre2-dev libfmt-dev libspdlog-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libcurl4-openssl-dev libyaml-cpp-dev libhiredis-dev
+  libopenmpi-dev openmpi-bin
 )
 if [ "${1:-}" = "--test" ]; then
   # clang + compiler-rt: the libFuzzer target; python3: the skipped-test report (scripts/skipped_tests.py); promtool: the metrics format; chromium: the bench
   # report page; curl: the Prometheus scrape test; redis-server: the gateway's Redis cache test; wrk: gateway load checks. Node.js runs the OpenAI-SDK end-to-end test; the image may ship its own build.
-  packages+=(clang libclang-rt-dev prometheus curl chromium redis-server wrk python3)
+  packages+=(clang libclang-rt-dev prometheus curl chromium redis-server wrk python3 iproute2)
   command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 fi
 missing=()

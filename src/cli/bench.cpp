@@ -1,6 +1,7 @@
 // `cadenza bench`: single-request prompt (pp) and generation (tg) speed, like llama-bench, plus
 // decode bandwidth against a read-bandwidth probe measured in the same run.
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/parallel.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend_factory.h"
@@ -27,6 +29,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct BenchArgs {
+  ParallelArgs parallel;
   std::string model;
   int32_t n_prompt = 512;
   int32_t n_gen = 128;
@@ -166,11 +169,19 @@ int run_bench(const BenchArgs& a) {
     return 1;
   }
   std::unique_ptr<kernels::Backend> backend = std::move(*created);
-  auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
+  auto job = start_job(a.parallel);
+  if (!job) {
+    fmt::print(stderr, "bench: {}\n", job.error());
+    return 1;
+  }
+  auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token,
+                                                   .world = job->world.get(),
+                                                   .parallel = job->config});
   if (!model) {
     fmt::print(stderr, "bench: {}\n", model.error());
     return 1;
   }
+  if (std::optional<int> code = serve_if_worker(**model)) return *code;
   const int32_t n_vocab = static_cast<int32_t>((*model)->config().n_vocab);
   auto session = model::Session::create(**model, {.max_tokens = std::max(a.n_prompt, a.n_gen) + 16,
                                                         .kv_type = a.kv_cache_type});
@@ -303,6 +314,7 @@ Command bench_command() {
         ->check(CLI::Range(1, 1000));
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
     add_device_option(*sub, args->device);
+    add_parallel_options(*sub, args->parallel);
     sub->add_flag("--json", args->json, "Print the results as JSON");
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
     add_kv_cache_type_option(*sub, args->kv_cache_type);

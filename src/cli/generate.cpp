@@ -28,6 +28,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/parallel.h"
 #include "engine/engine_core.h"
 #include "kernels/backend_factory.h"
 #include "kv/kv_sizing.h"
@@ -47,6 +48,7 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 }
 
 struct GenerateArgs {
+  ParallelArgs parallel;
   std::string model;
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
   std::string input;
@@ -343,8 +345,12 @@ int run_generate(GenerateArgs a) {
   auto created = kernels::create_backend(a.device, {.n_threads = threads});
   if (!created) return fail(created.error());
   std::unique_ptr<kernels::Backend> backend = std::move(*created);
-  auto model = model::Model::open(a.model, *backend);
+  auto job = start_job(a.parallel);
+  if (!job) return fail(job.error());
+  auto model = model::Model::open(a.model, *backend,
+                                  {.world = job->world.get(), .parallel = job->config});
   if (!model) return fail(model.error());
+  if (std::optional<int> code = serve_if_worker(**model)) return *code;
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) return fail(tokenizer.error());
   const model::ModelConfig& mc = (*model)->config();
@@ -462,6 +468,7 @@ Command generate_command() {
         "generate", "Offline batch generation: JSONL requests in, JSONL results out");
     sub->add_option("-m,--model", args->model, "GGUF model file")->required();
     add_device_option(*sub, args->device);
+    add_parallel_options(*sub, args->parallel);
     sub->add_option("--input", args->input, "Requests, one JSON object per line ('-': stdin)")
         ->required();
     sub->add_option("--output", args->output, "Results, one JSON object per line ('-': stdout)")

@@ -1,11 +1,15 @@
 // cadenza: one binary, one subcommand per file in this folder (see cli/commands.h).
+#include <algorithm>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/parallel.h"
 
 int main(int argc, char** argv) {
   // Every log line goes to stderr, whatever the subcommand: stdout carries only the command's
@@ -19,8 +23,12 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "cadenza 0.1.0");
   std::vector<cadenza::cli::Command> commands = cadenza::cli::all_commands();
   for (auto& c : commands) c.add(app);
+  // argv[1..] as strings, with vLLM's -tp / -pp spelled as the long options (cli/parallel.h).
+  std::vector<std::string> args(argv + 1, argv + argc);
+  cadenza::cli::expand_short_parallel_flags(args);
+  std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last-first
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

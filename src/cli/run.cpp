@@ -2,6 +2,7 @@
 // The prompt runs as one request of an engine::EngineCore (sampling, stops and detokenization are
 // the server's); stdout carries the prompt and the text only, everything else goes to stderr.
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -15,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/parallel.h"
 #include "engine/engine_core.h"
 #include "gguf/gguf.h"
 #include "kernels/backend_factory.h"
@@ -48,6 +50,7 @@ std::string for_terminal(std::string text, bool is_tty) {
 }
 
 struct RunArgs {
+  ParallelArgs parallel;
   std::string model;
   std::string prompt = "Once upon a time";
   int32_t n_predict = 128;
@@ -102,11 +105,19 @@ int run_generate(const RunArgs& a) {
     return 1;
   }
   std::unique_ptr<kernels::Backend> backend = std::move(*created);
-  auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token});
+  auto job = start_job(a.parallel);
+  if (!job) {
+    fmt::print(stderr, "run: {}\n", job.error());
+    return 1;
+  }
+  auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token,
+                                                   .world = job->world.get(),
+                                                   .parallel = job->config});
   if (!model) {
     fmt::print(stderr, "run: {}\n", model.error());
     return 1;
   }
+  if (std::optional<int> code = serve_if_worker(**model)) return *code;
   // One request: room for one sequence of the context size, no prefix cache to fill.
   engine::EngineConfig ec;
   ec.max_num_seqs = 1;
@@ -222,6 +233,7 @@ Command run_command() {
     sub->add_option("--seed", args->seed, "Random seed (default: random)");
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
     add_device_option(*sub, args->device);
+    add_parallel_options(*sub, args->parallel);
     sub->add_option("--experts-per-token", args->experts_per_token,
                     "MoE: experts used per token (default: the model's; changes quality)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

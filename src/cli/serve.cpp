@@ -1,5 +1,6 @@
 // `cadenza serve`: the OpenAI-compatible HTTP server (src/server, docs/server.md).
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cmath>
 #include <cctype>
@@ -17,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "cli/parallel.h"
 #include "engine/engine_core.h"
 #include "hub/pull.h"
 #include "kernels/backend_factory.h"
@@ -30,6 +32,7 @@ namespace cadenza::cli {
 namespace {
 
 struct ServeArgs {
+  ParallelArgs parallel;
   std::string model;
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
   std::string host = "127.0.0.1";
@@ -123,8 +126,12 @@ int run_serve(const ServeArgs& a) {
     if (!pulled) return fail(pulled.error());
     model_path = pulled->path;
   }
-  auto model = model::Model::open(model_path, *backend);
+  auto job = start_job(a.parallel);
+  if (!job) return fail(job.error());
+  auto model = model::Model::open(model_path, *backend,
+                                  {.world = job->world.get(), .parallel = job->config});
   if (!model) return fail(model.error());
+  if (std::optional<int> code = serve_if_worker(**model)) return *code;
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) return fail(tokenizer.error());
   const model::ModelConfig& mc = (*model)->config();
@@ -159,6 +166,17 @@ int run_serve(const ServeArgs& a) {
   sc.max_body_bytes = static_cast<size_t>(*body_limit);
   sc.warmup = !a.no_warmup;
   sc.handle_signals = true;
+  sc.heartbeat_timeout_s = a.parallel.timeout_s;
+  if (job->world) {
+    // A rank failed: the in-flight requests have their errors and /ready says 503; give the
+    // connections a moment to carry the errors out, then end every rank (non-zero exit).
+    sc.on_fatal = [](const std::string& why) {
+      std::thread([why] {
+        std::this_thread::sleep_for(std::chrono::seconds(1));
+        abort_job("serve: " + why);
+      }).detach();
+    };
+  }
   sc.ssl_certfile = a.ssl_certfile;
   sc.ssl_keyfile = a.ssl_keyfile;
   spdlog::info("serve: model '{}' ({}), {} threads; KV {} blocks x {} tokens ({}); max {} sequences, "
@@ -196,6 +214,7 @@ Command serve_command() {
                     "GGUF model file, or hf://ORG/REPO/FILE.gguf (downloaded first, as by pull); "
                     "required, here or in --config");
     add_device_option(*sub, args->device);
+    add_parallel_options(*sub, args->parallel);
     sub->add_option("--host", args->host, "Address to listen on")->capture_default_str();
     sub->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
     sub->add_option("-t,--threads", args->threads, "Compute threads (default: all cores)");

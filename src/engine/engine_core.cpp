@@ -275,6 +275,13 @@ void EngineCore::sample_next(Request& r, std::span<const float> logits,
   outputs.push_back(std::move(out));
 }
 
+Status EngineCore::health() const {
+  const model::Distributed* d = model_.distributed();
+  return d ? d->status() : Status{};
+}
+
+Status EngineCore::check_workers(double timeout_s) { return model_.ping(timeout_s); }
+
 EngineStats EngineCore::stats() const {
   EngineStats s = totals_;
   const sched::SchedulerStats ss = scheduler_->stats();

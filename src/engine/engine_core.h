@@ -158,6 +158,12 @@ class EngineCore {
 
   // The model this engine runs (read-only views such as MoE routing statistics).
   const model::Model& model() const { return model_; }
+  // A model split across processes (docs/distributed.md): whether it is, the first failure of a
+  // rank or a transfer (sticky: every later step fails with it too), and a heartbeat that every
+  // worker must answer within `timeout_s` (its error names the rank). Ok in one process.
+  bool distributed() const { return model_.distributed() != nullptr; }
+  Status health() const;
+  Status check_workers(double timeout_s);
   bool has_work() const { return scheduler_->has_work(); }
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }

@@ -134,6 +134,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
+  // The header, metadata and tensor table: bytes [0, data_offset()) of the file.
+  std::span<const uint8_t> header_bytes() const { return bytes_.subspan(0, data_offset_); }
 
   // Metadata in file order. Keys are unique (duplicates are rejected at open).
   const std::vector<std::pair<std::string, Value>>& metadata() const { return metadata_; }

@@ -202,6 +202,15 @@ class Backend {
   // Copies between (or within) buffers of this backend; the ranges must not overlap.
   virtual void copy(Buffer& dst, size_t dst_offset_bytes, const Buffer& src,
                     size_t src_offset_bytes, size_t size_bytes) = 0;
+  // Whether views (Matrix::data) point into host memory that the host may read and write
+  // directly once the ops before have run (the CPU backend); false for device memory. The
+  // distributed forward pass hands such views to MPI in place and stages the others.
+  virtual bool host_memory() const { return false; }
+  // Copies a contiguous view to host memory (waiting for the ops issued before) / from host
+  // memory into a contiguous view. For any backend; the distributed pass uses them for device
+  // memory.
+  virtual void read_view(Matrix src, float* dst) = 0;
+  virtual void write_view(const float* src, Matrix dst) = 0;
   // Whether kv_write / attention accept a KV store of this element type.
   virtual bool supports_kv_type(DType type) const = 0;
 
@@ -216,8 +225,9 @@ class Backend {
   // y = x * w^T: y[t][j] = sum_i x[t][i] * w[j][i]. w: [m][k] (one matrix); x: [n][k]; y: [n][m].
   virtual void matmul(const Weight& w, Matrix x, Matrix y) = 0;
   // Per-token expert matmul (mixture of experts). w: [E][m][k]; expert_ids: [n][K] (values in
-  // [0, E)); y: [n*K][m], row t*K + s = w[expert_ids[t][s]] * x_row. x is either [n][k] (row t
-  // shared by the token's K slots) or [n*K][k] (one row per slot).
+  // [0, E), or -1); y: [n*K][m], row t*K + s = w[expert_ids[t][s]] * x_row, or zeros where the
+  // id is -1 (under expert parallelism, an expert that another rank holds). x is either [n][k]
+  // (row t shared by the token's K slots) or [n*K][k] (one row per slot).
   virtual void matmul_experts(const Weight& w, Matrix x, IndexMatrix expert_ids, Matrix y) = 0;
   // out[t] = x[t] + bias. bias: vector of x.cols. out may alias x.
   virtual void add_bias(Matrix x, const Weight& bias, Matrix out) = 0;

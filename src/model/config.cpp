@@ -179,6 +179,7 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file,
   if (!rope) return rope.error_value();
 
   c.tied_output = file.find_tensor("output.weight") == nullptr;
+  c.shard.layer_end = c.n_layers;
   return c;
 }
 

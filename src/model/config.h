@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "model/shard.h"
 #include "util/result.h"
 
 namespace cadenza::gguf {
@@ -64,6 +65,10 @@ struct ModelConfig {
   int64_t n_ff_shared_expert = 0;
 
   bool tied_output = false;  // no output.weight: logits use token_embd.weight
+
+  // Which part of the model this process holds (shard.h): the whole model unless Model::load
+  // was given a distributed runtime. Not from the file.
+  ModelShard shard;
 
   // Reads and validates the configuration (ranges, divisibility, supported features). Errors name
   // the file and the key; an architecture the registry lacks is an error listing the supported

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "kernels/backend.h"
+#include "model/distributed.h"
 #include "model/kv_cache.h"
 #include "model/step_capacity.h"
 #include "util/result.h"
@@ -34,9 +35,18 @@ struct ForwardContext {
   KvCache& kv;
   // [n_layers * n_experts] routing counters to add to (MoE), or null.
   std::atomic<uint64_t>* expert_counts;
-  // Output: the logits of inputs.logit_rows, [n_logits][n_vocab], in backend memory.
+  // Output: the logits of inputs.logit_rows, [n_logits][n_vocab], in backend memory; under
+  // tensor parallelism [n_logits][this rank's vocabulary rows] (shard.h).
   kernels::Matrix logits;
+  // The other ranks when the model is split (distributed.h), else null.
+  Distributed* distributed = nullptr;
 };
+
+// The sum over the tensor-parallel ranks of a row-parallel block's partial output, in place
+// (nothing to do in one process).
+inline void tp_all_reduce(const ForwardContext& ctx, kernels::Matrix x) {
+  if (ctx.distributed != nullptr) ctx.distributed->all_reduce(ctx.backend, x);
+}
 
 // A loaded architecture family: created by its ArchitectureFamily::load hook (registry.h), owned
 // by the Model. Thread-safety: like Model, one reserve() or forward() at a time.

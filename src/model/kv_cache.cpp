@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "model/config.h"
+#include "model/distributed.h"
 
 namespace cadenza::model {
 
@@ -39,8 +40,10 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
                       dtype_name(options.type), config.head_dim_k, config.head_dim_v);
   }
   const uint64_t slots = static_cast<uint64_t>(options.num_blocks) * static_cast<uint64_t>(options.block_size);
-  const uint64_t key_slot = static_cast<uint64_t>(config.n_kv_heads) * *key_row;
-  const uint64_t value_slot = static_cast<uint64_t>(config.n_kv_heads) * *value_row;
+  // This process's share (shard.h): its KV heads and its stage's layers.
+  const int64_t n_kv_heads = config.shard.kv_heads(config.n_kv_heads).count;
+  const uint64_t key_slot = static_cast<uint64_t>(n_kv_heads) * *key_row;
+  const uint64_t value_slot = static_cast<uint64_t>(n_kv_heads) * *value_row;
   const uint64_t key_bytes = slots * key_slot;
   const uint64_t value_bytes = slots * value_slot;
 
@@ -48,7 +51,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
   cache->options_ = options;
   cache->key_slot_bytes_ = static_cast<size_t>(key_slot);
   cache->value_slot_bytes_ = static_cast<size_t>(value_slot);
-  for (int64_t l = 0; l < config.n_layers; ++l) {
+  cache->first_layer_ = config.shard.layer_begin;
+  for (int64_t l = config.shard.layer_begin; l < config.shard.layer_end; ++l) {
     Result<std::unique_ptr<kernels::Buffer>> keys = backend.allocate(static_cast<size_t>(key_bytes));
     if (!keys) return make_error("kv cache: layer {} keys: {}", l, keys.error());
     Result<std::unique_ptr<kernels::Buffer>> values = backend.allocate(static_cast<size_t>(value_bytes));
@@ -59,7 +63,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
     layer.type = options.type;
     layer.num_blocks = options.num_blocks;
     layer.block_size = options.block_size;
-    layer.n_kv_heads = static_cast<int32_t>(config.n_kv_heads);
+    layer.n_kv_heads = static_cast<int32_t>(n_kv_heads);
     layer.head_dim_k = static_cast<int32_t>(config.head_dim_k);
     layer.head_dim_v = static_cast<int32_t>(config.head_dim_v);
     cache->layers_.push_back(layer);
@@ -77,6 +81,14 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
                       num_tokens, src, dst, num_blocks(), block_size());
   }
   if (src == dst || num_tokens == 0) return {};
+  if (mirror_ != nullptr) {
+    CommandHeader h;
+    h.command = static_cast<int32_t>(Command::CopyBlock);
+    h.args[0] = src;
+    h.args[1] = dst;
+    h.args[2] = num_tokens;
+    if (Status st = mirror_->send_command(h, {}); !st) return st;
+  }
   const size_t block = static_cast<size_t>(block_size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     backend_.copy(*buffers_[2 * l], static_cast<size_t>(dst) * block * key_slot_bytes_,

@@ -5,9 +5,11 @@
 // table[p / block_size] at offset p % block_size.
 //
 // Ownership: owns its buffers; must not outlive the backend. Not thread-safe.
-// Buffers: keys of layer l are buffers_[2l], values buffers_[2l + 1].
+// Buffers: keys of held layer l are buffers_[2l], values buffers_[2l + 1]. Under tensor
+// parallelism only this rank's KV heads are stored (ModelConfig::shard).
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -18,6 +20,7 @@
 namespace cadenza::model {
 
 struct ModelConfig;
+class Distributed;
 
 struct KvCacheOptions {
   int32_t num_blocks = 0;   // > 0
@@ -39,14 +42,23 @@ class KvCache {
   int32_t num_blocks() const { return options_.num_blocks; }
   int32_t block_size() const { return options_.block_size; }
   DType type() const { return options_.type; }
+  // The layers held here: all of the model's, or a pipeline stage's [first_layer(),
+  // first_layer() + num_layers()); layer(i) takes the model's layer index.
   int64_t num_layers() const { return static_cast<int64_t>(layers_.size()); }
-  const kernels::KvLayer& layer(int64_t i) const { return layers_[static_cast<size_t>(i)]; }
+  int64_t first_layer() const { return first_layer_; }
+  const kernels::KvLayer& layer(int64_t i) const {
+    assert(i >= first_layer_ && i - first_layer_ < num_layers());
+    return layers_[static_cast<size_t>(i - first_layer_)];
+  }
   size_t size_bytes() const { return size_bytes_; }
 
   // Copies the K/V of slots [0, num_tokens) of block `src` to the same slots of block `dst`, in
   // every layer (copy-on-write of a partially filled block when a sequence is forked).
   // Errors: block ids or num_tokens out of range.
+  // On a distributed model's driver the same copy runs on every worker first (Model sets the
+  // mirror).
   Status copy_block(int32_t src, int32_t dst, int32_t num_tokens);
+  void set_mirror(Distributed* mirror) { mirror_ = mirror; }
 
  private:
   explicit KvCache(kernels::Backend& backend) : backend_(backend) {}
@@ -57,6 +69,8 @@ class KvCache {
   std::vector<std::unique_ptr<kernels::Buffer>> buffers_;
   std::vector<kernels::KvLayer> layers_;
   size_t size_bytes_ = 0;
+  int64_t first_layer_ = 0;
+  Distributed* mirror_ = nullptr;
 };
 
 }  // namespace cadenza::model

@@ -4,6 +4,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cassert>
 #include <limits>
 #include <tuple>
@@ -40,7 +41,9 @@ Model::Model(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backe
       expert_counts_(std::make_unique<std::atomic<uint64_t>[]>(
           static_cast<size_t>(config_.n_layers * config_.n_experts))) {}
 
-Model::~Model() = default;
+Model::~Model() {
+  if (Status st = stop_workers(); !st) spdlog::warn("model: stopping the workers: {}", st.error());
+}
 
 Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile> file,
                                            kernels::Backend& backend,
@@ -64,7 +67,21 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
     }
     config->n_experts_used = options.experts_per_token;
   }
+  std::unique_ptr<Distributed> distributed;
+  if (options.world != nullptr && options.world->size() > 1) {
+    Result<std::unique_ptr<Distributed>> d =
+        Distributed::create(*options.world, options.parallel, *file, *config);
+    if (!d) return d.error_value();
+    distributed = std::move(*d);
+    config->shard = distributed->shard();
+  } else if (options.parallel.distributed()) {
+    return make_error("tensor parallel {} x pipeline parallel {} needs {} processes: start the "
+                      "command under mpirun -np {} (docs/distributed.md)",
+                      options.parallel.tensor, options.parallel.pipeline,
+                      options.parallel.world_size(), options.parallel.world_size());
+  }
   std::unique_ptr<Model> model(new Model(file, backend, std::move(*config)));
+  model->distributed_ = std::move(distributed);
   const ArchitectureFamily* family = registry.find(model->config_.architecture);
   assert(family != nullptr);  // from_gguf found it
   WeightLoader loader(file, backend);
@@ -76,7 +93,8 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
     spdlog::warn("{}: {} tensor(s) not used by the {} forward pass, e.g. '{}'", file->name(),
                  unused.size(), model->config_.architecture, unused.front());
   }
-  if (Status st = model->reserve(options.capacity); !st) {
+  // Every rank reserves the load-time capacity itself (the workers are not serving yet).
+  if (Status st = model->reserve_here(options.capacity); !st) {
     return make_error("{}: {}", file->name(), st.error());
   }
   return model;
@@ -107,11 +125,34 @@ void Model::reset_expert_token_counts() {
   }
 }
 
-Result<std::unique_ptr<KvCache>> Model::create_kv_cache(const KvCacheOptions& options) const {
-  return KvCache::create(backend_, config_, options);
+Result<std::unique_ptr<KvCache>> Model::create_kv_cache(const KvCacheOptions& options) {
+  if (distributed_ && distributed_->driver()) {
+    CommandHeader h;
+    h.command = static_cast<int32_t>(Command::CreateKv);
+    h.args[0] = options.num_blocks;
+    h.args[1] = options.block_size;
+    h.args[2] = static_cast<int64_t>(options.type);
+    if (Status st = distributed_->send_command(h, {}); !st) return st.error_value();
+  }
+  Result<std::unique_ptr<KvCache>> kv = KvCache::create(backend_, config_, options);
+  if (kv && distributed_ && distributed_->driver()) (*kv)->set_mirror(distributed_.get());
+  return kv;
 }
 
 Status Model::reserve(const StepCapacity& requested) {
+  if (distributed_ && distributed_->driver()) {
+    CommandHeader h;
+    h.command = static_cast<int32_t>(Command::Reserve);
+    h.args[0] = requested.max_tokens;
+    h.args[1] = requested.max_logit_rows;
+    h.args[2] = requested.max_sequences;
+    h.args[3] = requested.max_blocks_per_sequence;
+    if (Status st = distributed_->send_command(h, {}); !st) return st;
+  }
+  return reserve_here(requested);
+}
+
+Status Model::reserve_here(const StepCapacity& requested) {
   for (const auto& [value, what] : {std::pair{requested.max_tokens, "tokens"},
                                    std::pair{requested.max_logit_rows, "logit rows"},
                                    std::pair{requested.max_sequences, "sequences"},
@@ -130,11 +171,14 @@ Status Model::reserve(const StepCapacity& requested) {
   }
   if (st) st = logit_rows_.reserve(backend_, cap.max_logit_rows, 1);
   if (st) st = block_tables_.reserve(backend_, cap.max_sequences, cap.max_blocks_per_sequence);
-  if (st) st = logits_.reserve(backend_, cap.max_logit_rows, config_.n_vocab);
+  // This rank's vocabulary columns (all of them unless the head is tensor-parallel).
+  const int64_t vocab = config_.shard.columns(config_.n_vocab).count;
+  if (st) st = logits_.reserve(backend_, cap.max_logit_rows, vocab);
   if (!st) {
     return make_error("model: reserving scratch for steps of {} tokens, {} logit rows: {}", n,
                       cap.max_logit_rows, st.error());
   }
+  if (distributed_) local_logits_.reserve(static_cast<size_t>(cap.max_logit_rows * vocab));
   host_slots_.reserve(static_cast<size_t>(n));
   sorted_slots_.reserve(static_cast<size_t>(n));
   max_position_.reserve(static_cast<size_t>(cap.max_sequences));
@@ -151,12 +195,16 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) {
     return make_error("forward: {} tokens but {} positions and {} sequence indices", n,
                       b.positions.size(), b.seq_index.size());
   }
-  if (logits_size != b.logit_rows.size() * static_cast<size_t>(config_.n_vocab)) {
+  if (logits_size != SIZE_MAX &&
+      logits_size != b.logit_rows.size() * static_cast<size_t>(config_.n_vocab)) {
     return make_error("forward: logits buffer holds {} floats, expected {} rows x {} vocab",
                       logits_size, b.logit_rows.size(), config_.n_vocab);
   }
-  if (kv.num_layers() != config_.n_layers || kv.layer(0).n_kv_heads != config_.n_kv_heads ||
-      kv.layer(0).head_dim_k != config_.head_dim_k || kv.layer(0).head_dim_v != config_.head_dim_v) {
+  const ModelShard& shard = config_.shard;
+  if (kv.num_layers() != shard.num_layers() || kv.first_layer() != shard.layer_begin ||
+      kv.layer(shard.layer_begin).n_kv_heads != shard.kv_heads(config_.n_kv_heads).count ||
+      kv.layer(shard.layer_begin).head_dim_k != config_.head_dim_k ||
+      kv.layer(shard.layer_begin).head_dim_v != config_.head_dim_v) {
     return Error("forward: the KV cache was created for a different model shape");
   }
   const int64_t block_size = kv.block_size();
@@ -258,14 +306,142 @@ void Model::upload(const Batch& b, int32_t block_size, StepInputs& in) {
 Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {
   Status valid = validate(b, kv, logits.size());
   if (!valid) return valid;
+  if (distributed_) {
+    if (Status st = send_forward(b); !st) return st;
+  }
+  return forward_shard(b, kv, logits);
+}
+
+Status Model::forward_shard(const Batch& b, KvCache& kv, std::span<float> logits) {
   StepInputs in;
   upload(b, kv.block_size(), in);
   const ForwardContext ctx{backend_, in, kv,
                            config_.n_experts > 0 ? expert_counts_.get() : nullptr,
-                           logits_.rows(in.n_logits)};
+                           logits_.rows(in.n_logits), distributed_.get()};
   network_->forward(ctx);
-  backend_.read(logits_.buffer(), 0, logits.data(), logits.size() * sizeof(float));
-  return {};
+  if (!distributed_) {
+    backend_.read(logits_.buffer(), 0, logits.data(), logits.size() * sizeof(float));
+    return {};
+  }
+  if (config_.shard.last_stage) {
+    local_logits_.resize(static_cast<size_t>(ctx.logits.rows * ctx.logits.cols));
+    backend_.read(logits_.buffer(), 0, local_logits_.data(), local_logits_.size() * sizeof(float));
+  }
+  distributed_->deliver_logits(local_logits_, in.n_logits, config_.n_vocab, logits);
+  return distributed_->status();
+}
+
+// ---- split models: the driver's commands and the workers' loop (distributed.h) ----
+
+Status Model::send_forward(const Batch& b) {
+  // Payload, int32: tokens[n], positions[n], seq_index[n], logit_rows[n_logits],
+  // table_lengths[n_seqs], then the tables one after the other.
+  message_.clear();
+  for (const std::span<const int32_t> part : {b.tokens, b.positions, b.seq_index, b.logit_rows}) {
+    message_.insert(message_.end(), part.begin(), part.end());
+  }
+  for (const std::span<const int32_t> table : b.block_tables) {
+    message_.push_back(static_cast<int32_t>(table.size()));
+  }
+  for (const std::span<const int32_t> table : b.block_tables) {
+    message_.insert(message_.end(), table.begin(), table.end());
+  }
+  CommandHeader h;
+  h.command = static_cast<int32_t>(Command::Forward);
+  h.args[0] = static_cast<int64_t>(b.tokens.size());
+  h.args[1] = static_cast<int64_t>(b.logit_rows.size());
+  h.args[2] = static_cast<int64_t>(b.block_tables.size());
+  h.payload_bytes = message_.size() * sizeof(int32_t);
+  return distributed_->send_command(
+      h, {reinterpret_cast<const uint8_t*>(message_.data()), h.payload_bytes});
+}
+
+Status Model::run_command(const CommandHeader& h, const std::vector<uint8_t>& payload,
+                          std::unique_ptr<KvCache>& kv) {
+  switch (static_cast<Command>(h.command)) {
+    case Command::Ping:
+      return distributed_->answer_ping();
+    case Command::Reserve:
+      return reserve_here({h.args[0], h.args[1], h.args[2], h.args[3]});
+    case Command::CreateKv: {
+      kv.reset();  // the driver replaced its cache: free ours before allocating the new one
+      Result<std::unique_ptr<KvCache>> created = KvCache::create(
+          backend_, config_, {.num_blocks = static_cast<int32_t>(h.args[0]),
+                              .block_size = static_cast<int32_t>(h.args[1]),
+                              .type = static_cast<DType>(h.args[2])});
+      if (!created) return created.error_value();
+      kv = std::move(*created);
+      return {};
+    }
+    case Command::CopyBlock:
+      if (!kv) return Error("copy_block before any KV cache was created");
+      return kv->copy_block(static_cast<int32_t>(h.args[0]), static_cast<int32_t>(h.args[1]),
+                            static_cast<int32_t>(h.args[2]));
+    case Command::Forward: {
+      if (!kv) return Error("forward before any KV cache was created");
+      const int64_t n = h.args[0], n_logits = h.args[1], n_seqs = h.args[2];
+      const size_t ints = payload.size() / sizeof(int32_t);
+      if (n < 0 || n_logits < 0 || n_seqs < 0 ||
+          static_cast<size_t>(3 * n + n_logits + n_seqs) > ints) {
+        return Error("malformed forward command");
+      }
+      message_.resize(ints);
+      std::memcpy(message_.data(), payload.data(), ints * sizeof(int32_t));
+      const int32_t* p = message_.data();
+      auto take = [&p](int64_t count) {
+        std::span<const int32_t> part(p, static_cast<size_t>(count));
+        p += count;
+        return part;
+      };
+      Batch b;
+      b.tokens = take(n);
+      b.positions = take(n);
+      b.seq_index = take(n);
+      b.logit_rows = take(n_logits);
+      const std::span<const int32_t> lengths = take(n_seqs);
+      std::vector<std::span<const int32_t>> tables;
+      tables.reserve(static_cast<size_t>(n_seqs));
+      for (const int32_t len : lengths) {
+        if (len < 0 || p + len > message_.data() + ints) return Error("malformed forward command");
+        tables.push_back(take(len));
+      }
+      b.block_tables = tables;
+      if (Status st = validate(b, *kv, SIZE_MAX); !st) return st;
+      return forward_shard(b, *kv, {});
+    }
+    case Command::Stop:
+      break;
+  }
+  return make_error("unknown command {}", h.command);
+}
+
+Status Model::serve_worker() {
+  if (!distributed_ || distributed_->driver()) return Error("serve_worker: not a worker rank");
+  std::unique_ptr<KvCache> kv;
+  std::vector<uint8_t> payload;
+  while (true) {
+    Result<CommandHeader> h = distributed_->receive_command(payload);
+    if (!h) return h.error_value();
+    if (static_cast<Command>(h->command) == Command::Stop) return {};
+    if (Status st = run_command(*h, payload, kv); !st) {
+      return make_error("{}: {} command: {}",
+                        distributed_->topology().describe(distributed_->topology().world_rank),
+                        command_name(static_cast<Command>(h->command)), st.error());
+    }
+  }
+}
+
+Status Model::ping(double timeout_s) {
+  if (!distributed_) return {};
+  return distributed_->ping(timeout_s);
+}
+
+Status Model::stop_workers() {
+  if (!distributed_ || !distributed_->driver() || workers_stopped_) return {};
+  workers_stopped_ = true;
+  CommandHeader h;
+  h.command = static_cast<int32_t>(Command::Stop);
+  return distributed_->send_command(h, {});
 }
 
 }  // namespace cadenza::model

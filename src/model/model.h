@@ -27,7 +27,10 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "dist/communicator.h"
+#include "dist/topology.h"
 #include "model/config.h"
+#include "model/distributed.h"
 #include "model/kv_cache.h"
 #include "model/scratch.h"
 #include "model/step_capacity.h"
@@ -73,6 +76,11 @@ struct ModelLoadOptions {
   // The families to choose from by `general.architecture`; null: ArchitectureRegistry::builtin().
   // Lets a test (or an embedder) add a family without touching src/model (registry.h).
   const ArchitectureRegistry* architectures = nullptr;
+  // A job that splits the model across processes (distributed.h, docs/distributed.md): every
+  // rank of `world` (borrowed; must outlive the model) loads with the same `parallel` and holds
+  // its shard. Null or a world of one process: the whole model here.
+  dist::Communicator* world = nullptr;
+  dist::ParallelConfig parallel = {};
 };
 
 class Model {
@@ -92,8 +100,10 @@ class Model {
   kernels::Backend& backend() const { return backend_; }
   const gguf::GgufFile& file() const { return *file_; }
 
-  // A KV store shaped for this model.
-  Result<std::unique_ptr<KvCache>> create_kv_cache(const KvCacheOptions& options) const;
+  // A KV store shaped for this model (this rank's heads and layers when it is split). On a split
+  // model's driver every worker creates its own with the same options (a worker holds one: the
+  // latest), and the cache's copy_block runs on the workers too.
+  Result<std::unique_ptr<KvCache>> create_kv_cache(const KvCacheOptions& options);
 
   // Shapes and allocates the scratch memory of every step up to `capacity` (activations, batch
   // inputs, logits), so that forward() allocates nothing. The reservation only grows, field by
@@ -110,6 +120,20 @@ class Model {
   // error that says which limit, never a reallocation.
   Status forward(const Batch& batch, KvCache& kv, std::span<float> logits);
 
+  // --- split models (ModelLoadOptions::world) ---
+  // The link to the other ranks, or null in one process.
+  const Distributed* distributed() const { return distributed_.get(); }
+  // True on the driver (world rank 0) and in one process: the rank that runs the engine.
+  bool is_driver() const { return !distributed_ || distributed_->driver(); }
+  // Worker ranks: runs the driver's commands (forward, reserve, KV creation and block copies,
+  // heartbeats) until the driver stops. Errors: a failed transfer, a command that fails here
+  // (the job cannot continue; the caller exits non-zero).
+  Status serve_worker();
+  // Driver: a heartbeat that every worker answers within `timeout_s` (an error names the first
+  // that did not), and the end of the workers' loops (also sent by the destructor).
+  Status ping(double timeout_s);
+  Status stop_workers();
+
   // Routing statistics (MoE models; all zero for dense ones): tokens routed to `expert` in
   // `layer` by every forward() so far (each token counts once per expert it uses, so a layer's
   // total is tokens x experts_used). Relaxed atomics: may be read from any thread while forward()
@@ -121,8 +145,16 @@ class Model {
 
  private:
   Model(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend, ModelConfig config);
+  // `logits_size` is checked unless it is SIZE_MAX (a worker, which returns no logits).
   Status validate(const Batch& batch, const KvCache& kv, size_t logits_size);
   void upload(const Batch& batch, int32_t block_size, StepInputs& inputs);
+  Status reserve_here(const StepCapacity& capacity);
+  // This rank's part of a validated step; `logits` is empty on workers.
+  Status forward_shard(const Batch& batch, KvCache& kv, std::span<float> logits);
+  // The driver's Forward command for a validated batch.
+  Status send_forward(const Batch& batch);
+  Status run_command(const CommandHeader& h, const std::vector<uint8_t>& payload,
+                     std::unique_ptr<KvCache>& kv);
 
   std::shared_ptr<const gguf::GgufFile> file_;
   kernels::Backend& backend_;
@@ -137,6 +169,10 @@ class Model {
   std::vector<int32_t> host_slots_, host_tables_, max_position_;
   std::vector<int64_t> sorted_slots_;
   std::unique_ptr<std::atomic<uint64_t>[]> expert_counts_;  // [n_layers * n_experts]
+  std::unique_ptr<Distributed> distributed_;  // null in one process
+  bool workers_stopped_ = false;
+  std::vector<int32_t> message_;  // the driver's Forward payload / a worker's copy of it
+  std::vector<float> local_logits_;  // this rank's vocabulary columns, on the host
 };
 
 }  // namespace cadenza::model

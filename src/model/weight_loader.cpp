@@ -1,11 +1,14 @@
 #include "model/weight_loader.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include "gguf/gguf.h"
+#include "tensor/quant.h"
 
 namespace cadenza::model {
 
@@ -22,6 +25,67 @@ std::vector<int64_t> trimmed(std::vector<int64_t> shape) {
 
 }  // namespace
 
+// Narrows `desc` to `s`: by pointer arithmetic where the slice is contiguous, else by copying
+// into `storage` (which then owns desc.data; desc.keep_alive is cleared so the backend copies).
+Status cut(kernels::WeightDesc& desc, const Slice& s, std::vector<uint8_t>& storage) {
+  const int64_t extent = s.dim == 0 ? desc.cols : s.dim == 1 ? desc.rows : desc.matrices;
+  if (s.dim > 2 || s.begin < 0 || s.count < 1 || s.begin + s.count > extent) {
+    return make_error("slice [{}, {}) of dimension {} is outside its {} elements", s.begin,
+                      s.begin + s.count, s.dim, extent);
+  }
+  const size_t row = static_cast<size_t>(*row_bytes(desc.type, desc.cols));
+  const auto* src = static_cast<const uint8_t*>(desc.data);
+  auto own = [&](std::vector<uint8_t> bytes) {
+    storage = std::move(bytes);
+    desc.data = storage.data();
+    desc.keep_alive.reset();
+  };
+  if (s.dim == 2 || (s.dim == 1 && desc.matrices == 1)) {  // contiguous
+    const size_t unit = s.dim == 2 ? row * static_cast<size_t>(desc.rows) : row;
+    desc.data = src + unit * static_cast<size_t>(s.begin);
+    (s.dim == 2 ? desc.matrices : desc.rows) = s.count;
+    if (!desc.keep_alive) own({static_cast<const uint8_t*>(desc.data),
+                               static_cast<const uint8_t*>(desc.data) + unit * s.count});
+    return {};
+  }
+  if (s.dim == 1) {  // rows [begin, begin + count) of every matrix
+    std::vector<uint8_t> out;
+    out.reserve(row * static_cast<size_t>(s.count * desc.matrices));
+    for (int64_t m = 0; m < desc.matrices; ++m) {
+      const uint8_t* first = src + row * static_cast<size_t>(m * desc.rows + s.begin);
+      out.insert(out.end(), first, first + row * static_cast<size_t>(s.count));
+    }
+    desc.rows = s.count;
+    own(std::move(out));
+    return {};
+  }
+  // Columns of every row.
+  const int64_t block = traits(desc.type).block_size;
+  const int64_t n_rows = desc.rows * desc.matrices;
+  std::vector<uint8_t> out;
+  if (s.begin % block == 0 && s.count % block == 0) {
+    const size_t skip = static_cast<size_t>(*row_bytes(desc.type, s.begin));
+    const size_t keep = static_cast<size_t>(*row_bytes(desc.type, s.count));
+    out.reserve(keep * static_cast<size_t>(n_rows));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const uint8_t* first = src + row * static_cast<size_t>(r) + skip;
+      out.insert(out.end(), first, first + keep);
+    }
+  } else {  // the slice cuts through quantization blocks: keep it dequantized
+    std::vector<float> decoded(static_cast<size_t>(desc.cols));
+    out.resize(static_cast<size_t>(s.count * n_rows) * sizeof(float));
+    auto* dst = reinterpret_cast<float*>(out.data());
+    for (int64_t r = 0; r < n_rows; ++r) {
+      dequantize_row(desc.type, src + row * static_cast<size_t>(r), decoded.data(), desc.cols);
+      std::copy_n(decoded.data() + s.begin, s.count, dst + r * s.count);
+    }
+    desc.type = DType::F32;
+  }
+  desc.cols = s.count;
+  own(std::move(out));
+  return {};
+}
+
 std::string layer_tensor(int64_t layer, std::string_view suffix) {
   return fmt::format("blk.{}.{}", layer, suffix);
 }
@@ -37,7 +101,7 @@ Status WeightLoader::load(std::initializer_list<TensorSpec> specs) {
       if (spec.load == Load::IfPresent) continue;
       return make_error("{}: tensor '{}' is missing", file_->name(), spec.name);
     }
-    Result<std::unique_ptr<kernels::Weight>> w = upload(*t, spec.shape);
+    Result<std::unique_ptr<kernels::Weight>> w = upload(*t, spec.shape, spec.slice, spec.slice2);
     if (!w) return w.error_value();
     spec.dst = std::move(*w);
   }
@@ -63,7 +127,8 @@ std::vector<std::string> WeightLoader::unused() const {
 }
 
 Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::TensorInfo& t,
-                                                              std::vector<int64_t> shape) {
+                                                              std::vector<int64_t> shape,
+                                                              Slice slice, Slice slice2) {
   used_.insert(t.name);
   const std::vector<int64_t> expected = trimmed(std::move(shape));
   const std::vector<int64_t> actual = trimmed(t.shape);
@@ -93,6 +158,20 @@ Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::Tensor
   desc.matrices = matrices;
   desc.data = t.data;
   desc.keep_alive = file_;
+  std::vector<uint8_t> copied;  // a slice that is not contiguous in the file
+  for (const Slice& s : {slice, slice2}) {
+    if (s.dim < 0) continue;
+    if (Status st = cut(desc, s, copied); !st) {
+      return make_error("{}: tensor '{}': {}", file_->name(), t.name, st.error());
+    }
+  }
+  if (desc.type != t.type && !warned_f32_slice_) {
+    warned_f32_slice_ = true;
+    spdlog::warn("{}: tensor '{}': its tensor-parallel slice cuts through {} blocks of {} "
+                 "values, so the slice is kept in f32 (exact, but larger and slower); other "
+                 "tensors like it are not logged", file_->name(), t.name,
+                 traits->name, traits->block_size);
+  }
   Result<std::unique_ptr<kernels::Weight>> w = backend_.upload_weight(desc);
   if (!w) return make_error("{}: {}", file_->name(), w.error());
   return w;

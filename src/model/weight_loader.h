@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dist/topology.h"
 #include "kernels/backend.h"
 #include "util/result.h"
 
@@ -39,13 +40,33 @@ enum class Load {
 
 inline Load required_if(bool needed) { return needed ? Load::Required : Load::Skip; }
 
-// One tensor to load into `dst`. `shape` in ggml order ([cols, rows, matrices]); trailing 1s are
-// ignored on both sides.
+// The part of a tensor to load (a tensor-parallel or expert-parallel shard, shard.h): elements
+// [begin, begin + count) along ggml dimension `dim` (0: columns, 1: rows, 2: matrices) of every
+// row / matrix. dim < 0: the whole tensor.
+//  - Rows of a single matrix and whole matrices are contiguous: the weight points into the file.
+//  - Rows of every matrix (an expert slice) are copied.
+//  - Columns are copied when the range starts and ends on the type's block boundary; otherwise
+//    the rows are dequantized and the slice kept in f32 (exact, larger; logged once per model).
+struct Slice {
+  int dim = -1;
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+inline Slice columns_of(dist::Range r) { return {0, r.begin, r.count}; }
+inline Slice rows_of(dist::Range r) { return {1, r.begin, r.count}; }
+inline Slice matrices_of(dist::Range r) { return {2, r.begin, r.count}; }
+
+// One tensor to load into `dst`. `shape` in ggml order ([cols, rows, matrices]), the tensor's
+// whole shape in the file; trailing 1s are ignored on both sides. `slice`: the part to keep.
+// A second slice (`slice2`, another dim) combines with the first (an expert range and a slice
+// of each expert's rows).
 struct TensorSpec {
   std::unique_ptr<kernels::Weight>& dst;
   std::string name;
   std::vector<int64_t> shape;
   Load load = Load::Required;
+  Slice slice = {};
+  Slice slice2 = {};
 };
 
 // "blk.<layer>.<suffix>": the name of a per-layer tensor.
@@ -69,11 +90,13 @@ class WeightLoader {
 
  private:
   Result<std::unique_ptr<kernels::Weight>> upload(const gguf::TensorInfo& t,
-                                                  std::vector<int64_t> shape);
+                                                  std::vector<int64_t> shape, Slice slice,
+                                                  Slice slice2);
 
   std::shared_ptr<const gguf::GgufFile> file_;
   kernels::Backend& backend_;
   std::set<std::string> used_;
+  bool warned_f32_slice_ = false;
 };
 
 }  // namespace cadenza::model

@@ -189,6 +189,14 @@ void EngineBridge::publish_gauges(size_t pending) {
   metrics_.set_engine_gauges(g);
 }
 
+void EngineBridge::fail_engine(const std::string& why) {
+  if (failed_) return;
+  failed_ = true;
+  ready_.store(false);
+  spdlog::error("engine: the model can no longer run: {}", why);
+  if (bridge_config_.on_fatal) bridge_config_.on_fatal(why);
+}
+
 void EngineBridge::loop() {
   if (bridge_config_.warmup) warm_up();
   publish_gauges(0);
@@ -200,10 +208,20 @@ void EngineBridge::loop() {
     bool all = false, stop = false;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] {
+      auto has_news = [this] {
         return stop_ || abort_all_ || !pending_.empty() || !aborts_.empty() ||
                engine_->has_work();
-      });
+      };
+      if (!engine_->distributed() || failed_) {
+        cv_.wait(lock, has_news);
+      } else if (!cv_.wait_for(lock, std::chrono::duration<double>(
+                                         bridge_config_.heartbeat_interval_s), has_news)) {
+        lock.unlock();  // idle: are the other ranks still there?
+        if (Status st = engine_->check_workers(bridge_config_.heartbeat_timeout_s); !st) {
+          fail_engine(st.error());
+        }
+        continue;
+      }
       pending.swap(pending_);
       aborts.swap(aborts_);
       all = abort_all_;
@@ -222,6 +240,9 @@ void EngineBridge::loop() {
     }
     if (engine_->has_work()) {
       for (auto& out : engine_->step()) deliver(std::move(out));
+      if (!failed_) {
+        if (Status st = engine_->health(); !st) fail_engine(st.error());
+      }
     }
     size_t waiting_submissions = 0;
     {

@@ -55,6 +55,14 @@ struct BridgeConfig {
   // max_num_seqs + max_queue in-flight requests are refused (HTTP 429).
   int32_t max_queue = 256;
   bool warmup = true;
+  // A model split across processes: while idle, the engine thread checks every this many
+  // seconds that the workers answer (within heartbeat_timeout_s).
+  double heartbeat_interval_s = 2;
+  double heartbeat_timeout_s = 10;
+  // Called once, on the engine thread, when the engine can no longer step (a rank of a split
+  // model failed or stopped answering), after the in-flight requests got their error events;
+  // ready() is false from then on. Must not block; the server ends the job (cli/serve.cpp).
+  std::function<void(const std::string& why)> on_fatal;
 };
 
 enum class SubmitStatus { kOk, kQueueFull, kNotAccepting };
@@ -113,6 +121,8 @@ class EngineBridge {
               const std::string& error);
 
   void loop();
+  // Marks the engine failed (not ready), logs `why`, calls on_fatal. Engine thread.
+  void fail_engine(const std::string& why);
   void warm_up();
   void admit(Pending& p);
   void deliver(engine::RequestOutput out);
@@ -135,6 +145,7 @@ class EngineBridge {
 
   std::atomic<bool> ready_{false};
   std::atomic<bool> accepting_{true};
+  bool failed_ = false;  // engine thread: fail_engine ran
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> next_ticket_{1};
   std::thread thread_;

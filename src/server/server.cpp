@@ -108,7 +108,10 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   const int32_t max_model_len = engine->config().max_model_len;
   impl->bridge = std::make_unique<EngineBridge>(
       std::move(engine), tokenizer, impl->metrics,
-      BridgeConfig{.max_queue = config.max_queue, .warmup = config.warmup});
+      BridgeConfig{.max_queue = config.max_queue, .warmup = config.warmup,
+                   .heartbeat_interval_s = config.heartbeat_interval_s,
+                   .heartbeat_timeout_s = config.heartbeat_timeout_s,
+                   .on_fatal = config.on_fatal});
   ServerContext& ctx = impl->ctx;
   ctx.model_name = config.model_name;
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(

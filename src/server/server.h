@@ -18,6 +18,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -48,6 +49,11 @@ struct ServerConfig {
   // Empty: plain HTTP.
   std::string ssl_certfile;
   std::string ssl_keyfile;
+  // A model split across processes (docs/distributed.md): the idle heartbeat and what to do
+  // when a rank fails (BridgeConfig::on_fatal; /ready answers 503 from then on).
+  double heartbeat_interval_s = 2;
+  double heartbeat_timeout_s = 10;
+  std::function<void(const std::string& why)> on_fatal;
 };
 
 class Server {

@@ -39,6 +39,9 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->copy(dst, dst_off, src, src_off, n);
   }
   bool supports_kv_type(DType t) const override { return inner_->supports_kv_type(t); }
+  bool host_memory() const override { return inner_->host_memory(); }
+  void read_view(kernels::Matrix src, float* dst) override { inner_->read_view(src, dst); }
+  void write_view(const float* src, kernels::Matrix dst) override { inner_->write_view(src, dst); }
 
   void get_rows(const kernels::Weight& t, kernels::IndexMatrix ids, kernels::Matrix out) override {
     inner_->get_rows(t, ids, out);

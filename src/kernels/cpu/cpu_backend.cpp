@@ -89,6 +89,16 @@ class CpuBackend final : public Backend {
     if (size_bytes) std::memcpy(static_cast<uint8_t*>(dst.data()) + offset_bytes, src, size_bytes);
   }
 
+  bool host_memory() const override { return true; }
+  void read_view(Matrix src, float* dst) override {
+    assert(src.contiguous());
+    std::memcpy(dst, src.data, static_cast<size_t>(src.rows * src.cols) * sizeof(float));
+  }
+  void write_view(const float* src, Matrix dst) override {
+    assert(dst.contiguous());
+    std::memcpy(dst.data, src, static_cast<size_t>(dst.rows * dst.cols) * sizeof(float));
+  }
+
   void read(const Buffer& src, size_t offset_bytes, void* dst, size_t size_bytes) override {
     assert(offset_bytes <= src.size_bytes() && size_bytes <= src.size_bytes() - offset_bytes);
     if (size_bytes) {

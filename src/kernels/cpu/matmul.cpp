@@ -345,9 +345,15 @@ void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix 
 
   // Group the (token, slot) pairs by expert (counting sort); within an expert, token order.
   std::vector<int64_t> offset(static_cast<size_t>(n_experts) + 1, 0);
+  int64_t skipped = 0;  // id -1: an expert another rank holds; its output row is zero
   for (int64_t i = 0; i < n * slots; ++i) {
     const int32_t e = expert_ids.data[i];
-    assert(e >= 0 && e < n_experts);
+    assert(e >= -1 && e < n_experts);
+    if (e < 0) {
+      std::fill_n(y.data + i * y.stride, y.cols, 0.0f);
+      ++skipped;
+      continue;
+    }
     ++offset[static_cast<size_t>(e) + 1];
   }
   std::vector<int32_t> active;
@@ -355,13 +361,14 @@ void matmul_experts(ThreadPool& pool, const CpuWeight& w, Matrix x, IndexMatrix 
     if (offset[static_cast<size_t>(e) + 1] > 0) active.push_back(static_cast<int32_t>(e));
     offset[static_cast<size_t>(e) + 1] += offset[static_cast<size_t>(e)];
   }
-  std::vector<const float*> x_rows(static_cast<size_t>(n * slots));
-  std::vector<float*> y_rows(static_cast<size_t>(n * slots));
+  std::vector<const float*> x_rows(static_cast<size_t>(n * slots - skipped));
+  std::vector<float*> y_rows(static_cast<size_t>(n * slots - skipped));
   {
     std::vector<int64_t> fill(offset.begin(), offset.end() - 1);
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t s = 0; s < slots; ++s) {
         const int32_t e = expert_ids.data[t * slots + s];
+        if (e < 0) continue;
         const auto j = static_cast<size_t>(fill[static_cast<size_t>(e)]++);
         const int64_t x_row = x_per_slot ? t * slots + s : t;
         x_rows[j] = x.data + x_row * x.stride;

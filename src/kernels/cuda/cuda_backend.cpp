@@ -118,6 +118,28 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "read (the ops queued before it)");
   }
 
+  void read_view(Matrix src, float* dst) override {
+    assert(src.contiguous());
+    select();
+    const size_t bytes = static_cast<size_t>(src.rows * src.cols) * sizeof(float);
+    if (bytes) {
+      check(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, stream_),
+            "read_view (cudaMemcpyAsync)");
+    }
+    check(cudaStreamSynchronize(stream_), "read_view (the ops queued before it)");
+  }
+
+  void write_view(const float* src, Matrix dst) override {
+    assert(dst.contiguous());
+    select();
+    const size_t bytes = static_cast<size_t>(dst.rows * dst.cols) * sizeof(float);
+    if (bytes) {
+      check(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, stream_),
+            "write_view (cudaMemcpyAsync)");
+    }
+    check(cudaStreamSynchronize(stream_), "write_view");
+  }
+
   void copy(Buffer& dst, size_t dst_offset_bytes, const Buffer& src, size_t src_offset_bytes,
             size_t size_bytes) override {
     assert(dst_offset_bytes <= dst.size_bytes() && size_bytes <= dst.size_bytes() - dst_offset_bytes);

@@ -74,6 +74,12 @@ gemv_kernel(DevWeight w, DevMat x, DevMat y, DevIdx expert_ids, bool x_per_slot,
     }
     xrow[t] = x.data + xr * x.stride;
   }
+  if constexpr (kExperts) {
+    if (matrix < 0) {  // an expert another rank holds (expert parallelism): a zero row
+      if (lane == 0) y.data[t0 * y.stride + row] = 0.0f;
+      return;
+    }
+  }
   float acc[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) acc[t] = 0.0f;

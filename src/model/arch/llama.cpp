@@ -36,7 +36,7 @@ Status LlamaDecoder::load(WeightLoader& loader) {
   if (st) st = head_.load(loader);
   if (st) st = attention_.load_rope(loader);
   layers_.resize(static_cast<size_t>(c_.n_layers));
-  for (int64_t il = 0; st && il < c_.n_layers; ++il) {
+  for (int64_t il = c_.shard.layer_begin; st && il < c_.shard.layer_end; ++il) {
     Layer& L = layers_[static_cast<size_t>(il)];
     st = loader.load({{L.attn_norm, layer_tensor(il, "attn_norm.weight"), {c_.n_embd}},
                       {L.ffn_norm, layer_tensor(il, "ffn_norm.weight"), {c_.n_embd}}});
@@ -59,8 +59,8 @@ void LlamaDecoder::forward(const ForwardContext& ctx) {
   kernels::Backend& be = ctx.backend;
   const int64_t n = ctx.inputs.n_tokens;
   const Matrix x = x_.rows(n), h = h_.rows(n);
-  embedding_.forward(ctx, x);
-  for (int64_t il = 0; il < c_.n_layers; ++il) {
+  blocks::stage_input(ctx, c_, embedding_, x);
+  for (int64_t il = c_.shard.layer_begin; il < c_.shard.layer_end; ++il) {
     const Layer& L = layers_[static_cast<size_t>(il)];
     be.rms_norm(x, *L.attn_norm, c_.rms_norm_eps, h);
     attention_.forward(ctx, il, L.attention, h, h);
@@ -73,7 +73,7 @@ void LlamaDecoder::forward(const ForwardContext& ctx) {
     }
     be.add(x, h, x);
   }
-  head_.forward(ctx, embedding_, x);
+  blocks::stage_output(ctx, c_, head_, embedding_, x);
 }
 
 }  // namespace cadenza::model::arch

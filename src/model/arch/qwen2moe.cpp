@@ -57,7 +57,7 @@ class Qwen2Moe final : public Network {
     if (st) st = head_.load(loader);
     if (st) st = attention_.load_rope(loader);
     layers_.resize(static_cast<size_t>(c_.n_layers));
-    for (int64_t il = 0; st && il < c_.n_layers; ++il) {
+    for (int64_t il = c_.shard.layer_begin; st && il < c_.shard.layer_end; ++il) {
       Layer& L = layers_[static_cast<size_t>(il)];
       st = loader.load({{L.attn_norm, layer_tensor(il, "attn_norm.weight"), {c_.n_embd}},
                         {L.ffn_norm, layer_tensor(il, "ffn_norm.weight"), {c_.n_embd}}});
@@ -84,8 +84,8 @@ class Qwen2Moe final : public Network {
     const int64_t n = ctx.inputs.n_tokens;
     const Matrix x = x_.rows(n);  // [n][d] the residual stream
     const Matrix h = h_.rows(n);  // [n][d] a block's input, then its output
-    embedding_.forward(ctx, x);
-    for (int64_t il = 0; il < c_.n_layers; ++il) {
+    blocks::stage_input(ctx, c_, embedding_, x);
+    for (int64_t il = c_.shard.layer_begin; il < c_.shard.layer_end; ++il) {
       const Layer& L = layers_[static_cast<size_t>(il)];
       be.rms_norm(x, *L.attn_norm, c_.rms_norm_eps, h);
       attention_.forward(ctx, il, L.attention, h, h);
@@ -98,7 +98,7 @@ class Qwen2Moe final : public Network {
       if (has_shared()) be.add(x, shared, x);
       be.add(x, h, x);
     }
-    head_.forward(ctx, embedding_, x);
+    blocks::stage_output(ctx, c_, head_, embedding_, x);
   }
 
  private:

@@ -20,33 +20,47 @@ Status Attention::load_rope(WeightLoader& loader) {
   return {};
 }
 
+Attention::Attention(const ModelConfig& config)
+    : c_(config), heads_(config.shard.query_heads(config.n_heads)),
+      kv_heads_(config.shard.kv_heads(config.n_kv_heads)) {}
+
 Status Attention::load(WeightLoader& loader, int64_t layer, Weights& w) const {
-  const int64_t d = c_.n_embd;
-  const int64_t q_cols = c_.n_heads * c_.head_dim_k;
-  const int64_t k_cols = c_.n_kv_heads * c_.head_dim_k;
-  const int64_t v_cols = c_.n_kv_heads * c_.head_dim_v;
-  const int64_t attn_cols = c_.n_heads * c_.head_dim_v;
+  const int64_t d = c_.n_embd, dk = c_.head_dim_k, dv = c_.head_dim_v;
+  const int64_t q_cols = c_.n_heads * dk;
+  const int64_t k_cols = c_.n_kv_heads * dk;
+  const int64_t v_cols = c_.n_kv_heads * dv;
+  const int64_t attn_cols = c_.n_heads * dv;
+  // This rank's heads (all of them in one process): rows of Wq/Wk/Wv, columns of Wo.
+  const Slice q_rows = sliced(rows_of({heads_.begin * dk, heads_.count * dk}));
+  const Slice k_rows = sliced(rows_of({kv_heads_.begin * dk, kv_heads_.count * dk}));
+  const Slice v_rows = sliced(rows_of({kv_heads_.begin * dv, kv_heads_.count * dv}));
+  const Slice q_bias = {q_rows.dim < 0 ? -1 : 0, q_rows.begin, q_rows.count};
+  const Slice k_bias = {k_rows.dim < 0 ? -1 : 0, k_rows.begin, k_rows.count};
+  const Slice v_bias = {v_rows.dim < 0 ? -1 : 0, v_rows.begin, v_rows.count};
+  const Slice o_cols = sliced(columns_of({heads_.begin * dv, heads_.count * dv}));
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
   return loader.load({
-      {w.wq, name("attn_q.weight"), {d, q_cols}},
-      {w.wk, name("attn_k.weight"), {d, k_cols}},
-      {w.wv, name("attn_v.weight"), {d, v_cols}},
-      {w.wo, name("attn_output.weight"), {attn_cols, d}},
-      {w.bq, name("attn_q.bias"), {q_cols}, required_if(c_.qkv_bias)},
-      {w.bk, name("attn_k.bias"), {k_cols}, required_if(c_.qkv_bias)},
-      {w.bv, name("attn_v.bias"), {v_cols}, required_if(c_.qkv_bias)},
+      {w.wq, name("attn_q.weight"), {d, q_cols}, Load::Required, q_rows},
+      {w.wk, name("attn_k.weight"), {d, k_cols}, Load::Required, k_rows},
+      {w.wv, name("attn_v.weight"), {d, v_cols}, Load::Required, v_rows},
+      {w.wo, name("attn_output.weight"), {attn_cols, d}, Load::Required, o_cols},
+      {w.bq, name("attn_q.bias"), {q_cols}, required_if(c_.qkv_bias), q_bias},
+      {w.bk, name("attn_k.bias"), {k_cols}, required_if(c_.qkv_bias), k_bias},
+      {w.bv, name("attn_v.bias"), {v_cols}, required_if(c_.qkv_bias), v_bias},
       {w.bo, name("attn_output.bias"), {d}, c_.output_bias ? Load::IfPresent : Load::Skip},
       {w.q_norm, name("attn_q_norm.weight"), {c_.head_dim_k}, required_if(c_.qk_norm)},
       {w.k_norm, name("attn_k_norm.weight"), {c_.head_dim_k}, required_if(c_.qk_norm)},
   });
 }
 
+Slice Attention::sliced(Slice s) const { return c_.shard.tensor_parallel() ? s : Slice{}; }
+
 Status Attention::reserve(kernels::Backend& backend, const StepCapacity& capacity) {
   const int64_t n = capacity.max_tokens;
-  for (auto [scratch, cols] : {std::pair{&q_, c_.n_heads * c_.head_dim_k},
-                               std::pair{&k_, c_.n_kv_heads * c_.head_dim_k},
-                               std::pair{&v_, c_.n_kv_heads * c_.head_dim_v},
-                               std::pair{&attn_, c_.n_heads * c_.head_dim_v}}) {
+  for (auto [scratch, cols] : {std::pair{&q_, heads_.count * c_.head_dim_k},
+                               std::pair{&k_, kv_heads_.count * c_.head_dim_k},
+                               std::pair{&v_, kv_heads_.count * c_.head_dim_v},
+                               std::pair{&attn_, heads_.count * c_.head_dim_v}}) {
     if (Status st = scratch->reserve(backend, n, cols); !st) return st;
   }
   return {};
@@ -67,8 +81,8 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
     be.add_bias(v, *w.bv, v);
   }
   if (w.q_norm) {  // one RMS norm per head: view [n][H*dk] as [n*H][dk]
-    const Matrix q_heads = q.reshaped(n * c_.n_heads, c_.head_dim_k);
-    const Matrix k_heads = k.reshaped(n * c_.n_kv_heads, c_.head_dim_k);
+    const Matrix q_heads = q.reshaped(n * heads_.count, c_.head_dim_k);
+    const Matrix k_heads = k.reshaped(n * kv_heads_.count, c_.head_dim_k);
     be.rms_norm(q_heads, *w.q_norm, c_.rms_norm_eps, q_heads);
     be.rms_norm(k_heads, *w.k_norm, c_.rms_norm_eps, k_heads);
   }
@@ -79,16 +93,17 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
   rope.layout = c_.rope_layout;
   rope.freq_factors = rope_freqs_.get();
   const kernels::AttentionBatch& batch = ctx.inputs.attention;
-  be.rope(q, static_cast<int32_t>(c_.n_heads), static_cast<int32_t>(c_.head_dim_k),
+  be.rope(q, static_cast<int32_t>(heads_.count), static_cast<int32_t>(c_.head_dim_k),
           batch.positions, rope);
-  be.rope(k, static_cast<int32_t>(c_.n_kv_heads), static_cast<int32_t>(c_.head_dim_k),
+  be.rope(k, static_cast<int32_t>(kv_heads_.count), static_cast<int32_t>(c_.head_dim_k),
           batch.positions, rope);
 
   const kernels::KvLayer& kv = ctx.kv.layer(layer);
   be.kv_write(kv, k, v, ctx.inputs.slots);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim_k));
-  be.attention(q, kv, batch, static_cast<int32_t>(c_.n_heads), scale, attn);  // [n][H*dv]
-  be.matmul(*w.wo, attn, out);                                                 // [n][d]
+  be.attention(q, kv, batch, static_cast<int32_t>(heads_.count), scale, attn);  // [n][H*dv]
+  be.matmul(*w.wo, attn, out);  // [n][d]; under tensor parallelism this rank's heads' share
+  tp_all_reduce(ctx, out);
   if (w.bo) be.add_bias(out, *w.bo, out);
 }
 

@@ -37,8 +37,10 @@ class Attention {
     std::unique_ptr<kernels::Weight> q_norm, k_norm;  // [dk], or null
   };
 
-  // `config` must outlive the block.
-  explicit Attention(const ModelConfig& config) : c_(config) {}
+  // `config` must outlive the block. Under tensor parallelism (config.shard) the block holds
+  // this rank's query and KV heads only (Wq/Wk/Wv rows, Wo columns, biases) and all-reduces Wo's
+  // partial output before the bias; the per-head Q/K norms are whole.
+  explicit Attention(const ModelConfig& config);
 
   // The model-wide RoPE table (rope_freqs), if the config has one.
   Status load_rope(WeightLoader& loader);
@@ -51,9 +53,13 @@ class Attention {
                kernels::Matrix out);
 
  private:
+  Slice sliced(Slice s) const;  // `s` under tensor parallelism, else the whole tensor
+
   const ModelConfig& c_;
+  dist::Range heads_, kv_heads_;  // this rank's heads (all of them in one process)
   std::unique_ptr<kernels::Weight> rope_freqs_;  // null: no per-pair divisors
-  ScratchMatrix q_, k_, v_, attn_;               // [n][H*dk], [n][KV*dk], [n][KV*dv], [n][H*dv]
+  // [n][H*dk], [n][KV*dk], [n][KV*dv], [n][H*dv], H and KV this rank's head counts
+  ScratchMatrix q_, k_, v_, attn_;
 };
 
 }  // namespace cadenza::model::blocks

@@ -5,21 +5,24 @@ namespace cadenza::model::blocks {
 using kernels::Matrix;
 
 DenseFfn::DenseFfn(const ModelConfig& config, int64_t width, std::string_view suffix)
-    : c_(config), width_(width), suffix_(suffix) {}
+    : c_(config), width_(width), columns_(config.shard.columns(width)), suffix_(suffix) {}
 
 Status DenseFfn::load(WeightLoader& loader, int64_t layer, Weights& w) const {
   const int64_t d = c_.n_embd, f = width_;
+  const bool split = c_.shard.tensor_parallel();
+  const Slice rows = split ? rows_of(columns_) : Slice{};
+  const Slice cols = split ? columns_of(columns_) : Slice{};
   auto name = [&](const char* what) { return layer_tensor(layer, what + suffix_ + ".weight"); };
   return loader.load({
-      {w.gate, name("ffn_gate"), {d, f}},
-      {w.up, name("ffn_up"), {d, f}},
-      {w.down, name("ffn_down"), {f, d}},
+      {w.gate, name("ffn_gate"), {d, f}, Load::Required, rows},
+      {w.up, name("ffn_up"), {d, f}, Load::Required, rows},
+      {w.down, name("ffn_down"), {f, d}, Load::Required, cols},
   });
 }
 
 Status DenseFfn::reserve(kernels::Backend& backend, const StepCapacity& capacity) {
-  if (Status st = gate_.reserve(backend, capacity.max_tokens, width_); !st) return st;
-  return up_.reserve(backend, capacity.max_tokens, width_);
+  if (Status st = gate_.reserve(backend, capacity.max_tokens, columns_.count); !st) return st;
+  return up_.reserve(backend, capacity.max_tokens, columns_.count);
 }
 
 void DenseFfn::forward(const ForwardContext& ctx, const Weights& w, Matrix h, Matrix out) {
@@ -29,7 +32,8 @@ void DenseFfn::forward(const ForwardContext& ctx, const Weights& w, Matrix h, Ma
   be.matmul(*w.gate, h, gate);  // [n][f]
   be.matmul(*w.up, h, up);      // [n][f]
   be.swiglu(gate, up, gate);
-  be.matmul(*w.down, gate, out);  // [n][d]
+  be.matmul(*w.down, gate, out);  // [n][d]; under tensor parallelism this rank's share
+  tp_all_reduce(ctx, out);
 }
 
 }  // namespace cadenza::model::blocks

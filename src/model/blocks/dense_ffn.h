@@ -8,6 +8,9 @@
 // Tensors, per layer: `blk.N.ffn_{gate,up,down}<suffix>.weight` ([f][d], [f][d], [d][f]); the
 // suffix is "" for the layer's FFN and "_shexp" for the shared expert (shared_expert.h).
 //
+// Tensor parallel (config.shard): this rank holds columns [c0, c0 + f/tp) of the FFN (rows of
+// Wgate/Wup, columns of Wdown) and all-reduces the partial output.
+//
 // One object per model (shape, scratch); one Weights per layer. Not thread-safe (scratch).
 #pragma once
 
@@ -42,8 +45,9 @@ class DenseFfn {
  private:
   const ModelConfig& c_;
   int64_t width_;
+  dist::Range columns_;  // this rank's FFN columns (all of them in one process)
   std::string suffix_;
-  ScratchMatrix gate_, up_;  // [n][f]
+  ScratchMatrix gate_, up_;  // [n][this rank's f]
 };
 
 }  // namespace cadenza::model::blocks

@@ -5,6 +5,7 @@ namespace cadenza::model::blocks {
 using kernels::Matrix;
 
 Status TokenEmbedding::load(WeightLoader& loader) {
+  if (!c_.shard.first_stage) return {};  // later pipeline stages receive the hidden state
   return loader.load({{token_embd_, "token_embd.weight", {c_.n_embd, c_.n_vocab}}});
 }
 
@@ -13,13 +14,25 @@ void TokenEmbedding::forward(const ForwardContext& ctx, Matrix x) const {
 }
 
 Status OutputHead::load(WeightLoader& loader) {
-  return loader.load({
+  const ModelShard& shard = c_.shard;
+  if (!shard.last_stage) return {};  // earlier pipeline stages pass the hidden state on
+  // Vocabulary-parallel under tensor parallelism: this rank's rows of the output matrix.
+  const Slice vocab = shard.tensor_parallel() ? rows_of(shard.columns(c_.n_vocab)) : Slice{};
+  Status st = loader.load({
       {output_norm_, "output_norm.weight", {c_.n_embd}},
-      {output_, "output.weight", {c_.n_embd, c_.n_vocab}, Load::IfPresent},
+      {output_, "output.weight", {c_.n_embd, c_.n_vocab}, Load::IfPresent, vocab},
   });
+  // Tied: the embedding's table, unless this rank needs only a slice of it or holds no
+  // embedding (a later pipeline stage).
+  if (st && !output_ && (vocab.dim >= 0 || !shard.first_stage)) {
+    st = loader.load({{output_, "token_embd.weight", {c_.n_embd, c_.n_vocab}, Load::Required,
+                       vocab}});
+  }
+  return st;
 }
 
 Status OutputHead::reserve(kernels::Backend& backend, const StepCapacity& capacity) {
+  if (!c_.shard.last_stage) return {};
   return hidden_.reserve(backend, capacity.max_logit_rows, c_.n_embd);
 }
 
@@ -28,7 +41,25 @@ void OutputHead::forward(const ForwardContext& ctx, const TokenEmbedding& embedd
   const Matrix hidden = hidden_.rows(ctx.inputs.n_logits);
   be.gather_rows(x, ctx.inputs.logit_rows, hidden);  // only the rows whose logits are wanted
   be.rms_norm(hidden, *output_norm_, c_.rms_norm_eps, hidden);
-  be.matmul(output_ ? *output_ : embedding.table(), hidden, ctx.logits);  // [n_logits][V]
+  be.matmul(output_ ? *output_ : embedding.table(), hidden, ctx.logits);  // [n_logits][V or V/tp]
+}
+
+void stage_input(const ForwardContext& ctx, const ModelConfig& config,
+                 const TokenEmbedding& embedding, Matrix x) {
+  if (config.shard.first_stage) {
+    embedding.forward(ctx, x);
+  } else {
+    ctx.distributed->recv_hidden(ctx.backend, x);
+  }
+}
+
+void stage_output(const ForwardContext& ctx, const ModelConfig& config, OutputHead& head,
+                  const TokenEmbedding& embedding, Matrix x) {
+  if (config.shard.last_stage) {
+    head.forward(ctx, embedding, x);
+  } else {
+    ctx.distributed->send_hidden(ctx.backend, x);
+  }
 }
 
 }  // namespace cadenza::model::blocks

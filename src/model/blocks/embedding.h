@@ -6,6 +6,10 @@
 //
 // Shapes: n = tokens of the step, d = n_embd, V = n_vocab.
 // Tensors: `token_embd.weight` [V][d], `output_norm.weight` [d], `output.weight` [V][d] (optional).
+// Split models (config.shard): only the first pipeline stage holds the embedding and only the
+// last the head; under tensor parallelism the head is vocabulary-parallel (this rank's rows of
+// the output matrix, logits [n_logits][V/tp]), the embedding whole (a lookup reads only the
+// step's rows of the mapped file).
 // Not thread-safe (OutputHead's scratch).
 #pragma once
 
@@ -48,8 +52,16 @@ class OutputHead {
  private:
   const ModelConfig& c_;
   std::unique_ptr<kernels::Weight> output_norm_;
-  std::unique_ptr<kernels::Weight> output_;  // null when tied
+  std::unique_ptr<kernels::Weight> output_;  // null when tied to the embedding held here
   ScratchMatrix hidden_;                     // [n_logits][d]
 };
+
+// The two ends of a pipeline stage (config.shard): the first stage embeds the step's tokens, a
+// later one receives the previous stage's hidden state; the last stage computes the logits, an
+// earlier one sends its hidden state on. In one process: embedding and head.
+void stage_input(const ForwardContext& ctx, const ModelConfig& config,
+                 const TokenEmbedding& embedding, kernels::Matrix x);
+void stage_output(const ForwardContext& ctx, const ModelConfig& config, OutputHead& head,
+                  const TokenEmbedding& embedding, kernels::Matrix x);
 
 }  // namespace cadenza::model::blocks

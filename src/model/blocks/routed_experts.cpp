@@ -8,16 +8,24 @@ namespace cadenza::model::blocks {
 using kernels::IndexMatrix;
 using kernels::Matrix;
 
-RoutedExperts::RoutedExperts(const ModelConfig& config) : c_(config) {}
+RoutedExperts::RoutedExperts(const ModelConfig& config)
+    : c_(config), experts_(config.shard.experts(config.n_experts)),
+      columns_(config.shard.expert_columns(config.n_ff_expert)) {}
 
 Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) const {
   const int64_t d = c_.n_embd, f = c_.n_ff_expert, e = c_.n_experts;
+  const ModelShard& shard = c_.shard;
+  // Expert parallel: whole experts [e0, e0 + count). Tensor parallel: every expert's columns.
+  const Slice held = shard.expert_parallel ? matrices_of(experts_) : Slice{};
+  const bool split = shard.tensor_parallel() && !shard.expert_parallel;
+  const Slice rows = split ? rows_of(columns_) : Slice{};
+  const Slice cols = split ? columns_of(columns_) : Slice{};
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
   return loader.load({
       {w.router, name("ffn_gate_inp.weight"), {d, e}},
-      {w.gate, name("ffn_gate_exps.weight"), {d, f, e}},
-      {w.up, name("ffn_up_exps.weight"), {d, f, e}},
-      {w.down, name("ffn_down_exps.weight"), {f, d, e}},
+      {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows},
+      {w.up, name("ffn_up_exps.weight"), {d, f, e}, Load::Required, held, rows},
+      {w.down, name("ffn_down_exps.weight"), {f, d, e}, Load::Required, held, cols},
   });
 }
 
@@ -26,12 +34,13 @@ Status RoutedExperts::reserve(kernels::Backend& backend, const StepCapacity& cap
   if (Status st = ids_.reserve(backend, n, k); !st) return st;
   for (auto [scratch, rows, cols] : {std::tuple{&router_, n, c_.n_experts},
                                      std::tuple{&weights_, n, k},
-                                     std::tuple{&gate_, n * k, c_.n_ff_expert},
-                                     std::tuple{&up_, n * k, c_.n_ff_expert},
+                                     std::tuple{&gate_, n * k, columns_.count},
+                                     std::tuple{&up_, n * k, columns_.count},
                                      std::tuple{&slots_, n * k, c_.n_embd}}) {
     if (Status st = scratch->reserve(backend, rows, cols); !st) return st;
   }
   ids_host_.reserve(static_cast<size_t>(n * k));
+  weights_host_.reserve(static_cast<size_t>(n * k));
   return {};
 }
 
@@ -55,11 +64,30 @@ void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weig
     std::atomic<uint64_t>* counts = ctx.expert_counts + static_cast<size_t>(layer * c_.n_experts);
     for (const int32_t e : ids_host_) counts[e].fetch_add(1, std::memory_order_relaxed);
   }
+  if (c_.shard.expert_parallel) localize(be, n * k);
   be.matmul_experts(*w.gate, h, ids, gate);  // [n*K][f]
   be.matmul_experts(*w.up, h, ids, up);      // [n*K][f]
   be.swiglu(gate, up, gate);
   be.matmul_experts(*w.down, gate, ids, slots);  // [n*K][d]
   be.weighted_sum_slots(slots, weights, out);    // [n][d]
+  tp_all_reduce(ctx, out);  // the other ranks' experts, or the other columns of every expert
+}
+
+// The step's expert ids as indices into this rank's experts: -1 (a zero row, weight 0) for an
+// expert another rank holds. On the host: n*K ids and weights, read and written back.
+void RoutedExperts::localize(kernels::Backend& be, int64_t pairs) {
+  ids_host_.resize(static_cast<size_t>(pairs));
+  weights_host_.resize(static_cast<size_t>(pairs));
+  be.read(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
+  be.read(weights_.buffer(), 0, weights_host_.data(), weights_host_.size() * sizeof(float));
+  for (size_t i = 0; i < ids_host_.size(); ++i) {
+    const int64_t local = ids_host_[i] - experts_.begin;
+    const bool held = local >= 0 && local < experts_.count;
+    ids_host_[i] = held ? static_cast<int32_t>(local) : -1;
+    if (!held) weights_host_[i] = 0.0f;
+  }
+  be.write(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
+  be.write(weights_.buffer(), 0, weights_host_.data(), weights_host_.size() * sizeof(float));
 }
 
 }  // namespace cadenza::model::blocks

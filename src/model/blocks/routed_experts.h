@@ -13,6 +13,10 @@
 // Routing statistics: when ctx.expert_counts is set, the step's ids are read back and counted per
 // (layer, expert).
 //
+// Tensor parallel (config.shard): every expert's FFN columns are split like a dense FFN's; expert
+// parallel: this rank holds whole experts [e0, e0 + E/tp) and the ids of the others become -1
+// (zero rows). Either way the router is whole and the output is all-reduced.
+//
 // One object per model (shape, scratch); one Weights per layer. Not thread-safe (scratch).
 #pragma once
 
@@ -46,13 +50,18 @@ class RoutedExperts {
                kernels::Matrix out);
 
  private:
+  void localize(kernels::Backend& backend, int64_t pairs);
+
   const ModelConfig& c_;
+  dist::Range experts_;           // the experts held here (all of them in one process)
+  dist::Range columns_;           // the columns of each held expert
   ScratchMatrix router_;          // [n][E]
   ScratchIndices ids_;            // [n][K]
   ScratchMatrix weights_;         // [n][K]
   ScratchMatrix gate_, up_;       // [n*K][f]
   ScratchMatrix slots_;           // [n*K][d]
   std::vector<int32_t> ids_host_;  // the step's ids read back for the statistics (capacity n*K)
+  std::vector<float> weights_host_;  // expert parallel: the step's weights (capacity n*K)
 };
 
 }  // namespace cadenza::model::blocks

@@ -26,7 +26,7 @@ struct ParallelConfig {
   bool expert_parallel = false;  // --enable-expert-parallel: experts split across the tp ranks
   // --pp-layers "12,12,8": layers per stage (must sum to the model's layers); empty: even split,
   // the remainder to the first stages.
-  std::vector<int64_t> stage_layers;
+  std::vector<int64_t> stage_layers = {};
   // Parses "12,12,8" (positive integers, comma-separated). Errors name the option.
   static Result<std::vector<int64_t>> parse_stage_layers(const std::string& text);
   int world_size() const { return tensor * pipeline; }

@@ -3,6 +3,8 @@
 #include <csignal>
 #include <cstdlib>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
 
@@ -70,9 +72,10 @@ Result<Job> start_job(const ParallelArgs& a) {
   // Every rank logs to its own stderr (mpirun merges them): tag each line with the rank.
   spdlog::set_pattern(fmt::format("[%Y-%m-%d %H:%M:%S.%e] [rank {}] [%^%l%$] %v", rank));
   if (rank == 0) {
-    spdlog::info("distributed: {} processes (tp {} x pp {}{}), driver on {}", job.world->size(),
-                 a.tensor, a.pipeline, a.expert_parallel ? ", expert parallel" : "",
-                 dist::MpiRuntime::host_name());
+    spdlog::info("distributed: {} processes (tp {} x pp {}{}), driver on {} (pid {})",
+                 job.world->size(), a.tensor, a.pipeline,
+                 a.expert_parallel ? ", expert parallel" : "", dist::MpiRuntime::host_name(),
+                 ::getpid());
   }
   return job;
 }
@@ -85,8 +88,9 @@ std::optional<int> serve_if_worker(model::Model& model) {
   std::signal(SIGTERM, SIG_IGN);
   std::signal(SIGINT, SIG_IGN);
   const dist::Topology& t = model.distributed()->topology();
-  spdlog::info("worker {} on {}: layers [{}, {}), serving the driver", t.describe(t.world_rank),
-               dist::MpiRuntime::host_name(), t.layer_begin(), t.layer_end());
+  spdlog::info("worker {} on {} (pid {}): layers [{}, {}), serving the driver",
+               t.describe(t.world_rank), dist::MpiRuntime::host_name(), ::getpid(),
+               t.layer_begin(), t.layer_end());
   Status st = model.serve_worker();
   if (!st) {
     spdlog::error("worker failed: {}", st.error());

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end test of `cadenza serve` with the official OpenAI Node client.
 # Usage: run_e2e.sh CADENZA_BINARY E2E_SOURCE_DIR WORK_DIR
+# CADENZA_E2E_LAUNCH (e.g. "mpirun --oversubscribe -np 2") and CADENZA_E2E_SERVE_ARGS (default
+# "-t 2"; e.g. "-t 1 -tp 2") run the same test against a server split across processes
+# (tests/dist/CMakeLists.txt).
 # Exit 77 (ctest: skipped) only when node or npm is not installed (scripts/setup.sh --test installs
 # them, and scripts/test.sh fails on that skip). A failed `npm ci` is a failure, not a skip: the
 # test would otherwise pass CI without ever running the client.
@@ -26,7 +29,9 @@ model="$work/e2e-model.gguf"
 "$cadenza" synth --preset demo --type f32 --layers 2 --ctx 1024 --seed 2 -o "$model" >/dev/null || exit 1
 
 key="e2e-key-$$"
-CADENZA_API_KEY="$key" "$cadenza" serve -m "$model" --port 0 -t 2 --max-model-len 512 \
+read -r -a launch <<<"${CADENZA_E2E_LAUNCH:-}"
+read -r -a serve_args <<<"${CADENZA_E2E_SERVE_ARGS:--t 2}"
+CADENZA_API_KEY="$key" "${launch[@]}" "$cadenza" serve -m "$model" --port 0 "${serve_args[@]}" --max-model-len 512 \
   --served-model-name tiny-e2e --drain-timeout 10 >"$work/serve.out" 2>"$work/serve.err" &
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null; }
@@ -38,8 +43,15 @@ wait_for_serve "$work/serve.out" "$work/serve.err" "$pid"
   CADENZA_ROOT_URL="http://127.0.0.1:$port" node e2e.mjs)
 rc=$?
 
-# Graceful stop: SIGTERM, exit status 0.
-kill -TERM "$pid"
+# Graceful stop: SIGTERM, exit status 0. Under mpirun the driver (rank 0) gets it: it drains,
+# stops the workers and every rank exits 0, so mpirun does (mpirun itself, signalled, would end
+# the job with status 1 after forwarding the signal; docs/distributed.md).
+stop_pid=$pid
+if [ ${#launch[@]} -gt 0 ]; then
+  stop_pid=$(sed -n 's/.*driver on .* (pid \([0-9]*\)).*/\1/p' "$work/serve.err" | head -1)
+  [ -n "$stop_pid" ] || { echo "no driver pid in the log"; exit 1; }
+fi
+kill -TERM "$stop_pid"
 wait "$pid"
 serve_rc=$?
 trap - EXIT

@@ -30,7 +30,8 @@ namespace cadenza::dist {
 struct OpStats {
   uint64_t calls = 0;
   uint64_t bytes = 0;   // payload this rank sent (collectives: the buffer size)
-  double seconds = 0;   // wall time inside the call, waiting included
+  double seconds = 0;   // wall time inside the call, waiting for peers included (not the
+                        // unbounded waits of Wait::Forever: an idle worker is not communicating)
 };
 
 enum class Op { AllReduce, Broadcast, Gather, AllGather, Send, Recv, AllToAll, kCount };

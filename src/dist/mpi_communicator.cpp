@@ -70,7 +70,9 @@ class MpiCommunicator final : public Communicator {
   }
 
   Status broadcast(void* data, size_t bytes, int root, Wait w) override {
-    Timer t(stats_[Op::Broadcast], rank_ == root ? bytes : 0);
+    // An unbounded wait is a worker idle until the driver's next command: not communication
+    // time (its call and bytes still count).
+    Timer t(stats_[Op::Broadcast], rank_ == root ? bytes : 0, w == Wait::Bounded);
     auto* p = static_cast<uint8_t*>(data);
     for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
       const size_t n = std::min(bytes - done, kMaxChunk);
@@ -150,7 +152,7 @@ class MpiCommunicator final : public Communicator {
   }
 
   Status recv(void* data, size_t bytes, int peer, Wait w) override {
-    Timer t(stats_[Op::Recv], 0);
+    Timer t(stats_[Op::Recv], 0, w == Wait::Bounded);
     auto* p = static_cast<uint8_t*>(data);
     for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
       const size_t n = std::min(bytes - done, kMaxChunk);
@@ -179,13 +181,17 @@ class MpiCommunicator final : public Communicator {
   static constexpr int kTag = 7;
 
   struct Timer {
-    Timer(OpStats& s, size_t bytes) : stats(s), start(Clock::now()) {
+    Timer(OpStats& s, size_t bytes, bool timed = true)
+        : stats(s), start(Clock::now()), timed(timed) {
       ++stats.calls;
       stats.bytes += bytes;
     }
-    ~Timer() { stats.seconds += std::chrono::duration<double>(Clock::now() - start).count(); }
+    ~Timer() {
+      if (timed) stats.seconds += std::chrono::duration<double>(Clock::now() - start).count();
+    }
     OpStats& stats;
     Clock::time_point start;
+    bool timed;
   };
 
   Status fail(std::string message) {

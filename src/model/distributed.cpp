@@ -1,6 +1,7 @@
 #include "model/distributed.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -260,31 +261,59 @@ Result<CommandHeader> Distributed::receive_command(std::vector<uint8_t>& payload
 }
 
 Status Distributed::ping(double timeout_s) {
+  const auto start = std::chrono::steady_clock::now();
   CommandHeader h;
   h.command = static_cast<int32_t>(Command::Ping);
   if (Status st = send_command(h, {}); !st) return st;
   const double saved = world_.timeout();
   world_.set_timeout(timeout_s);
+  reports_.resize(static_cast<size_t>(world_.size()));
   Status result;
   for (int r = 1; r < world_.size() && result; ++r) {
-    int32_t answer = -1;
+    RankReport answer;
     Status st = world_.recv(&answer, sizeof answer, r);
     if (!st) {
       result = make_error("{} did not answer the heartbeat: {}", topology_.describe(r), st.error());
-    } else if (answer != r) {
-      result = make_error("{} answered the heartbeat with {}", topology_.describe(r), answer);
+    } else if (answer.rank != r) {
+      result = make_error("{} answered the heartbeat as rank {}", topology_.describe(r),
+                          answer.rank);
+    } else {
+      reports_[static_cast<size_t>(r)] = answer;
     }
   }
   world_.set_timeout(saved);
   if (!result) fail(result.error_value());
+  last_ping_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
-Status Distributed::answer_ping() {
-  const int32_t me = world_.rank();
+dist::CommStats Distributed::comm_stats() const {
+  dist::CommStats sum = world_.stats();
+  for (size_t i = 0; i < static_cast<size_t>(dist::Op::kCount); ++i) {
+    sum.ops[i].calls += tp_->stats().ops[i].calls;
+    sum.ops[i].bytes += tp_->stats().ops[i].bytes;
+    sum.ops[i].seconds += tp_->stats().ops[i].seconds;
+  }
+  return sum;
+}
+
+Status Distributed::answer_ping(uint64_t expert_tokens) {
+  RankReport me;
+  me.rank = world_.rank();
+  me.comm = comm_stats();
+  me.expert_tokens = expert_tokens;
   Status st = world_.send(&me, sizeof me, 0);
   if (!st) fail(st.error_value());
   return st;
+}
+
+std::vector<RankReport> Distributed::reports(uint64_t own_expert_tokens) const {
+  std::vector<RankReport> out = reports_;
+  out.resize(static_cast<size_t>(world_.size()));
+  for (size_t r = 0; r < out.size(); ++r) out[r].rank = static_cast<int32_t>(r);
+  out[0].comm = comm_stats();
+  out[0].expert_tokens = own_expert_tokens;
+  return out;
 }
 
 }  // namespace cadenza::model

@@ -48,6 +48,16 @@ enum class Command : int32_t {
 };
 const char* command_name(Command c);
 
+// One rank's communication totals (its world and tensor-parallel communicators together) and
+// the (token, expert) pairs its experts computed: a worker sends its report with every
+// heartbeat answer; the driver keeps the latest of each (cadenza_dist_* metrics).
+struct RankReport {
+  int32_t rank = 0;
+  int32_t pad = 0;
+  dist::CommStats comm;
+  uint64_t expert_tokens = 0;  // under expert parallelism; tokens x experts used otherwise
+};
+
 struct CommandHeader {
   int32_t command = 0;
   int32_t pad = 0;
@@ -95,9 +105,17 @@ class Distributed {
   // Worker: the next command (waits as long as the driver is idle).
   Result<CommandHeader> receive_command(std::vector<uint8_t>& payload);
   // Driver: a heartbeat; an error names the first rank that did not answer within `timeout_s`.
+  // The answers carry the workers' reports (reports()).
   Status ping(double timeout_s);
-  // Worker: the answer to a Ping.
-  Status answer_ping();
+  // Worker: the answer to a Ping, with this rank's report (expert_tokens filled by the caller).
+  Status answer_ping(uint64_t expert_tokens);
+  // This rank's communication totals.
+  dist::CommStats comm_stats() const;
+  // Driver: every rank's latest report, index = world rank (the driver's own is current, the
+  // workers' as of the last heartbeat; zeros before the first).
+  std::vector<RankReport> reports(uint64_t own_expert_tokens) const;
+  // Seconds the last heartbeat took (driver).
+  double last_ping_seconds() const { return last_ping_s_; }
 
  private:
   Distributed(dist::Communicator& world, dist::Topology topology, ModelShard shard);
@@ -112,6 +130,8 @@ class Distributed {
   std::vector<int64_t> vocab_starts_;  // [tp + 1] first vocabulary row of each rank
   Error error_;
   bool failed_ = false;
+  std::vector<RankReport> reports_;  // driver: the workers' latest, index = world rank
+  double last_ping_s_ = 0;
 };
 
 }  // namespace cadenza::model

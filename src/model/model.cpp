@@ -360,7 +360,7 @@ Status Model::run_command(const CommandHeader& h, const std::vector<uint8_t>& pa
                           std::unique_ptr<KvCache>& kv) {
   switch (static_cast<Command>(h.command)) {
     case Command::Ping:
-      return distributed_->answer_ping();
+      return distributed_->answer_ping(held_expert_tokens());
     case Command::Reserve:
       return reserve_here({h.args[0], h.args[1], h.args[2], h.args[3]});
     case Command::CreateKv: {
@@ -429,6 +429,16 @@ Status Model::serve_worker() {
                         command_name(static_cast<Command>(h->command)), st.error());
     }
   }
+}
+
+uint64_t Model::held_expert_tokens() const {
+  if (config_.n_experts == 0) return 0;
+  const dist::Range held = config_.shard.experts(config_.n_experts);
+  uint64_t sum = 0;
+  for (int64_t l = config_.shard.layer_begin; l < config_.shard.layer_end; ++l) {
+    for (int64_t e = held.begin; e < held.end(); ++e) sum += expert_tokens(l, e);
+  }
+  return sum;
 }
 
 Status Model::ping(double timeout_s) {

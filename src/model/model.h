@@ -133,6 +133,8 @@ class Model {
   // that did not), and the end of the workers' loops (also sent by the destructor).
   Status ping(double timeout_s);
   Status stop_workers();
+  // (token, expert) pairs computed by the experts this rank holds, in its layers (MoE).
+  uint64_t held_expert_tokens() const;
 
   // Routing statistics (MoE models; all zero for dense ones): tokens routed to `expert` in
   // `layer` by every forward() so far (each token counts once per expert it uses, so a layer's

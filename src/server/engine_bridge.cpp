@@ -186,6 +186,20 @@ void EngineBridge::publish_gauges(size_t pending) {
     g.moe_experts = model.config().n_experts;
     g.expert_tokens = model.expert_token_counts();
   }
+  if (const model::Distributed* d = model.distributed()) {
+    for (const model::RankReport& rep : d->reports(model.held_expert_tokens())) {
+      RankGauges r;
+      r.rank = rep.rank;
+      r.expert_tokens = rep.expert_tokens;
+      for (int op = 0; op < static_cast<int>(dist::Op::kCount); ++op) {
+        const dist::OpStats& s = rep.comm[static_cast<dist::Op>(op)];
+        if (s.calls == 0) continue;
+        r.ops.push_back({dist::op_name(static_cast<dist::Op>(op)), s.calls, s.bytes, s.seconds});
+      }
+      g.ranks.push_back(std::move(r));
+    }
+    g.heartbeat_seconds = d->last_ping_seconds();
+  }
   metrics_.set_engine_gauges(g);
 }
 
@@ -217,6 +231,7 @@ void EngineBridge::loop() {
       } else if (!cv_.wait_for(lock, std::chrono::duration<double>(
                                          bridge_config_.heartbeat_interval_s), has_news)) {
         lock.unlock();  // idle: are the other ranks still there?
+        last_heartbeat_ = engine::Clock::now();
         if (Status st = engine_->check_workers(bridge_config_.heartbeat_timeout_s); !st) {
           fail_engine(st.error());
         }
@@ -242,6 +257,15 @@ void EngineBridge::loop() {
       for (auto& out : engine_->step()) deliver(std::move(out));
       if (!failed_) {
         if (Status st = engine_->health(); !st) fail_engine(st.error());
+      }
+      // Under load too, now and then: the workers' reports for the metrics.
+      if (!failed_ && engine_->distributed() &&
+          engine::Clock::now() - last_heartbeat_ >
+              std::chrono::duration<double>(bridge_config_.heartbeat_interval_s)) {
+        last_heartbeat_ = engine::Clock::now();
+        if (Status st = engine_->check_workers(bridge_config_.heartbeat_timeout_s); !st) {
+          fail_engine(st.error());
+        }
       }
     }
     size_t waiting_submissions = 0;

@@ -146,6 +146,7 @@ class EngineBridge {
   std::atomic<bool> ready_{false};
   std::atomic<bool> accepting_{true};
   bool failed_ = false;  // engine thread: fail_engine ran
+  std::chrono::steady_clock::time_point last_heartbeat_ = std::chrono::steady_clock::now();
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> next_ticket_{1};
   std::thread thread_;

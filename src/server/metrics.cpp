@@ -15,6 +15,12 @@ constexpr const char* kPrefixQueries = "cadenza_prefix_cache_queries_total";
 constexpr const char* kPrefixHits = "cadenza_prefix_cache_hits_total";
 constexpr const char* kPreemptions = "cadenza_num_preemptions_total";
 constexpr const char* kExpertTokens = "cadenza_moe_expert_tokens_total";
+constexpr const char* kDistWorld = "cadenza_dist_world_size";
+constexpr const char* kDistHeartbeat = "cadenza_dist_heartbeat_seconds";
+constexpr const char* kDistSeconds = "cadenza_dist_seconds_total";
+constexpr const char* kDistBytes = "cadenza_dist_bytes_total";
+constexpr const char* kDistCalls = "cadenza_dist_calls_total";
+constexpr const char* kDistExpertTokens = "cadenza_dist_expert_tokens_total";
 constexpr const char* kFinished = "cadenza_request_success_total";
 constexpr const char* kHttp = "cadenza_http_requests_total";
 constexpr const char* kTtft = "cadenza_time_to_first_token_seconds";
@@ -48,6 +54,22 @@ Metrics::Metrics() {
   // Dense models export no expert series at all.
   r.declare(kExpertTokens, MetricType::counter,
             "Tokens routed to each expert, per layer (each token counts once per expert it uses).",
+            WhenEmpty::omit);
+  // Split models only (docs/distributed.md); one process exports none of these.
+  r.declare(kDistWorld, MetricType::gauge, "Processes the model is split across.",
+            WhenEmpty::omit);
+  r.declare(kDistHeartbeat, MetricType::gauge,
+            "Round trip of the last heartbeat from the driver to every worker.", WhenEmpty::omit);
+  r.declare(kDistSeconds, MetricType::counter,
+            "Seconds each rank spent in each communication operation, waiting included "
+            "(workers: as of the last heartbeat).", WhenEmpty::omit);
+  r.declare(kDistBytes, MetricType::counter,
+            "Payload bytes each rank sent (collectives: the buffer size) per operation.",
+            WhenEmpty::omit);
+  r.declare(kDistCalls, MetricType::counter, "Communication operations per rank and kind.",
+            WhenEmpty::omit);
+  r.declare(kDistExpertTokens, MetricType::counter,
+            "(token, expert) pairs computed by the experts each rank holds (MoE).",
             WhenEmpty::omit);
   r.declare(kFinished, MetricType::counter, "Finished requests by finish reason.");
   r.declare(kHttp, MetricType::counter, "HTTP responses by route and status.");
@@ -105,6 +127,25 @@ std::string Metrics::render() const {
       for (int64_t e = 0; e < g.moe_experts; ++e)
         registry_.set(kExpertTokens, {{"layer", std::to_string(l)}, {"expert", std::to_string(e)}},
                       static_cast<double>(g.expert_tokens[static_cast<size_t>(l * g.moe_experts + e)]));
+  }
+  for (const char* name : {kDistWorld, kDistHeartbeat, kDistSeconds, kDistBytes, kDistCalls,
+                           kDistExpertTokens}) {
+    registry_.clear(name);
+  }
+  if (!g.ranks.empty()) {
+    registry_.set(kDistWorld, {}, static_cast<double>(g.ranks.size()));
+    registry_.set(kDistHeartbeat, {}, g.heartbeat_seconds);
+    for (const RankGauges& rank : g.ranks) {
+      const std::string r = std::to_string(rank.rank);
+      for (const RankGauges::Op& op : rank.ops) {
+        registry_.set(kDistSeconds, {{"rank", r}, {"op", op.name}}, op.seconds);
+        registry_.set(kDistBytes, {{"rank", r}, {"op", op.name}}, static_cast<double>(op.bytes));
+        registry_.set(kDistCalls, {{"rank", r}, {"op", op.name}}, static_cast<double>(op.calls));
+      }
+      if (g.moe_experts > 0) {
+        registry_.set(kDistExpertTokens, {{"rank", r}}, static_cast<double>(rank.expert_tokens));
+      }
+    }
   }
   std::string out;
   out.reserve(8192);

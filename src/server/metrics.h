@@ -14,6 +14,20 @@
 
 namespace cadenza::server {
 
+// One rank of a model split across processes (docs/distributed.md): its communication totals
+// per operation and the (token, expert) pairs its experts computed.
+struct RankGauges {
+  int32_t rank = 0;
+  struct Op {
+    std::string name;  // "all_reduce", "broadcast", ...
+    uint64_t calls = 0;
+    uint64_t bytes = 0;
+    double seconds = 0;
+  };
+  std::vector<Op> ops;
+  uint64_t expert_tokens = 0;
+};
+
 // Values the engine thread publishes after each step (read at scrape time).
 struct EngineGauges {
   int32_t num_running = 0;
@@ -27,6 +41,9 @@ struct EngineGauges {
   int64_t moe_layers = 0;
   int64_t moe_experts = 0;
   std::vector<uint64_t> expert_tokens;
+  // Split models: one entry per rank (empty in one process); the last heartbeat's round trip.
+  std::vector<RankGauges> ranks;
+  double heartbeat_seconds = 0;
 };
 
 class Metrics {

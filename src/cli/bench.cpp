@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/parallel.h"
+#include "util/resident_memory.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend_factory.h"
@@ -39,6 +40,7 @@ struct BenchArgs {
   bool json = false;
   bool no_probe = false;
   int64_t experts_per_token = 0;  // 0: the file's
+  int32_t batch = 0;  // --batch N: also decode N sequences per step (tgN); 0: skip
   DType kv_cache_type = DType::F16;
   std::function<std::optional<int>()> serve;  // `bench serve` / `bench compare` (loadgen)
 };
@@ -128,6 +130,51 @@ Result<MoeStep> measure_moe_step(model::Model& m, int n_seqs) {
   return MoeStep{after.matrices - before.matrices, after.bytes - before.bytes};
 }
 
+// Decode of `n_seqs` sequences in lock-step: a 1-token prefill each, then `steps` steps of one
+// token per sequence. Returns generated tokens per second (all sequences) over the steps.
+Result<double> measure_batched_decode(model::Model& m, int n_seqs, int steps) {
+  const int32_t block = 16;
+  const int32_t blocks_per_seq = (steps + 1 + block - 1) / block;
+  auto kv = m.create_kv_cache({.num_blocks = n_seqs * blocks_per_seq, .block_size = block});
+  if (!kv) return kv.error_value();
+  if (Status st = m.reserve({.max_tokens = n_seqs, .max_logit_rows = n_seqs,
+                             .max_sequences = n_seqs, .max_blocks_per_sequence = blocks_per_seq});
+      !st) {
+    return st.error_value();
+  }
+  const int32_t n_vocab = static_cast<int32_t>(m.config().n_vocab);
+  std::vector<std::vector<int32_t>> tables(static_cast<size_t>(n_seqs));
+  std::vector<std::span<const int32_t>> spans;
+  for (int i = 0; i < n_seqs; ++i) {
+    for (int b = 0; b < blocks_per_seq; ++b) tables[static_cast<size_t>(i)].push_back(i * blocks_per_seq + b);
+    spans.emplace_back(tables[static_cast<size_t>(i)]);
+  }
+  std::vector<int32_t> seq(static_cast<size_t>(n_seqs)), rows(static_cast<size_t>(n_seqs));
+  for (int i = 0; i < n_seqs; ++i) seq[static_cast<size_t>(i)] = rows[static_cast<size_t>(i)] = i;
+  std::vector<float> logits(static_cast<size_t>(n_seqs) * static_cast<size_t>(n_vocab));
+  std::vector<int32_t> tokens = bench_tokens(n_seqs, n_vocab);
+  Clock::time_point t0;
+  for (int32_t pos = 0; pos <= steps; ++pos) {
+    if (pos == 1) t0 = Clock::now();  // the prefill step is not timed
+    const std::vector<int32_t> positions(static_cast<size_t>(n_seqs), pos);
+    if (Status st = m.forward({tokens, positions, seq, spans, rows}, **kv, logits); !st) {
+      return st.error_value();
+    }
+    for (auto& t : tokens) t = 3 + (t * 7919 + pos) % std::max(1, n_vocab - 3);
+  }
+  return n_seqs * steps / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Seconds the driver spent communicating so far (0 in one process).
+double comm_seconds(const model::Model& m) {
+  const model::Distributed* d = m.distributed();
+  if (!d) return 0;
+  const dist::CommStats s = d->comm_stats();
+  double sum = 0;
+  for (const dist::OpStats& op : s.ops) sum += op.seconds;
+  return sum;
+}
+
 // Per layer: tokens routed and the min / mean / max share of one expert (percent of the layer's
 // routed tokens; uniform routing gives 100 / n_experts each).
 void print_routing(const model::ModelConfig& cfg, const std::vector<uint64_t>& counts,
@@ -202,21 +249,29 @@ int run_bench(const BenchArgs& a) {
   }
   (*model)->reset_expert_token_counts();
 
-  std::vector<double> pp, tg;
+  std::vector<double> pp, tg, tgb, pp_comm, tg_comm, tgb_comm;
   const auto prompt = bench_tokens(a.n_prompt, n_vocab);
+  // The share of each test's wall time the driver spent in communication (split models).
+  auto comm_share = [&](double comm_before, Clock::time_point t0) {
+    return (comm_seconds(**model) - comm_before) /
+           std::chrono::duration<double>(Clock::now() - t0).count();
+  };
   for (int r = 0; r < a.repetitions; ++r) {
     if (a.n_prompt > 0) {
       s.reset();
+      const double c0 = comm_seconds(**model);
       const auto t0 = Clock::now();
       if (auto res = s.eval(prompt); !res) {
         fmt::print(stderr, "bench: {}\n", res.error());
         return 1;
       }
       pp.push_back(a.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count());
+      pp_comm.push_back(comm_share(c0, t0));
     }
     if (a.n_gen > 0) {
       s.reset();
       int32_t token = prompt.empty() ? 3 : prompt[0];
+      const double c0 = comm_seconds(**model);
       const auto t0 = Clock::now();
       for (int32_t i = 0; i < a.n_gen; ++i) {
         auto res = s.eval({&token, 1});
@@ -227,8 +282,24 @@ int run_bench(const BenchArgs& a) {
         token = 3 + (token * 7919 + i) % std::max(1, n_vocab - 3);
       }
       tg.push_back(a.n_gen / std::chrono::duration<double>(Clock::now() - t0).count());
+      tg_comm.push_back(comm_share(c0, t0));
+    }
+    if (a.batch > 0 && a.n_gen > 0) {
+      const double c0 = comm_seconds(**model);
+      const auto t0 = Clock::now();
+      Result<double> tps = measure_batched_decode(**model, a.batch, a.n_gen);
+      if (!tps) {
+        fmt::print(stderr, "bench: {}\n", tps.error());
+        return 1;
+      }
+      tgb.push_back(*tps);
+      tgb_comm.push_back(comm_share(c0, t0));
     }
   }
+  const Stats tgbs = summarize(tgb);
+  const double pp_comm_share = summarize(pp_comm).median, tg_comm_share = summarize(tg_comm).median,
+               tgb_comm_share = summarize(tgb_comm).median;
+  const double peak_rss = static_cast<double>(peak_resident_bytes());
   const Stats pps = summarize(pp), tgs = summarize(tg);
   const std::vector<uint64_t> routing = (*model)->expert_token_counts();
   Result<MoeStep> moe_step = MoeStep{};
@@ -259,6 +330,17 @@ int run_bench(const BenchArgs& a) {
     };
     if (a.n_prompt > 0) j["pp"] = {{"tokens", a.n_prompt}, {"tokens_per_s", stats(pps)}};
     if (a.n_gen > 0) j["tg"] = {{"tokens", a.n_gen}, {"tokens_per_s", stats(tgs)}};
+    if (!tgb.empty()) {
+      j["tg_batch"] = {{"sequences", a.batch}, {"steps", a.n_gen}, {"tokens_per_s", stats(tgbs)}};
+    }
+    j["peak_rss_bytes"] = peak_rss;
+    if (const model::Distributed* d = (*model)->distributed()) {
+      j["distributed"] = {{"world_size", d->topology().world_size},
+                          {"tensor_parallel", d->topology().config.tensor},
+                          {"pipeline_parallel", d->topology().config.pipeline},
+                          {"comm_share_pp", pp_comm_share}, {"comm_share_tg", tg_comm_share},
+                          {"comm_share_tg_batch", tgb_comm_share}};
+    }
     j["decode_gb_per_s"] = decode_gbs;
     if (!a.no_probe) {
       j["probe_gb_per_s"] = probe.gb_per_s;
@@ -285,6 +367,16 @@ int run_bench(const BenchArgs& a) {
   if (a.n_gen > 0)
     fmt::print("| tg{:<4} | {:16.2f} | {:6.2f} | {:6.2f} | {:6.2f} |\n", a.n_gen, tgs.median,
                tgs.min, tgs.max, tgs.stddev);
+  if (!tgb.empty())
+    fmt::print("| tg x{:<2} | {:16.2f} | {:6.2f} | {:6.2f} | {:6.2f} |  ({} sequences per step)\n",
+               a.batch, tgbs.median, tgbs.min, tgbs.max, tgbs.stddev, a.batch);
+  if (const model::Distributed* d = (*model)->distributed()) {
+    fmt::print("split:   tp {} x pp {}; the driver's communication share of wall time: pp {:.1f}%, "
+               "tg {:.1f}%{}\n", d->topology().config.tensor, d->topology().config.pipeline,
+               100 * pp_comm_share, 100 * tg_comm_share,
+               tgb.empty() ? "" : fmt::format(", tg x{} {:.1f}%", a.batch, 100 * tgb_comm_share));
+  }
+  fmt::print("memory:  peak resident {:.1f} MiB (this process)\n", peak_rss / 1048576.0);
   if (a.n_gen > 0) {
     fmt::print("decode:  {:.2f} GB/s of weights", decode_gbs);
     if (!a.no_probe)
@@ -316,6 +408,9 @@ Command bench_command() {
     add_device_option(*sub, args->device);
     add_parallel_options(*sub, args->parallel);
     sub->add_flag("--json", args->json, "Print the results as JSON");
+    sub->add_option("-b,--batch", args->batch,
+                    "Also decode this many sequences per step (tgN; -n steps each)")
+        ->check(CLI::Range(1, 4096));
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
     sub->add_option("--experts-per-token", args->experts_per_token,

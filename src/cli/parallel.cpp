@@ -10,6 +10,7 @@
 
 #include "dist/mpi_communicator.h"
 #include "model/model.h"
+#include "util/resident_memory.h"
 
 namespace cadenza::cli {
 
@@ -96,6 +97,8 @@ std::optional<int> serve_if_worker(model::Model& model) {
     spdlog::error("worker failed: {}", st.error());
     return 1;
   }
+  spdlog::info("worker {}: done; peak resident memory {:.1f} MiB", t.describe(t.world_rank),
+               static_cast<double>(peak_resident_bytes()) / 1048576.0);
   return 0;
 }
 

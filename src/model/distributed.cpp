@@ -70,6 +70,7 @@ const char* command_name(Command c) {
   switch (c) {
     case Command::Forward: return "forward";
     case Command::CreateKv: return "create_kv";
+    case Command::FreeKv: return "free_kv";
     case Command::Reserve: return "reserve";
     case Command::CopyBlock: return "copy_block";
     case Command::Ping: return "ping";

@@ -39,10 +39,11 @@ struct ModelConfig;
 
 // What the driver tells the workers, once per command.
 enum class Command : int32_t {
-  Forward = 1,  // args: n_tokens, n_logits, n_sequences, max_blocks, block_size; payload: batch
-  CreateKv,     // args: num_blocks, block_size, dtype
+  Forward = 1,  // args: n_tokens, n_logits, n_sequences, cache id; payload: the batch
+  CreateKv,     // args: num_blocks, block_size, dtype, cache id
+  FreeKv,       // args: cache id
   Reserve,      // args: the four StepCapacity fields
-  CopyBlock,    // args: src, dst, num_tokens
+  CopyBlock,    // args: src, dst, num_tokens, cache id
   Ping,         // heartbeat: every worker answers the driver directly
   Stop,         // the driver is done: workers return from serve_worker
 };

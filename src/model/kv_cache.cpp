@@ -74,6 +74,14 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
   return cache;
 }
 
+KvCache::~KvCache() {
+  if (mirror_ == nullptr || !mirror_->status()) return;  // a failed job frees nothing remotely
+  CommandHeader h;
+  h.command = static_cast<int32_t>(Command::FreeKv);
+  h.args[0] = mirror_id_;
+  (void)mirror_->send_command(h, {});
+}
+
 Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
   if (src < 0 || src >= num_blocks() || dst < 0 || dst >= num_blocks() || num_tokens < 0 ||
       num_tokens > block_size()) {
@@ -87,6 +95,7 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
     h.args[0] = src;
     h.args[1] = dst;
     h.args[2] = num_tokens;
+    h.args[3] = mirror_id_;
     if (Status st = mirror_->send_command(h, {}); !st) return st;
   }
   const size_t block = static_cast<size_t>(block_size());

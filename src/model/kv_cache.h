@@ -56,9 +56,15 @@ class KvCache {
   // every layer (copy-on-write of a partially filled block when a sequence is forked).
   // Errors: block ids or num_tokens out of range.
   // On a distributed model's driver the same copy runs on every worker first (Model sets the
-  // mirror).
+  // mirror: the link and the id under which the workers hold their copy of this cache, which
+  // they free when this one is destroyed).
   Status copy_block(int32_t src, int32_t dst, int32_t num_tokens);
-  void set_mirror(Distributed* mirror) { mirror_ = mirror; }
+  void set_mirror(Distributed* mirror, int64_t id) {
+    mirror_ = mirror;
+    mirror_id_ = id;
+  }
+  int64_t mirror_id() const { return mirror_id_; }
+  ~KvCache();
 
  private:
   explicit KvCache(kernels::Backend& backend) : backend_(backend) {}
@@ -71,6 +77,7 @@ class KvCache {
   size_t size_bytes_ = 0;
   int64_t first_layer_ = 0;
   Distributed* mirror_ = nullptr;
+  int64_t mirror_id_ = 0;
 };
 
 }  // namespace cadenza::model

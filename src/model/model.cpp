@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <cassert>
 #include <limits>
 #include <tuple>
@@ -126,16 +127,25 @@ void Model::reset_expert_token_counts() {
 }
 
 Result<std::unique_ptr<KvCache>> Model::create_kv_cache(const KvCacheOptions& options) {
+  const int64_t id = next_kv_id_++;
   if (distributed_ && distributed_->driver()) {
     CommandHeader h;
     h.command = static_cast<int32_t>(Command::CreateKv);
     h.args[0] = options.num_blocks;
     h.args[1] = options.block_size;
     h.args[2] = static_cast<int64_t>(options.type);
+    h.args[3] = id;
     if (Status st = distributed_->send_command(h, {}); !st) return st.error_value();
   }
   Result<std::unique_ptr<KvCache>> kv = KvCache::create(backend_, config_, options);
-  if (kv && distributed_ && distributed_->driver()) (*kv)->set_mirror(distributed_.get());
+  if (!kv && distributed_ && distributed_->driver()) {
+    // The workers may have theirs: free them (a failure here is the driver's own, e.g. memory).
+    CommandHeader h;
+    h.command = static_cast<int32_t>(Command::FreeKv);
+    h.args[0] = id;
+    (void)distributed_->send_command(h, {});
+  }
+  if (kv && distributed_ && distributed_->driver()) (*kv)->set_mirror(distributed_.get(), id);
   return kv;
 }
 
@@ -307,7 +317,7 @@ Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {
   Status valid = validate(b, kv, logits.size());
   if (!valid) return valid;
   if (distributed_) {
-    if (Status st = send_forward(b); !st) return st;
+    if (Status st = send_forward(b, kv.mirror_id()); !st) return st;
   }
   return forward_shard(b, kv, logits);
 }
@@ -333,7 +343,7 @@ Status Model::forward_shard(const Batch& b, KvCache& kv, std::span<float> logits
 
 // ---- split models: the driver's commands and the workers' loop (distributed.h) ----
 
-Status Model::send_forward(const Batch& b) {
+Status Model::send_forward(const Batch& b, int64_t kv_id) {
   // Payload, int32: tokens[n], positions[n], seq_index[n], logit_rows[n_logits],
   // table_lengths[n_seqs], then the tables one after the other.
   message_.clear();
@@ -351,34 +361,44 @@ Status Model::send_forward(const Batch& b) {
   h.args[0] = static_cast<int64_t>(b.tokens.size());
   h.args[1] = static_cast<int64_t>(b.logit_rows.size());
   h.args[2] = static_cast<int64_t>(b.block_tables.size());
+  h.args[3] = kv_id;
   h.payload_bytes = message_.size() * sizeof(int32_t);
   return distributed_->send_command(
       h, {reinterpret_cast<const uint8_t*>(message_.data()), h.payload_bytes});
 }
 
 Status Model::run_command(const CommandHeader& h, const std::vector<uint8_t>& payload,
-                          std::unique_ptr<KvCache>& kv) {
+                          std::map<int64_t, std::unique_ptr<KvCache>>& caches) {
+  auto cache = [&](int64_t id) -> KvCache* {
+    auto it = caches.find(id);
+    return it == caches.end() ? nullptr : it->second.get();
+  };
   switch (static_cast<Command>(h.command)) {
     case Command::Ping:
       return distributed_->answer_ping(held_expert_tokens());
     case Command::Reserve:
       return reserve_here({h.args[0], h.args[1], h.args[2], h.args[3]});
     case Command::CreateKv: {
-      kv.reset();  // the driver replaced its cache: free ours before allocating the new one
       Result<std::unique_ptr<KvCache>> created = KvCache::create(
           backend_, config_, {.num_blocks = static_cast<int32_t>(h.args[0]),
                               .block_size = static_cast<int32_t>(h.args[1]),
                               .type = static_cast<DType>(h.args[2])});
       if (!created) return created.error_value();
-      kv = std::move(*created);
+      caches[h.args[3]] = std::move(*created);
       return {};
     }
-    case Command::CopyBlock:
-      if (!kv) return Error("copy_block before any KV cache was created");
+    case Command::FreeKv:
+      caches.erase(h.args[0]);
+      return {};
+    case Command::CopyBlock: {
+      KvCache* kv = cache(h.args[3]);
+      if (!kv) return make_error("copy_block into unknown KV cache {}", h.args[3]);
       return kv->copy_block(static_cast<int32_t>(h.args[0]), static_cast<int32_t>(h.args[1]),
                             static_cast<int32_t>(h.args[2]));
+    }
     case Command::Forward: {
-      if (!kv) return Error("forward before any KV cache was created");
+      KvCache* kv = cache(h.args[3]);
+      if (!kv) return make_error("forward on unknown KV cache {}", h.args[3]);
       const int64_t n = h.args[0], n_logits = h.args[1], n_seqs = h.args[2];
       const size_t ints = payload.size() / sizeof(int32_t);
       if (n < 0 || n_logits < 0 || n_seqs < 0 ||
@@ -417,13 +437,13 @@ Status Model::run_command(const CommandHeader& h, const std::vector<uint8_t>& pa
 
 Status Model::serve_worker() {
   if (!distributed_ || distributed_->driver()) return Error("serve_worker: not a worker rank");
-  std::unique_ptr<KvCache> kv;
+  std::map<int64_t, std::unique_ptr<KvCache>> caches;  // the driver's live caches, by id
   std::vector<uint8_t> payload;
   while (true) {
     Result<CommandHeader> h = distributed_->receive_command(payload);
     if (!h) return h.error_value();
     if (static_cast<Command>(h->command) == Command::Stop) return {};
-    if (Status st = run_command(*h, payload, kv); !st) {
+    if (Status st = run_command(*h, payload, caches); !st) {
       return make_error("{}: {} command: {}",
                         distributed_->topology().describe(distributed_->topology().world_rank),
                         command_name(static_cast<Command>(h->command)), st.error());

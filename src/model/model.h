@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -101,8 +102,8 @@ class Model {
   const gguf::GgufFile& file() const { return *file_; }
 
   // A KV store shaped for this model (this rank's heads and layers when it is split). On a split
-  // model's driver every worker creates its own with the same options (a worker holds one: the
-  // latest), and the cache's copy_block runs on the workers too.
+  // model's driver every worker creates its own with the same options and id; forward() on the
+  // cache, its copy_block and its destruction reach the workers' copy.
   Result<std::unique_ptr<KvCache>> create_kv_cache(const KvCacheOptions& options);
 
   // Shapes and allocates the scratch memory of every step up to `capacity` (activations, batch
@@ -154,9 +155,9 @@ class Model {
   // This rank's part of a validated step; `logits` is empty on workers.
   Status forward_shard(const Batch& batch, KvCache& kv, std::span<float> logits);
   // The driver's Forward command for a validated batch.
-  Status send_forward(const Batch& batch);
+  Status send_forward(const Batch& batch, int64_t kv_id);
   Status run_command(const CommandHeader& h, const std::vector<uint8_t>& payload,
-                     std::unique_ptr<KvCache>& kv);
+                     std::map<int64_t, std::unique_ptr<KvCache>>& caches);
 
   std::shared_ptr<const gguf::GgufFile> file_;
   kernels::Backend& backend_;
@@ -173,6 +174,7 @@ class Model {
   std::unique_ptr<std::atomic<uint64_t>[]> expert_counts_;  // [n_layers * n_experts]
   std::unique_ptr<Distributed> distributed_;  // null in one process
   bool workers_stopped_ = false;
+  int64_t next_kv_id_ = 1;  // the id of the next KV cache (the workers hold theirs by id)
   std::vector<int32_t> message_;  // the driver's Forward payload / a worker's copy of it
   std::vector<float> local_logits_;  // this rank's vocabulary columns, on the host
 };

@@ -235,6 +235,7 @@ void EngineBridge::loop() {
         if (Status st = engine_->check_workers(bridge_config_.heartbeat_timeout_s); !st) {
           fail_engine(st.error());
         }
+        publish_gauges(0);  // the workers' reports; the next pass counts any new submissions
         continue;
       }
       pending.swap(pending_);

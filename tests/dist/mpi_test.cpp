@@ -401,6 +401,51 @@ TEST(SplitModel, IsBatchInvariantAtAFixedSplit) {
   for (int64_t i = 0; i < V; ++i) ASSERT_EQ(alone[static_cast<size_t>(i)], batched[static_cast<size_t>(V + i)]) << i;
 }
 
+TEST(SplitModel, KeepsSeveralKvCachesApart) {
+  test::SyntheticSpec spec;
+  spec.seed = 5;
+  auto bytes = test::synthetic_bytes(spec);
+  auto parsed = gguf::GgufFile::parse(bytes, "two-caches");
+  ASSERT_TRUE(parsed);
+  std::shared_ptr<const gguf::GgufFile> file(std::move(*parsed));
+  auto backend = kernels::make_cpu_backend({.n_threads = 1});
+  auto m = model::Model::load(file, *backend, {.world = g_world, .parallel = g_split});
+  ASSERT_TRUE(m) << m.error();
+  if (rank() != 0) {
+    EXPECT_TRUE((*m)->serve_worker());
+    return;
+  }
+  auto whole = model::Model::load(file, *backend);
+  ASSERT_TRUE(whole);
+  const int64_t V = (*m)->config().n_vocab;
+  // Two caches alive at once (as a Session beside an engine), with different sizes; the same
+  // block ids in each hold different sequences. A worker that mixed them up would attend to
+  // the other cache's keys.
+  auto kv1 = (*m)->create_kv_cache({.num_blocks = 4, .block_size = 4});
+  auto kv2 = (*m)->create_kv_cache({.num_blocks = 6, .block_size = 4});
+  auto ref1 = (*whole)->create_kv_cache({.num_blocks = 4, .block_size = 4});
+  auto ref2 = (*whole)->create_kv_cache({.num_blocks = 6, .block_size = 4});
+  ASSERT_TRUE(kv1 && kv2 && ref1 && ref2);
+  const std::vector<int32_t> table = {0, 1};
+  std::vector<std::span<const int32_t>> tables = {table};
+  std::vector<float> got(static_cast<size_t>(V)), want(static_cast<size_t>(V));
+  auto step = [&](model::KvCache& split_kv, model::KvCache& ref_kv, std::vector<int32_t> toks,
+                  int32_t first_pos) {
+    std::vector<int32_t> pos, seq(toks.size(), 0), rows = {static_cast<int32_t>(toks.size()) - 1};
+    for (size_t i = 0; i < toks.size(); ++i) pos.push_back(first_pos + static_cast<int32_t>(i));
+    ASSERT_TRUE((*m)->forward({toks, pos, seq, tables, rows}, split_kv, got));
+    ASSERT_TRUE((*whole)->forward({toks, pos, seq, tables, rows}, ref_kv, want));
+    EXPECT_LE(max_abs_diff(got, want), 1e-3);
+  };
+  step(**kv1, **ref1, {1, 2, 3}, 0);
+  step(**kv2, **ref2, {9, 8, 7, 6, 5}, 0);
+  step(**kv1, **ref1, {4}, 3);
+  kv2->reset();  // the workers free theirs too
+  auto kv3 = (*m)->create_kv_cache({.num_blocks = 4, .block_size = 4});
+  ASSERT_TRUE(kv3);
+  step(**kv1, **ref1, {5}, 4);
+}
+
 TEST(SplitModel, ARankWithAnotherFileIsAnErrorOnEveryRank) {
   test::SyntheticSpec spec;
   spec.seed = rank() == 1 ? 99 : 1;  // rank 1 has other weights

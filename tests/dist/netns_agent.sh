@@ -11,9 +11,12 @@
 # test proves the ranks ran in different namespaces.
 set -u
 
-# ssh-style options before the host (OpenMPI adds none for a custom agent, but be lenient).
+# Skip ssh options before the host (mpirun passes --mca plm_rsh_args here, e.g. "-p 2222"),
+# with the values of those that take one, as ssh(1) parses them.
 while [ $# -gt 0 ]; do
   case $1 in
+    --) shift; break ;;
+    -[BbcDEeFIiJLlmOoPpQRSWw]) shift; [ $# -gt 0 ] && shift ;;
     -*) shift ;;
     *) break ;;
   esac

@@ -3,7 +3,8 @@
 # a worker rank that dies or hangs ends the server with an error, never a hang.
 # Usage: serve_failures.sh CADENZA_BINARY WORK_DIR
 #  1. -tp 2 without mpirun; -tp 2 under mpirun -np 3: an error naming the fix, exit non-zero.
-#  2. serve -tp 2: kill -9 the worker rank: mpirun exits non-zero within 10 s.
+#  2. serve -tp 2: a completion, the cadenza_dist_* metrics of both ranks; then kill -9 the
+#     worker rank: mpirun exits non-zero within 10 s.
 #  3. serve -tp 2 --dist-timeout 3: SIGSTOP the worker while idle: the heartbeat notices, the
 #     job ends non-zero within 10 s; the log names the rank.
 #  4. the same with a request arriving after the SIGSTOP: the request gets an error (not a hang),
@@ -65,6 +66,12 @@ completion() {
 start_serve killed
 code=$(completion ok)
 [ "$code" = 200 ] || fail "completion before the kill: HTTP $code $(cat "$work/ok.body")"
+sleep 2.5  # one heartbeat: the worker's totals reach the driver's metrics
+curl -s --max-time 5 "http://127.0.0.1:$port/metrics" >"$work/metrics.txt"
+for series in 'cadenza_dist_world_size 2' 'cadenza_dist_seconds_total{rank="1",op="all_reduce"}' \
+              'cadenza_dist_bytes_total{rank="0",op="gather"}' 'cadenza_dist_heartbeat_seconds'; do
+  grep -qF "$series" "$work/metrics.txt" || fail "metrics: no $series"
+done
 kill -9 "$worker"
 wait_exit 10
 echo "killed worker: mpirun exited with $rc after ${took} s"

@@ -74,6 +74,8 @@ cleanup() {
     for pid in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$pid" 2>/dev/null; done
   done
   for ns in "${CREATED[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  # Open MPI session directories a killed run leaves (named after our per-run host names).
+  rm -rf "${TMPDIR:-/tmp}/ompi.$NS_A".* "${TMPDIR:-/tmp}/ompi.$NS_B".*
   if [ "$FAILED" = 0 ] && [ "${CADENZA_TWO_HOSTS_KEEP:-0}" != 1 ]; then
     rm -rf "$WORK"
   else

@@ -134,6 +134,8 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
+  // Whether the bytes are a memory mapping of a file (open) rather than the caller's (parse).
+  bool mapped() const { return mapping_ != nullptr; }
   // The header, metadata and tensor table: bytes [0, data_offset()) of the file.
   std::span<const uint8_t> header_bytes() const { return bytes_.subspan(0, data_offset_); }
 

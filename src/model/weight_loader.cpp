@@ -9,6 +9,7 @@
 
 #include "gguf/gguf.h"
 #include "tensor/quant.h"
+#include "util/mapped_file.h"
 
 namespace cadenza::model {
 
@@ -165,6 +166,10 @@ Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::Tensor
       return make_error("{}: tensor '{}': {}", file_->name(), t.name, st.error());
     }
   }
+  // Copied out of the mapping: the file's pages of this tensor (which hold the other ranks'
+  // columns too) need not stay resident in this process.
+  // (Only for a mapping: on the caller's own memory, MADV_DONTNEED would discard its contents.)
+  if (!desc.keep_alive && file_->mapped()) MappedFile::release_pages(t.data, t.nbytes);
   if (desc.type != t.type && !warned_f32_slice_) {
     warned_f32_slice_ = true;
     spdlog::warn("{}: tensor '{}': its tensor-parallel slice cuts through {} blocks of {} "

@@ -22,6 +22,12 @@ class MappedFile {
   MappedFile& operator=(const MappedFile&) = delete;
 
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
+
+  // Drops this process's resident pages of [data, data + size) (the whole pages inside it) after
+  // the caller copied what it needs out of them: they stop counting toward its resident memory
+  // and are read from the file again if touched later. Any read-only mapping; no-op for memory
+  // that is not a mapping's.
+  static void release_pages(const void* data, size_t size);
   const std::string& path() const { return path_; }
 
  private:

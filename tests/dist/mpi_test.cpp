@@ -141,6 +141,22 @@ TEST(Communicator, APeerThatDoesNotAnswerIsAnErrorThatNamesIt) {
 
 // ---- split models ----
 
+// A synthetic model's file, parsed from bytes it keeps alive.
+std::shared_ptr<const gguf::GgufFile> synthetic_file(const test::SyntheticSpec& spec,
+                                                     const std::string& label) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(test::synthetic_bytes(spec));
+  auto file = gguf::GgufFile::parse(*bytes, label);
+  EXPECT_TRUE(file) << file.error();
+  if (!file) return nullptr;
+  return std::shared_ptr<gguf::GgufFile>(file->release(), [bytes](gguf::GgufFile* f) { delete f; });
+}
+
+// The model split as the test run asks (g_split), on `backend`.
+Result<std::unique_ptr<model::Model>> load_split(std::shared_ptr<const gguf::GgufFile> file,
+                                                 kernels::Backend& backend) {
+  return model::Model::load(std::move(file), backend, {.world = g_world, .parallel = g_split});
+}
+
 struct StepResult {
   std::vector<float> logits;
 };
@@ -243,7 +259,7 @@ double bound_for(const std::string& name) {
 void compare_split_with_one_process(const std::string& label,
                                     std::shared_ptr<const gguf::GgufFile> file) {
   auto backend = kernels::make_cpu_backend({.n_threads = 1});
-  auto split = model::Model::load(file, *backend, {.world = g_world, .parallel = g_split});
+  auto split = load_split(file, *backend);
   ASSERT_TRUE(split) << split.error();
   if (rank() != 0) {
     Status st = (*split)->serve_worker();
@@ -278,18 +294,6 @@ void compare_split_with_one_process(const std::string& label,
   EXPECT_EQ(flips, 0) << label;
 }
 
-std::vector<std::string> shared_models() {
-  std::vector<std::string> names;
-  const std::filesystem::path dir = test::shared_dir();
-  if (!dir.empty() && std::filesystem::is_directory(dir / "models")) {
-    for (const auto& e : std::filesystem::directory_iterator(dir / "models")) {
-      if (e.path().extension() == ".gguf") names.push_back(e.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
-  if (names.empty()) names.push_back("none");
-  return names;
-}
 
 class SplitSharedModel : public ::testing::TestWithParam<std::string> {};
 
@@ -301,7 +305,7 @@ TEST_P(SplitSharedModel, MatchesOneProcess) {
   compare_split_with_one_process(GetParam(), std::shared_ptr<const gguf::GgufFile>(std::move(*file)));
 }
 
-INSTANTIATE_TEST_SUITE_P(All, SplitSharedModel, ::testing::ValuesIn(shared_models()),
+INSTANTIATE_TEST_SUITE_P(All, SplitSharedModel, ::testing::ValuesIn(test::shared_model_names()),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -347,12 +351,9 @@ std::vector<Synthetic> synthetic_cases() {
 class SplitSynthetic : public ::testing::TestWithParam<Synthetic> {};
 
 TEST_P(SplitSynthetic, MatchesOneProcess) {
-  auto bytes = std::make_shared<std::vector<uint8_t>>(test::synthetic_bytes(GetParam().spec));
-  auto file = gguf::GgufFile::parse(*bytes, GetParam().label);
-  ASSERT_TRUE(file) << file.error();
-  // The file points into `bytes`: keep them alive together.
-  std::shared_ptr<gguf::GgufFile> owned(file->release(), [bytes](gguf::GgufFile* f) { delete f; });
-  compare_split_with_one_process(GetParam().label, owned);
+  auto file = synthetic_file(GetParam().spec, GetParam().label);
+  ASSERT_TRUE(file);
+  compare_split_with_one_process(GetParam().label, file);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SplitSynthetic, ::testing::ValuesIn(synthetic_cases()),
@@ -365,12 +366,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitSynthetic, ::testing::ValuesIn(synthetic_c
 TEST(SplitModel, IsBatchInvariantAtAFixedSplit) {
   test::SyntheticSpec spec;
   spec.seed = 3;
-  auto bytes = test::synthetic_bytes(spec);
-  auto parsed = gguf::GgufFile::parse(bytes, "batch-invariance");
-  ASSERT_TRUE(parsed);
-  std::shared_ptr<const gguf::GgufFile> file(std::move(*parsed));
+  auto file = synthetic_file(spec, "batch-invariance");
+  ASSERT_TRUE(file);
   auto backend = kernels::make_cpu_backend({.n_threads = 1});
-  auto m = model::Model::load(file, *backend, {.world = g_world, .parallel = g_split});
+  auto m = load_split(file, *backend);
   ASSERT_TRUE(m) << m.error();
   if (rank() != 0) {
     EXPECT_TRUE((*m)->serve_worker());
@@ -404,12 +403,10 @@ TEST(SplitModel, IsBatchInvariantAtAFixedSplit) {
 TEST(SplitModel, KeepsSeveralKvCachesApart) {
   test::SyntheticSpec spec;
   spec.seed = 5;
-  auto bytes = test::synthetic_bytes(spec);
-  auto parsed = gguf::GgufFile::parse(bytes, "two-caches");
-  ASSERT_TRUE(parsed);
-  std::shared_ptr<const gguf::GgufFile> file(std::move(*parsed));
+  auto file = synthetic_file(spec, "two-caches");
+  ASSERT_TRUE(file);
   auto backend = kernels::make_cpu_backend({.n_threads = 1});
-  auto m = model::Model::load(file, *backend, {.world = g_world, .parallel = g_split});
+  auto m = load_split(file, *backend);
   ASSERT_TRUE(m) << m.error();
   if (rank() != 0) {
     EXPECT_TRUE((*m)->serve_worker());
@@ -450,12 +447,10 @@ TEST(SplitModel, ARankWithAnotherFileIsAnErrorOnEveryRank) {
   test::SyntheticSpec spec;
   spec.seed = rank() == 1 ? 99 : 1;  // rank 1 has other weights
   spec.extra.push_back({"general.name", gguf::Value::string(rank() == 1 ? "other" : "mine")});
-  auto bytes = test::synthetic_bytes(spec);
-  auto parsed = gguf::GgufFile::parse(bytes, "model.gguf");
-  ASSERT_TRUE(parsed);
-  std::shared_ptr<const gguf::GgufFile> file(std::move(*parsed));
+  auto file = synthetic_file(spec, "model.gguf");
+  ASSERT_TRUE(file);
   auto backend = kernels::make_cpu_backend({.n_threads = 1});
-  auto m = model::Model::load(file, *backend, {.world = g_world, .parallel = g_split});
+  auto m = load_split(file, *backend);
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().find("rank 1 opened a different model file than rank 0"), std::string::npos)
       << m.error();
@@ -465,10 +460,8 @@ TEST(SplitModel, MoreRanksThanHeadsOrAWrongWorldSizeIsAnErrorOnEveryRank) {
   test::SyntheticSpec spec;
   spec.heads = 1;
   spec.kv_heads = 1;
-  auto bytes = test::synthetic_bytes(spec);
-  auto parsed = gguf::GgufFile::parse(bytes, "one-head.gguf");
-  ASSERT_TRUE(parsed);
-  std::shared_ptr<const gguf::GgufFile> file(std::move(*parsed));
+  auto file = synthetic_file(spec, "one-head.gguf");
+  ASSERT_TRUE(file);
   auto backend = kernels::make_cpu_backend({.n_threads = 1});
   auto heads = model::Model::load(file, *backend,
                                   {.world = g_world, .parallel = {.tensor = size(), .pipeline = 1}});

@@ -43,6 +43,12 @@ start_serve() {
   wait_for_serve "$work/$name.out" "$work/$name.err" "$pid"
   worker=$(sed -n 's/.*worker rank 1 .*(pid \([0-9]*\)).*/\1/p' "$work/$name.err" | head -1)
   [ -n "$worker" ] || { echo "no worker pid in the log"; cat "$work/$name.err"; exit 1; }
+  # Ready: the warm-up step is done (a worker stopped during it fails that step instead).
+  for _ in $(seq 1 300); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$port/ready")" = 200 ] && return 0
+    sleep 0.1
+  done
+  echo "serve never became ready"; cat "$work/$name.err"; exit 1
 }
 # wait_exit SECONDS: waits for $pid; sets rc (124 when it did not end in time) and took (s).
 wait_exit() {

@@ -115,18 +115,6 @@ TEST(CudaModel, EveryArchitectureIsBatchInvariantAndCloseToCpu) {
 constexpr double kF16Bound = 2e-2;        // tests/model/golden_test.cpp
 constexpr double kQuantizedBound = 0.12;  // tests/model/golden_test.cpp
 
-std::vector<std::string> shared_models() {
-  std::vector<std::string> names;
-  const std::filesystem::path dir = test::shared_dir();
-  if (!dir.empty() && std::filesystem::is_directory(dir / "models")) {
-    for (const auto& entry : std::filesystem::directory_iterator(dir / "models")) {
-      if (entry.path().extension() == ".gguf") names.push_back(entry.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
-  if (names.empty()) names.push_back("none");
-  return names;
-}
 
 int32_t argmax(const float* logits, int64_t n) {
   return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
@@ -213,7 +201,7 @@ TEST_P(CudaGolden, LogitsMatchReferenceAndGreedyMatchesCpu) {
             << greedy_cpu << "/" << total << "\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedModels, CudaGolden, ::testing::ValuesIn(shared_models()),
+INSTANTIATE_TEST_SUITE_P(SharedModels, CudaGolden, ::testing::ValuesIn(test::shared_model_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {

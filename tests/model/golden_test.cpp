@@ -62,18 +62,6 @@ constexpr double kQ8KvBound = 0.15;
 // 1 of 232 top-1 tokens; greedy continuations all equal). Up to 2% of either may be off.
 constexpr double kQ8KvMoeOutliers = 0.02;
 
-std::vector<std::string> shared_models() {
-  std::vector<std::string> names;
-  const std::filesystem::path dir = test::shared_dir();
-  if (!dir.empty() && std::filesystem::is_directory(dir / "models")) {
-    for (const auto& entry : std::filesystem::directory_iterator(dir / "models")) {
-      if (entry.path().extension() == ".gguf") names.push_back(entry.path().stem().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
-  if (names.empty()) names.push_back("none");  // one test that reports the skip
-  return names;
-}
 
 int32_t argmax(const float* logits, int64_t n) {
   return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
@@ -298,7 +286,7 @@ TEST_P(GoldenTest, FirstPositionMatchesWithEmulatedReferenceRounding) {
             << " with the reference's activation rounding and f16 K/V (bound " << kBound << ")\n";
 }
 
-INSTANTIATE_TEST_SUITE_P(SharedModels, GoldenTest, ::testing::ValuesIn(shared_models()),
+INSTANTIATE_TEST_SUITE_P(SharedModels, GoldenTest, ::testing::ValuesIn(test::shared_model_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string s = info.param;
                            for (char& ch : s) {

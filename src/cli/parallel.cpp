@@ -29,6 +29,10 @@ void add_parallel_options(CLI::App& sub, ParallelArgs& a) {
   sub.add_flag("--enable-expert-parallel", a.expert_parallel,
                "MoE models: place whole experts across the tensor-parallel ranks instead of "
                "splitting every expert");
+  sub.add_option("--expert-placement", a.expert_placement,
+                 "With --enable-expert-parallel: a JSON file of the experts each tp rank holds, "
+                 "{\"ranks\": [[0,1,...],[...]], \"layers\": {\"3\": [...]}} "
+                 "(docs/distributed.md; default: an even split)");
   sub.add_option("--dist-timeout", a.timeout_s,
                  "Seconds a rank may take to answer before the job is declared failed")
       ->check(CLI::PositiveNumber)
@@ -55,6 +59,12 @@ Result<Job> start_job(const ParallelArgs& a) {
     Result<std::vector<int64_t>> layers = dist::ParallelConfig::parse_stage_layers(a.pp_layers);
     if (!layers) return layers.error_value();
     job.config.stage_layers = std::move(*layers);
+  }
+  if (!a.expert_placement.empty()) {
+    Result<dist::ExpertPlacement> placement = dist::ExpertPlacement::load(a.expert_placement);
+    if (!placement) return placement.error_value();
+    job.config.expert_placement =
+        std::make_shared<const dist::ExpertPlacement>(std::move(*placement));
   }
   if (!dist::MpiRuntime::launched()) {
     if (job.config.distributed()) {

@@ -36,6 +36,7 @@ struct ParallelArgs {
   int pipeline = 1;
   std::string pp_layers;
   bool expert_parallel = false;
+  std::string expert_placement;  // --expert-placement FILE
   double timeout_s = 30;  // a peer that does not answer within this is a failure
 };
 

@@ -13,9 +13,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "dist/expert_placement.h"
 #include "util/result.h"
 
 namespace cadenza::dist {
@@ -27,6 +29,9 @@ struct ParallelConfig {
   // --pp-layers "12,12,8": layers per stage (must sum to the model's layers); empty: even split,
   // the remainder to the first stages.
   std::vector<int64_t> stage_layers = {};
+  // --expert-placement FILE (with expert_parallel): which tp rank holds which experts; null:
+  // an even split into contiguous ranges.
+  std::shared_ptr<const ExpertPlacement> expert_placement = nullptr;
   // Parses "12,12,8" (positive integers, comma-separated). Errors name the option.
   static Result<std::vector<int64_t>> parse_stage_layers(const std::string& text);
   int world_size() const { return tensor * pipeline; }

@@ -33,6 +33,7 @@ struct Fingerprint {
   uint64_t file_size = 0;
   uint64_t header_checksum = 0;
   uint64_t build = 0;
+  uint64_t placement = 0;  // the expert placement's checksum (0: none)
 };
 
 Status check_shapes(const dist::ParallelConfig& pc, const ModelConfig& m, const std::string& file) {
@@ -56,6 +57,15 @@ Status check_shapes(const dist::ParallelConfig& pc, const ModelConfig& m, const 
   if (pc.expert_parallel && m.n_experts > 0 && m.n_experts < tp) {
     return make_error("{}: --enable-expert-parallel over {} ranks but the model has {} experts",
                       file, tp, m.n_experts);
+  }
+  if (pc.expert_placement && !pc.expert_parallel) {
+    return make_error("--expert-placement needs --enable-expert-parallel");
+  }
+  if (pc.expert_placement && m.n_experts == 0) {
+    return make_error("{}: --expert-placement given but the model has no experts", file);
+  }
+  if (pc.expert_placement) {
+    if (Status st = pc.expert_placement->check(pc.tensor, m.n_experts, m.n_layers); !st) return st;
   }
   if (m.n_ff_shared_expert > 0 && m.n_ff_shared_expert < tp) {
     return make_error("{}: --tensor-parallel-size {} is more than the shared expert's width {}",
@@ -94,7 +104,8 @@ Result<std::unique_ptr<Distributed>> Distributed::create(dist::Communicator& wor
   if (Status st = check_shapes(pc, m, file.name()); !st) return st.error_value();
 
   // Same file, same build on every rank: one all-gather, then every rank compares.
-  Fingerprint mine{file.file_size(), fnv1a(file.header_bytes()), build_id()};
+  Fingerprint mine{file.file_size(), fnv1a(file.header_bytes()), build_id(),
+                   pc.expert_placement ? pc.expert_placement->checksum() : 0};
   std::vector<Fingerprint> all(static_cast<size_t>(world.size()));
   if (Status st = world.all_gather(&mine, sizeof mine, all.data()); !st) return st.error_value();
   for (int r = 1; r < world.size(); ++r) {
@@ -102,6 +113,10 @@ Result<std::unique_ptr<Distributed>> Distributed::create(dist::Communicator& wor
     if (f.build != all[0].build) {
       return make_error("rank {} runs a different cadenza build than rank 0: install the same "
                         "binary on every host", r);
+    }
+    if (f.placement != all[0].placement) {
+      return make_error("rank {} uses a different --expert-placement than rank 0: give every "
+                        "rank the same file", r);
     }
     if (f.file_size != all[0].file_size || f.header_checksum != all[0].header_checksum) {
       return make_error("rank {} opened a different model file than rank 0 ({} bytes, header "
@@ -119,6 +134,7 @@ Result<std::unique_ptr<Distributed>> Distributed::create(dist::Communicator& wor
   shard.first_stage = topology->first_stage();
   shard.last_stage = topology->last_stage();
   shard.expert_parallel = pc.expert_parallel && m.n_experts > 0;
+  shard.placement = pc.expert_placement;
   std::unique_ptr<Distributed> d(new Distributed(world, std::move(*topology), shard));
   Result<std::unique_ptr<dist::Communicator>> tp =
       world.split(d->topology_.stage, d->topology_.tp_rank,

@@ -453,10 +453,11 @@ Status Model::serve_worker() {
 
 uint64_t Model::held_expert_tokens() const {
   if (config_.n_experts == 0) return 0;
-  const dist::Range held = config_.shard.experts(config_.n_experts);
   uint64_t sum = 0;
   for (int64_t l = config_.shard.layer_begin; l < config_.shard.layer_end; ++l) {
-    for (int64_t e = held.begin; e < held.end(); ++e) sum += expert_tokens(l, e);
+    for (const int32_t e : config_.shard.held_experts(l, config_.n_experts)) {
+      sum += expert_tokens(l, e);
+    }
   }
   return sum;
 }

@@ -13,6 +13,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "dist/topology.h"
 
@@ -26,6 +28,8 @@ struct ModelShard {
   bool first_stage = true;  // holds the token embedding
   bool last_stage = true;   // holds the output head
   bool expert_parallel = false;
+  // Under expert parallelism with a placement file: who holds which experts (else null: even).
+  std::shared_ptr<const dist::ExpertPlacement> placement;
 
   bool tensor_parallel() const { return tp_size > 1; }
   bool holds_layer(int64_t il) const { return il >= layer_begin && il < layer_end; }
@@ -47,6 +51,15 @@ struct ModelShard {
   dist::Range experts(int64_t n_experts) const {
     return expert_parallel ? dist::split_evenly(n_experts, tp_size, tp_rank)
                            : dist::Range{0, n_experts};
+  }
+  // The experts of `layer` held here, as global ids in the placement's order: the placement
+  // file's list, else experts(n_experts) as a list.
+  std::vector<int32_t> held_experts(int64_t layer, int64_t n_experts) const {
+    if (expert_parallel && placement) return placement->held(layer, tp_rank);
+    const dist::Range r = experts(n_experts);
+    std::vector<int32_t> ids;
+    for (int64_t e = r.begin; e < r.end(); ++e) ids.push_back(static_cast<int32_t>(e));
+    return ids;
   }
   // The slice of each held expert's FFN width: whole under expert parallelism, else split.
   dist::Range expert_columns(int64_t width) const {

@@ -102,7 +102,8 @@ Status WeightLoader::load(std::initializer_list<TensorSpec> specs) {
       if (spec.load == Load::IfPresent) continue;
       return make_error("{}: tensor '{}' is missing", file_->name(), spec.name);
     }
-    Result<std::unique_ptr<kernels::Weight>> w = upload(*t, spec.shape, spec.slice, spec.slice2);
+    Result<std::unique_ptr<kernels::Weight>> w =
+        upload(*t, spec.shape, spec.slice, spec.slice2, spec.pick_matrices);
     if (!w) return w.error_value();
     spec.dst = std::move(*w);
   }
@@ -129,7 +130,8 @@ std::vector<std::string> WeightLoader::unused() const {
 
 Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::TensorInfo& t,
                                                               std::vector<int64_t> shape,
-                                                              Slice slice, Slice slice2) {
+                                                              Slice slice, Slice slice2,
+                                                              const std::vector<int32_t>& pick) {
   used_.insert(t.name);
   const std::vector<int64_t> expected = trimmed(std::move(shape));
   const std::vector<int64_t> actual = trimmed(t.shape);
@@ -160,6 +162,24 @@ Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::Tensor
   desc.data = t.data;
   desc.keep_alive = file_;
   std::vector<uint8_t> copied;  // a slice that is not contiguous in the file
+  if (!pick.empty()) {
+    const size_t matrix = static_cast<size_t>(*row_bytes(desc.type, desc.cols)) *
+                          static_cast<size_t>(desc.rows);
+    std::vector<uint8_t> out;
+    out.reserve(matrix * pick.size());
+    for (const int32_t m : pick) {
+      if (m < 0 || m >= desc.matrices) {
+        return make_error("{}: tensor '{}': matrix {} is outside its {}", file_->name(), t.name,
+                          m, desc.matrices);
+      }
+      const uint8_t* first = static_cast<const uint8_t*>(desc.data) + matrix * static_cast<size_t>(m);
+      out.insert(out.end(), first, first + matrix);
+    }
+    copied = std::move(out);
+    desc.data = copied.data();
+    desc.matrices = static_cast<int64_t>(pick.size());
+    desc.keep_alive.reset();
+  }
   for (const Slice& s : {slice, slice2}) {
     if (s.dim < 0) continue;
     if (Status st = cut(desc, s, copied); !st) {

@@ -67,6 +67,9 @@ struct TensorSpec {
   Load load = Load::Required;
   Slice slice = {};
   Slice slice2 = {};
+  // Non-empty: keep only these matrices (dimension 2), in this order, copied (an expert
+  // placement that is not one contiguous range). Applied before the slices.
+  std::vector<int32_t> pick_matrices = {};
 };
 
 // "blk.<layer>.<suffix>": the name of a per-layer tensor.
@@ -91,7 +94,8 @@ class WeightLoader {
  private:
   Result<std::unique_ptr<kernels::Weight>> upload(const gguf::TensorInfo& t,
                                                   std::vector<int64_t> shape, Slice slice,
-                                                  Slice slice2);
+                                                  Slice slice2,
+                                                  const std::vector<int32_t>& pick_matrices);
 
   std::shared_ptr<const gguf::GgufFile> file_;
   kernels::Backend& backend_;

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "dist/mpi_communicator.h"
@@ -441,6 +443,50 @@ TEST(SplitModel, KeepsSeveralKvCachesApart) {
   auto kv3 = (*m)->create_kv_cache({.num_blocks = 4, .block_size = 4});
   ASSERT_TRUE(kv3);
   step(**kv1, **ref1, {5}, 4);
+}
+
+TEST(SplitModel, ExpertPlacementFileMatchesOneProcess) {
+  // 8 experts round-robin over the ranks (not contiguous), and layer 1 the other way round.
+  std::vector<std::string> ranks, reversed;
+  for (int r = 0; r < size(); ++r) {
+    std::vector<int> a, b;
+    for (int e = r; e < 8; e += size()) a.push_back(e);
+    for (int e = size() - 1 - r; e < 8; e += size()) b.push_back(e);
+    ranks.push_back(fmt::format("[{}]", fmt::join(a, ",")));
+    reversed.push_back(fmt::format("[{}]", fmt::join(b, ",")));
+  }
+  const std::string json = fmt::format(R"({{"ranks": [{}], "layers": {{"1": [{}]}}}})",
+                                       fmt::join(ranks, ","), fmt::join(reversed, ","));
+  auto placement = dist::ExpertPlacement::parse(json, "placement.json");
+  ASSERT_TRUE(placement) << placement.error();
+  test::SyntheticSpec spec;
+  spec.arch = "qwen3moe";
+  spec.qk_norm = true;
+  spec.experts = 8;
+  spec.experts_used = 2;
+  spec.ff_expert = 32;
+  spec.seed = 11;
+  auto file = synthetic_file(spec, "placed-moe");
+  ASSERT_TRUE(file);
+  auto backend = kernels::make_cpu_backend({.n_threads = 1});
+  dist::ParallelConfig pc{.tensor = size(), .pipeline = 1, .expert_parallel = true};
+  pc.expert_placement = std::make_shared<const dist::ExpertPlacement>(std::move(*placement));
+  auto split = model::Model::load(file, *backend, {.world = g_world, .parallel = pc});
+  ASSERT_TRUE(split) << split.error();
+  if (rank() != 0) {
+    EXPECT_TRUE((*split)->serve_worker());
+    return;
+  }
+  auto whole = model::Model::load(file, *backend);
+  ASSERT_TRUE(whole);
+  std::vector<int32_t> greedy;
+  const auto expected = run_scenario(**whole, {}, &greedy);
+  const auto got = run_scenario(**split, greedy, nullptr);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(max_abs_diff(got[i], expected[i]), 1e-3) << i;
+  // Every rank computed only its experts' pairs: the driver's own count is its share.
+  EXPECT_GT((*split)->held_expert_tokens(), 0u);
+  EXPECT_LT((*split)->held_expert_tokens(), (*whole)->held_expert_tokens());
 }
 
 TEST(SplitModel, ARankWithAnotherFileIsAnErrorOnEveryRank) {

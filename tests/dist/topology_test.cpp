@@ -2,6 +2,7 @@
 // wrong launch gets, and the head / column / expert ranges every rank loads.
 #include <gtest/gtest.h>
 
+#include "dist/expert_placement.h"
 #include "dist/topology.h"
 #include "model/shard.h"
 
@@ -105,6 +106,49 @@ TEST(ModelShard, HeadsKvHeadsColumnsAndExperts) {
   EXPECT_EQ(s.experts(64).begin, 16);
   EXPECT_EQ(s.experts(64).count, 16);
   EXPECT_EQ(s.expert_columns(1408).count, 1408);
+}
+
+TEST(ExpertPlacement, ParsesRanksAndLayerOverrides) {
+  auto p = ExpertPlacement::parse(R"({"ranks": [[0, 2], [1, 3]], "layers": {"1": [[3], [0, 1, 2]]}})",
+                                  "p.json");
+  ASSERT_TRUE(p) << p.error();
+  EXPECT_TRUE(p->check(2, 4, 2));
+  EXPECT_EQ(p->held(0, 1), (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(p->held(1, 0), (std::vector<int32_t>{3}));
+  EXPECT_EQ(p->held(1, 1), (std::vector<int32_t>{0, 1, 2}));
+  auto same = ExpertPlacement::parse(R"({"ranks": [[0, 2], [1, 3]], "layers": {"1": [[3], [0, 1, 2]]}})",
+                                     "q.json");
+  EXPECT_EQ(p->checksum(), same->checksum());
+  auto other = ExpertPlacement::parse(R"({"ranks": [[0, 1], [2, 3]]})", "r.json");
+  EXPECT_NE(p->checksum(), other->checksum());
+}
+
+TEST(ExpertPlacement, BadFilesAndBadPlacementsAreClearErrors) {
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"not json", "not a JSON object"},
+           {R"({"layers": {}})", "missing \"ranks\""},
+           {R"({"ranks": [[0], ["x"]]})", "is not a non-negative integer"},
+           {R"({"ranks": [[0], [1]], "layers": {"a": [[0], [1]]}})", "is not a layer number"},
+           {R"({"ranks": [[0], [1]], "extra": 1})", "unknown key \"extra\""},
+       }) {
+    auto p = ExpertPlacement::parse(text, "p.json");
+    ASSERT_FALSE(p) << text;
+    EXPECT_NE(p.error().find(message), std::string::npos) << p.error();
+  }
+  auto check = [](const std::string& text, int ranks, const std::string& message) {
+    auto p = ExpertPlacement::parse(text, "p.json");
+    ASSERT_TRUE(p) << p.error();
+    Status st = p->check(ranks, 4, 2);
+    ASSERT_FALSE(st) << text;
+    EXPECT_NE(st.error().find(message), std::string::npos) << st.error();
+  };
+  check(R"({"ranks": [[0, 1, 2, 3]]})", 2, "lists experts for 1 ranks, but the tensor-parallel group has 2");
+  check(R"({"ranks": [[0, 1], [1, 2, 3]]})", 2, "expert 1 is placed on rank 0 and rank 1");
+  check(R"({"ranks": [[0, 1], [2]]})", 2, "expert 3 is on no rank");
+  check(R"({"ranks": [[0, 1], [2, 7]]})", 2, "expert 7 does not exist (the model has 4)");
+  check(R"({"ranks": [[0, 1, 2, 3], []]})", 2, "rank 1 holds no expert");
+  check(R"({"ranks": [[0, 1], [2, 3]], "layers": {"5": [[0, 1], [2, 3]]}})", 2,
+        "layer 5 does not exist");
 }
 
 }  // namespace

@@ -9,23 +9,36 @@ using kernels::IndexMatrix;
 using kernels::Matrix;
 
 RoutedExperts::RoutedExperts(const ModelConfig& config)
-    : c_(config), experts_(config.shard.experts(config.n_experts)),
-      columns_(config.shard.expert_columns(config.n_ff_expert)) {}
+    : c_(config), columns_(config.shard.expert_columns(config.n_ff_expert)) {}
 
 Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) const {
   const int64_t d = c_.n_embd, f = c_.n_ff_expert, e = c_.n_experts;
   const ModelShard& shard = c_.shard;
-  // Expert parallel: whole experts [e0, e0 + count). Tensor parallel: every expert's columns.
-  const Slice held = shard.expert_parallel ? matrices_of(experts_) : Slice{};
+  // Expert parallel: whole experts, a contiguous range (pointing into the file) or the
+  // placement file's list (copied). Tensor parallel: every expert's columns.
+  Slice held;
+  std::vector<int32_t> pick;
+  if (shard.expert_parallel) {
+    const std::vector<int32_t> ids = shard.held_experts(layer, e);
+    w.local_of.assign(static_cast<size_t>(e), -1);
+    for (size_t i = 0; i < ids.size(); ++i) w.local_of[static_cast<size_t>(ids[i])] = static_cast<int32_t>(i);
+    bool contiguous = true;
+    for (size_t i = 1; i < ids.size(); ++i) contiguous = contiguous && ids[i] == ids[i - 1] + 1;
+    if (contiguous) {
+      held = matrices_of({ids.front(), static_cast<int64_t>(ids.size())});
+    } else {
+      pick = ids;
+    }
+  }
   const bool split = shard.tensor_parallel() && !shard.expert_parallel;
   const Slice rows = split ? rows_of(columns_) : Slice{};
   const Slice cols = split ? columns_of(columns_) : Slice{};
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
   return loader.load({
       {w.router, name("ffn_gate_inp.weight"), {d, e}},
-      {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows},
-      {w.up, name("ffn_up_exps.weight"), {d, f, e}, Load::Required, held, rows},
-      {w.down, name("ffn_down_exps.weight"), {f, d, e}, Load::Required, held, cols},
+      {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows, pick},
+      {w.up, name("ffn_up_exps.weight"), {d, f, e}, Load::Required, held, rows, pick},
+      {w.down, name("ffn_down_exps.weight"), {f, d, e}, Load::Required, held, cols, pick},
   });
 }
 
@@ -64,7 +77,7 @@ void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weig
     std::atomic<uint64_t>* counts = ctx.expert_counts + static_cast<size_t>(layer * c_.n_experts);
     for (const int32_t e : ids_host_) counts[e].fetch_add(1, std::memory_order_relaxed);
   }
-  if (c_.shard.expert_parallel) localize(be, n * k);
+  if (c_.shard.expert_parallel) localize(be, w, n * k);
   be.matmul_experts(*w.gate, h, ids, gate);  // [n*K][f]
   be.matmul_experts(*w.up, h, ids, up);      // [n*K][f]
   be.swiglu(gate, up, gate);
@@ -75,15 +88,15 @@ void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weig
 
 // The step's expert ids as indices into this rank's experts: -1 (a zero row, weight 0) for an
 // expert another rank holds. On the host: n*K ids and weights, read and written back.
-void RoutedExperts::localize(kernels::Backend& be, int64_t pairs) {
+void RoutedExperts::localize(kernels::Backend& be, const Weights& w, int64_t pairs) {
   ids_host_.resize(static_cast<size_t>(pairs));
   weights_host_.resize(static_cast<size_t>(pairs));
   be.read(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
   be.read(weights_.buffer(), 0, weights_host_.data(), weights_host_.size() * sizeof(float));
   for (size_t i = 0; i < ids_host_.size(); ++i) {
-    const int64_t local = ids_host_[i] - experts_.begin;
-    const bool held = local >= 0 && local < experts_.count;
-    ids_host_[i] = held ? static_cast<int32_t>(local) : -1;
+    const int32_t local = w.local_of[static_cast<size_t>(ids_host_[i])];
+    const bool held = local >= 0;
+    ids_host_[i] = local;
     if (!held) weights_host_[i] = 0.0f;
   }
   be.write(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));

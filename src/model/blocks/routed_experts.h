@@ -37,6 +37,9 @@ class RoutedExperts {
   struct Weights {
     std::unique_ptr<kernels::Weight> router;             // [E][d]
     std::unique_ptr<kernels::Weight> gate, up, down;     // [E][f][d], [E][f][d], [E][d][f]
+    // Expert parallel: global expert id -> index among this rank's experts of the layer, -1
+    // for another rank's ([E]; empty otherwise).
+    std::vector<int32_t> local_of;
   };
 
   // `config` must outlive the block.
@@ -50,10 +53,9 @@ class RoutedExperts {
                kernels::Matrix out);
 
  private:
-  void localize(kernels::Backend& backend, int64_t pairs);
+  void localize(kernels::Backend& backend, const Weights& w, int64_t pairs);
 
   const ModelConfig& c_;
-  dist::Range experts_;           // the experts held here (all of them in one process)
   dist::Range columns_;           // the columns of each held expert
   ScratchMatrix router_;          // [n][E]
   ScratchIndices ids_;            // [n][K]

@@ -154,6 +154,9 @@ class Model {
   Status reserve_here(const StepCapacity& capacity);
   // This rank's part of a validated step; `logits` is empty on workers.
   Status forward_shard(const Batch& batch, KvCache& kv, std::span<float> logits);
+  // A pipeline stage's part of a step, in micro-batches (model_distributed.cpp).
+  Status forward_pipelined(const Batch& batch, const StepInputs& inputs, KvCache& kv,
+                           std::span<float> logits);
   // The driver's Forward command for a validated batch.
   Status send_forward(const Batch& batch, int64_t kv_id);
   Status run_command(const CommandHeader& h, const std::vector<uint8_t>& payload,
@@ -177,6 +180,10 @@ class Model {
   int64_t next_kv_id_ = 1;  // the id of the next KV cache (the workers hold theirs by id)
   std::vector<int32_t> message_;  // the driver's Forward payload / a worker's copy of it
   std::vector<float> local_logits_;  // this rank's vocabulary columns, on the host
+  // forward_pipelined: the logit rows of each micro-batch (local indices, in micro-batch
+  // order), their positions in the step's output, and the logits put back in that order.
+  std::vector<int32_t> micro_logit_rows_, micro_order_;
+  std::vector<float> ordered_logits_;
 };
 
 }  // namespace cadenza::model

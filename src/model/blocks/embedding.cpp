@@ -56,7 +56,7 @@ void stage_input(const ForwardContext& ctx, const ModelConfig& config,
 void stage_output(const ForwardContext& ctx, const ModelConfig& config, OutputHead& head,
                   const TokenEmbedding& embedding, Matrix x) {
   if (config.shard.last_stage) {
-    head.forward(ctx, embedding, x);
+    if (ctx.inputs.n_logits > 0) head.forward(ctx, embedding, x);  // (a micro-batch may have none)
   } else {
     ctx.distributed->send_hidden(ctx.backend, x);
   }

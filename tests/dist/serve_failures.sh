@@ -60,7 +60,7 @@ wait_exit() {
     sleep 0.1
   done
   end=$(date +%s.%N)
-  took=$(echo "$end - $start" | bc)
+  took=$(awk "BEGIN { printf \"%.1f\", $end - $start }")
   if [ "$rc" -eq 124 ]; then kill -9 "$pid" 2>/dev/null; kill -9 "$worker" 2>/dev/null; wait "$pid" 2>/dev/null; fi
 }
 completion() {

@@ -211,6 +211,11 @@ class Backend {
   // memory.
   virtual void read_view(Matrix src, float* dst) = 0;
   virtual void write_view(const float* src, Matrix dst) = 0;
+  // Waits until the ops issued so far have run (a no-op for a synchronous backend), so that
+  // something outside the backend (NCCL on its own stream) may read their outputs.
+  virtual void synchronize() {}
+  // The GPU this backend runs on, or -1 (the CPU backend).
+  virtual int device_ordinal() const { return -1; }
   // Whether kv_write / attention accept a KV store of this element type.
   virtual bool supports_kv_type(DType type) const = 0;
 

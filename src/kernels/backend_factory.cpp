@@ -2,6 +2,7 @@
 #include "kernels/backend_factory.h"
 
 #include <charconv>
+#include <cstdlib>
 
 #include "kernels/cpu/cpu_backend.h"
 #ifdef CADENZA_HAS_CUDA
@@ -31,6 +32,26 @@ Result<DeviceChoice> parse_device(std::string_view device) {
   return make_error("unknown device '{}': expected cpu, cuda or cuda:N", device);
 }
 
+int cuda_devices() {
+#ifdef CADENZA_HAS_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+int launcher_local_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID"}) {
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') {
+      int rank = -1;
+      const std::string_view s(v);
+      const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), rank);
+      if (ec == std::errc() && end == s.data() + s.size() && rank >= 0) return rank;
+    }
+  }
+  return -1;
+}
+
 bool cuda_built() {
 #ifdef CADENZA_HAS_CUDA
   return true;
@@ -47,7 +68,12 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view device,
     return make_cpu_backend({.n_threads = options.n_threads});
   }
 #ifdef CADENZA_HAS_CUDA
-  Result<std::unique_ptr<Backend>> backend = make_cuda_backend({.device = choice->index});
+  int index = choice->index;
+  // "cuda" under a launcher: this rank's own GPU where the host has several.
+  if (device == "cuda" && launcher_local_rank() >= 0 && cuda_device_count() > 0) {
+    index = launcher_local_rank() % cuda_device_count();
+  }
+  Result<std::unique_ptr<Backend>> backend = make_cuda_backend({.device = index});
   if (!backend) return make_error("--device {}: {}", device, backend.error());
   return backend;
 #else

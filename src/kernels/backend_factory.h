@@ -28,6 +28,13 @@ struct BackendOptions {
 
 // Whether this build contains the CUDA backend.
 bool cuda_built();
+// CUDA devices on this machine (0 without the CUDA backend, a driver or a GPU).
+int cuda_devices();
+
+// Under a process launcher (mpirun, srun), this process's index among those on its host
+// (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or MPI_LOCALRANKID), else -1. "cuda" without an
+// ordinal then means device local_rank % cuda_devices(): one GPU per rank on a multi-GPU host.
+int launcher_local_rank();
 
 // The backend for `device` (parse_device syntax). Errors: a bad device string, "this build has no
 // CUDA support" (built without the CUDA toolkit), "no CUDA device" (no driver or GPU), an ordinal

@@ -5,6 +5,9 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "dist/mpi_communicator.h"
 
 #include "gguf/gguf.h"
 #include "model/config.h"
@@ -97,7 +100,8 @@ Distributed::~Distributed() = default;
 Result<std::unique_ptr<Distributed>> Distributed::create(dist::Communicator& world,
                                                          const dist::ParallelConfig& pc,
                                                          const gguf::GgufFile& file,
-                                                         const ModelConfig& m) {
+                                                         const ModelConfig& m,
+                                                         kernels::Backend& backend) {
   Result<dist::Topology> topology = dist::Topology::create(pc, world.rank(), world.size(),
                                                            m.n_layers);
   if (!topology) return topology.error_value();
@@ -142,12 +146,57 @@ Result<std::unique_ptr<Distributed>> Distributed::create(dist::Communicator& wor
   if (!tp) return tp.error_value();
   d->tp_ = std::move(*tp);
   d->tp_->set_timeout(world.timeout());
+  if (Status st = d->choose_device_collectives(backend); !st) return st.error_value();
   d->vocab_starts_.push_back(0);
   for (int r = 0; r < pc.tensor; ++r) {
     d->vocab_starts_.push_back(d->vocab_starts_.back() +
                                dist::split_evenly(m.n_vocab, pc.tensor, r).count);
   }
   return d;
+}
+
+// NCCL when every rank of the tensor-parallel group runs on a GPU of its own (host name and
+// device ordinal differ pairwise), else MPI through the host. The same decision on every rank.
+Status Distributed::choose_device_collectives(kernels::Backend& backend) {
+  if (tp_->size() == 1 || backend.host_memory()) return {};
+  struct Place {
+    uint64_t host = 0;
+    int64_t device = -1;
+  };
+  const std::string host = dist::MpiRuntime::host_name();
+  Place mine{fnv1a({reinterpret_cast<const uint8_t*>(host.data()), host.size()}),
+             backend.device_ordinal()};
+  std::vector<Place> all(static_cast<size_t>(tp_->size()));
+  if (Status st = tp_->all_gather(&mine, sizeof mine, all.data()); !st) return st;
+  bool own_gpu = true;
+  for (size_t i = 0; i < all.size(); ++i) {
+    own_gpu = own_gpu && all[i].device >= 0;
+    for (size_t j = 0; j < i; ++j) {
+      own_gpu = own_gpu && !(all[i].host == all[j].host && all[i].device == all[j].device);
+    }
+  }
+  if (!own_gpu || !dist::nccl_built()) {
+    if (tp_->rank() == 0) {
+      spdlog::info("{}: all-reduce over MPI, device views staged through the host ({})",
+                   tp_->name(), !own_gpu ? "ranks share a GPU" : "this build has no NCCL");
+    }
+    return {};
+  }
+  Result<std::unique_ptr<dist::NcclGroup>> g = dist::NcclGroup::create(*tp_, mine.device);
+  if (!g) return g.error_value();
+  nccl_ = std::move(*g);
+  if (tp_->rank() == 0) spdlog::info("{}: all-reduce over NCCL, one GPU per rank", tp_->name());
+  return {};
+}
+
+Status Distributed::reserve(kernels::Backend& backend, int64_t floats) {
+  if (!nccl_) return {};
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float) * static_cast<size_t>(tp_->size());
+  if (nccl_gather_ && nccl_gather_->size_bytes() >= bytes) return {};
+  Result<std::unique_ptr<kernels::Buffer>> b = backend.allocate(bytes);
+  if (!b) return b.error_value();
+  nccl_gather_ = std::move(*b);
+  return {};
 }
 
 Status Distributed::status() const {
@@ -166,6 +215,18 @@ void Distributed::all_reduce(kernels::Backend& be, kernels::Matrix x) {
   if (tp_->size() == 1 || failed_) return;
   assert(x.contiguous());
   const size_t count = static_cast<size_t>(x.rows * x.cols);
+  if (nccl_) {  // gather every rank's partial on the GPUs, then add in rank order
+    assert(nccl_gather_ && nccl_gather_->size_bytes() >= count * sizeof(float) * tp_->size());
+    be.synchronize();
+    auto* parts = static_cast<float*>(nccl_gather_->data());
+    if (Status st = nccl_->all_gather(x.data, count * sizeof(float), parts); !st) {
+      return fail(st.error_value());
+    }
+    auto part = [&](int r) { return kernels::Matrix::of(parts + count * r, x.rows, x.cols); };
+    be.add(part(0), part(1), x);
+    for (int r = 2; r < tp_->size(); ++r) be.add(x, part(r), x);
+    return;
+  }
   float* data = x.data;
   if (!be.host_memory()) {
     staging_.resize(count);

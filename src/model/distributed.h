@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "dist/nccl_group.h"
 #include "dist/topology.h"
 #include "kernels/backend.h"
 #include "model/shard.h"
@@ -73,10 +74,19 @@ class Distributed {
   // opened the same file (size and an FNV-1a checksum of header and tensor table) and runs the
   // same build. Every rank gets an error it can print (the checks are collective where they can
   // be, so that no rank waits for one that already gave up).
+  // `backend` is this rank's: with a GPU of its own on every rank of a tensor-parallel group
+  // (and NCCL in the build) the all-reduces of device views run over NCCL, else through MPI
+  // (device views staged on the host).
   static Result<std::unique_ptr<Distributed>> create(dist::Communicator& world,
                                                      const dist::ParallelConfig& config,
                                                      const gguf::GgufFile& file,
-                                                     const ModelConfig& model);
+                                                     const ModelConfig& model,
+                                                     kernels::Backend& backend);
+  // Device scratch for NCCL all-reduces of up to `floats` elements (Model::reserve). Errors:
+  // out of device memory.
+  Status reserve(kernels::Backend& backend, int64_t floats);
+  // Whether the tensor-parallel all-reduce runs over NCCL.
+  bool uses_nccl() const { return nccl_ != nullptr; }
   ~Distributed();
 
   const dist::Topology& topology() const { return topology_; }
@@ -120,11 +130,14 @@ class Distributed {
 
  private:
   Distributed(dist::Communicator& world, dist::Topology topology, ModelShard shard);
+  Status choose_device_collectives(kernels::Backend& backend);
 
   dist::Communicator& world_;
   dist::Topology topology_;
   ModelShard shard_;
   std::unique_ptr<dist::Communicator> tp_;
+  std::unique_ptr<dist::NcclGroup> nccl_;         // GPU ranks, each on its own device
+  std::unique_ptr<kernels::Buffer> nccl_gather_;  // [tp][floats] device scratch
   std::vector<float> staging_;         // device-memory views, staged on the host
   std::vector<float> gathered_;        // logits of every tp rank, [tp][rows][cols of that rank]
   std::vector<float> full_logits_;     // the last stage's tp rank 0 when it is not the driver

@@ -71,7 +71,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
   std::unique_ptr<Distributed> distributed;
   if (options.world != nullptr && options.world->size() > 1) {
     Result<std::unique_ptr<Distributed>> d =
-        Distributed::create(*options.world, options.parallel, *file, *config);
+        Distributed::create(*options.world, options.parallel, *file, *config, backend);
     if (!d) return d.error_value();
     distributed = std::move(*d);
     config->shard = distributed->shard();
@@ -184,6 +184,7 @@ Status Model::reserve_here(const StepCapacity& requested) {
   // This rank's vocabulary columns (all of them unless the head is tensor-parallel).
   const int64_t vocab = config_.shard.columns(config_.n_vocab).count;
   if (st) st = logits_.reserve(backend_, cap.max_logit_rows, vocab);
+  if (st && distributed_) st = distributed_->reserve(backend_, n * config_.n_embd);
   if (!st) {
     return make_error("model: reserving scratch for steps of {} tokens, {} logit rows: {}", n,
                       cap.max_logit_rows, st.error());

@@ -118,6 +118,12 @@ class CudaBackend final : public Backend {
     check(cudaStreamSynchronize(stream_), "read (the ops queued before it)");
   }
 
+  void synchronize() override {
+    select();
+    check(cudaStreamSynchronize(stream_), "synchronize");
+  }
+  int device_ordinal() const override { return info_.ordinal; }
+
   void read_view(Matrix src, float* dst) override {
     assert(src.contiguous());
     select();

@@ -1,0 +1,99 @@
+#include "dist/nccl_group.h"
+
+#ifdef CADENZA_HAS_NCCL
+#include <cuda_runtime.h>
+#include <nccl.h>
+#endif
+
+#include <fmt/format.h>
+
+namespace cadenza::dist {
+
+#ifdef CADENZA_HAS_NCCL
+
+struct NcclGroup::State {
+  ncclComm_t comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int device = 0;
+};
+
+bool nccl_built() { return true; }
+
+namespace {
+
+Status cuda_check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return {};
+  return make_error("nccl group: {}: {}", what, cudaGetErrorString(e));
+}
+
+Status nccl_check(ncclResult_t r, const char* what) {
+  if (r == ncclSuccess) return {};
+  return make_error("nccl group: {}: {}", what, ncclGetErrorString(r));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<NcclGroup>> NcclGroup::create(Communicator& group, int device) {
+  std::unique_ptr<NcclGroup> g(new NcclGroup());
+  g->state_ = std::make_unique<State>();
+  g->state_->device = device;
+  g->rank_ = group.rank();
+  g->size_ = group.size();
+  ncclUniqueId id{};
+  if (group.rank() == 0) {
+    if (Status st = nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"); !st) {
+      // The others wait for the id: send them a zeroed one so that they fail too, not hang.
+      (void)group.broadcast(&id, sizeof id, 0);
+      return st.error_value();
+    }
+  }
+  if (Status st = group.broadcast(&id, sizeof id, 0); !st) return st.error_value();
+  if (Status st = cuda_check(cudaSetDevice(device), "cudaSetDevice"); !st) return st.error_value();
+  if (Status st = cuda_check(cudaStreamCreateWithFlags(&g->state_->stream, cudaStreamNonBlocking),
+                             "cudaStreamCreate");
+      !st) {
+    return st.error_value();
+  }
+  if (Status st = nccl_check(ncclCommInitRank(&g->state_->comm, g->size_, id, g->rank_),
+                             "ncclCommInitRank");
+      !st) {
+    return st.error_value();
+  }
+  return g;
+}
+
+NcclGroup::~NcclGroup() {
+  if (!state_) return;
+  if (state_->comm) ncclCommDestroy(state_->comm);
+  if (state_->stream) cudaStreamDestroy(state_->stream);
+}
+
+Status NcclGroup::all_gather(const void* send, size_t bytes, void* recv) {
+  if (Status st = cuda_check(cudaSetDevice(state_->device), "cudaSetDevice"); !st) return st;
+  if (Status st = nccl_check(ncclAllGather(send, recv, bytes, ncclUint8, state_->comm,
+                                           state_->stream), "ncclAllGather");
+      !st) {
+    return st;
+  }
+  return cuda_check(cudaStreamSynchronize(state_->stream), "cudaStreamSynchronize");
+}
+
+#else  // no NCCL in this build
+
+struct NcclGroup::State {};
+
+bool nccl_built() { return false; }
+
+Result<std::unique_ptr<NcclGroup>> NcclGroup::create(Communicator&, int) {
+  return Error("this build has no NCCL (built without the CUDA toolkit's nccl.h / libnccl)");
+}
+
+NcclGroup::~NcclGroup() = default;
+
+Status NcclGroup::all_gather(const void*, size_t, void*) {
+  return Error("this build has no NCCL");
+}
+
+#endif
+
+}  // namespace cadenza::dist

@@ -64,6 +64,8 @@ class KvCache {
     mirror_id_ = id;
   }
   int64_t mirror_id() const { return mirror_id_; }
+  // On a split model's driver the cache must be destroyed before its Model (as an engine is):
+  // the destructor tells the workers to free their copy.
   ~KvCache();
 
  private:

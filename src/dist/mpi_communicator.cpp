@@ -74,18 +74,9 @@ class MpiCommunicator final : public Communicator {
     // time (its call and bytes still count).
     Timer t(stats_[Op::Broadcast], rank_ == root ? bytes : 0, w == Wait::Bounded);
     auto* p = static_cast<uint8_t*>(data);
-    for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
-      const size_t n = std::min(bytes - done, kMaxChunk);
-      MPI_Request req;
-      if (Status st = check(MPI_Ibcast(p + done, static_cast<int>(n), MPI_BYTE, root, comm_, &req),
-                            "broadcast"); !st) {
-        return st;
-      }
-      if (Status st = wait(req, "broadcast", root, w); !st) return st;
-      done += n;
-      if (bytes == 0) break;
-    }
-    return {};
+    return in_chunks(bytes, [&](size_t done, int n, MPI_Request* req) {
+      return check(MPI_Ibcast(p + done, n, MPI_BYTE, root, comm_, req), "broadcast");
+    }, "broadcast", root, w);
   }
 
   Status gather(const void* send, std::span<const size_t> send_bytes, void* recv,
@@ -137,35 +128,17 @@ class MpiCommunicator final : public Communicator {
   Status send(const void* data, size_t bytes, int peer) override {
     Timer t(stats_[Op::Send], bytes);
     const auto* p = static_cast<const uint8_t*>(data);
-    for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
-      const size_t n = std::min(bytes - done, kMaxChunk);
-      MPI_Request req;
-      if (Status st = check(MPI_Isend(p + done, static_cast<int>(n), MPI_BYTE, peer, kTag, comm_,
-                                      &req), "send"); !st) {
-        return st;
-      }
-      if (Status st = wait(req, "send", peer, Wait::Bounded); !st) return st;
-      done += n;
-      if (bytes == 0) break;
-    }
-    return {};
+    return in_chunks(bytes, [&](size_t done, int n, MPI_Request* req) {
+      return check(MPI_Isend(p + done, n, MPI_BYTE, peer, kTag, comm_, req), "send");
+    }, "send", peer, Wait::Bounded);
   }
 
   Status recv(void* data, size_t bytes, int peer, Wait w) override {
     Timer t(stats_[Op::Recv], 0, w == Wait::Bounded);
     auto* p = static_cast<uint8_t*>(data);
-    for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
-      const size_t n = std::min(bytes - done, kMaxChunk);
-      MPI_Request req;
-      if (Status st = check(MPI_Irecv(p + done, static_cast<int>(n), MPI_BYTE, peer, kTag, comm_,
-                                      &req), "recv"); !st) {
-        return st;
-      }
-      if (Status st = wait(req, "recv", peer, w); !st) return st;
-      done += n;
-      if (bytes == 0) break;
-    }
-    return {};
+    return in_chunks(bytes, [&](size_t done, int n, MPI_Request* req) {
+      return check(MPI_Irecv(p + done, n, MPI_BYTE, peer, kTag, comm_, req), "recv");
+    }, "recv", peer, w);
   }
 
   Result<std::unique_ptr<Communicator>> split(int color, int key, std::string name) override {
@@ -200,6 +173,22 @@ class MpiCommunicator final : public Communicator {
       broken_message_ = fmt::format("{} communicator: {}", name_, message);
     }
     return Error(broken_message_);
+  }
+
+  // Runs a transfer of `bytes` as pieces of at most kMaxChunk (MPI counts are ints), one at a
+  // time: `start(offset, count, &request)` posts a piece, which is then waited for. A transfer
+  // of 0 bytes still posts one (empty) piece: the peers match it.
+  template <typename Start>
+  Status in_chunks(size_t bytes, Start start, const char* what, int peer, Wait w) {
+    size_t done = 0;
+    do {
+      const size_t n = std::min(bytes - done, kMaxChunk);
+      MPI_Request req;
+      if (Status st = start(done, static_cast<int>(n), &req); !st) return st;
+      if (Status st = wait(req, what, peer, w); !st) return st;
+      done += n;
+    } while (done < bytes);
+    return {};
   }
 
   Status check(int rc, const char* what) {

@@ -326,23 +326,13 @@ Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {
 Status Model::forward_shard(const Batch& b, KvCache& kv, std::span<float> logits) {
   StepInputs in;
   upload(b, kv.block_size(), in);
-  if (distributed_ && distributed_->topology().config.pipeline > 1) {
-    return forward_pipelined(b, in, kv, logits);
-  }
+  if (distributed_) return forward_split(b, in, kv, logits);
   const ForwardContext ctx{backend_, in, kv,
                            config_.n_experts > 0 ? expert_counts_.get() : nullptr,
-                           logits_.rows(in.n_logits), distributed_.get()};
+                           logits_.rows(in.n_logits), nullptr};
   network_->forward(ctx);
-  if (!distributed_) {
-    backend_.read(logits_.buffer(), 0, logits.data(), logits.size() * sizeof(float));
-    return {};
-  }
-  if (config_.shard.last_stage) {
-    local_logits_.resize(static_cast<size_t>(ctx.logits.rows * ctx.logits.cols));
-    backend_.read(logits_.buffer(), 0, local_logits_.data(), local_logits_.size() * sizeof(float));
-  }
-  distributed_->deliver_logits(local_logits_, in.n_logits, config_.n_vocab, logits);
-  return distributed_->status();
+  backend_.read(logits_.buffer(), 0, logits.data(), logits.size() * sizeof(float));
+  return {};
 }
 
 }  // namespace cadenza::model

@@ -154,9 +154,10 @@ class Model {
   Status reserve_here(const StepCapacity& capacity);
   // This rank's part of a validated step; `logits` is empty on workers.
   Status forward_shard(const Batch& batch, KvCache& kv, std::span<float> logits);
-  // A pipeline stage's part of a step, in micro-batches (model_distributed.cpp).
-  Status forward_pipelined(const Batch& batch, const StepInputs& inputs, KvCache& kv,
-                           std::span<float> logits);
+  // A split model's part of a step (model_distributed.cpp): in micro-batches on a pipeline,
+  // then the logits to the driver.
+  Status forward_split(const Batch& batch, const StepInputs& inputs, KvCache& kv,
+                       std::span<float> logits);
   // The driver's Forward command for a validated batch.
   Status send_forward(const Batch& batch, int64_t kv_id);
   Status run_command(const CommandHeader& h, const std::vector<uint8_t>& payload,

@@ -26,11 +26,14 @@ kernels::IndexMatrix rows_of(kernels::IndexMatrix m, dist::Range r) {
 
 }  // namespace
 
-Status Model::forward_pipelined(const Batch& b, const StepInputs& in, KvCache& kv,
-                                std::span<float> logits) {
+Status Model::forward_split(const Batch& b, const StepInputs& in, KvCache& kv,
+                            std::span<float> logits) {
   const int64_t n = in.n_tokens;
-  const int micro = static_cast<int>(std::clamp<int64_t>(n / kMinMicroBatchTokens, 1,
-                                                         kMaxMicroBatches));
+  // One micro-batch without a pipeline (nothing to overlap with).
+  const int micro = distributed_->topology().config.pipeline == 1
+                        ? 1
+                        : static_cast<int>(std::clamp<int64_t>(n / kMinMicroBatchTokens, 1,
+                                                               kMaxMicroBatches));
   // Each micro-batch's logit rows, renumbered within it; micro_order_[k] = the output row of
   // the k-th logit computed.
   micro_logit_rows_.clear();
@@ -47,8 +50,10 @@ Status Model::forward_pipelined(const Batch& b, const StepInputs& in, KvCache& k
     }
     first_logit[static_cast<size_t>(i) + 1] = static_cast<int64_t>(micro_logit_rows_.size());
   }
-  backend_.write(logit_rows_.buffer(), 0, micro_logit_rows_.data(),
-                 micro_logit_rows_.size() * sizeof(int32_t));
+  if (micro > 1) {  // one micro-batch keeps the step's own rows and order
+    backend_.write(logit_rows_.buffer(), 0, micro_logit_rows_.data(),
+                   micro_logit_rows_.size() * sizeof(int32_t));
+  }
   const kernels::Matrix all_logits = logits_.rows(in.n_logits);
   for (int i = 0; i < micro; ++i) {
     const dist::Range r = dist::split_evenly(n, micro, i);
@@ -67,10 +72,13 @@ Status Model::forward_pipelined(const Batch& b, const StepInputs& in, KvCache& k
                              all_logits.row_range(l0, nl), distributed_.get()};
     network_->forward(ctx);
   }
-  if (config_.shard.last_stage) {  // back to the step's order
+  if (config_.shard.last_stage) {
     const size_t cols = static_cast<size_t>(all_logits.cols);
     local_logits_.resize(static_cast<size_t>(in.n_logits) * cols);
     backend_.read(logits_.buffer(), 0, local_logits_.data(), local_logits_.size() * sizeof(float));
+  }
+  if (config_.shard.last_stage && micro > 1) {  // back to the step's order
+    const size_t cols = static_cast<size_t>(all_logits.cols);
     ordered_logits_.resize(local_logits_.size());
     for (size_t k = 0; k < micro_order_.size(); ++k) {
       std::copy_n(local_logits_.data() + k * cols, cols,

@@ -211,6 +211,13 @@ void EngineBridge::fail_engine(const std::string& why) {
   if (bridge_config_.on_fatal) bridge_config_.on_fatal(why);
 }
 
+void EngineBridge::heartbeat() {
+  last_heartbeat_ = engine::Clock::now();
+  if (Status st = engine_->check_workers(bridge_config_.heartbeat_timeout_s); !st) {
+    fail_engine(st.error());
+  }
+}
+
 void EngineBridge::loop() {
   if (bridge_config_.warmup) warm_up();
   publish_gauges(0);
@@ -231,10 +238,7 @@ void EngineBridge::loop() {
       } else if (!cv_.wait_for(lock, std::chrono::duration<double>(
                                          bridge_config_.heartbeat_interval_s), has_news)) {
         lock.unlock();  // idle: are the other ranks still there?
-        last_heartbeat_ = engine::Clock::now();
-        if (Status st = engine_->check_workers(bridge_config_.heartbeat_timeout_s); !st) {
-          fail_engine(st.error());
-        }
+        heartbeat();
         publish_gauges(0);  // the workers' reports; the next pass counts any new submissions
         continue;
       }
@@ -263,10 +267,7 @@ void EngineBridge::loop() {
       if (!failed_ && engine_->distributed() &&
           engine::Clock::now() - last_heartbeat_ >
               std::chrono::duration<double>(bridge_config_.heartbeat_interval_s)) {
-        last_heartbeat_ = engine::Clock::now();
-        if (Status st = engine_->check_workers(bridge_config_.heartbeat_timeout_s); !st) {
-          fail_engine(st.error());
-        }
+        heartbeat();
       }
     }
     size_t waiting_submissions = 0;

@@ -123,6 +123,8 @@ class EngineBridge {
   void loop();
   // Marks the engine failed (not ready), logs `why`, calls on_fatal. Engine thread.
   void fail_engine(const std::string& why);
+  // A split model: every worker must answer within heartbeat_timeout_s (else fail_engine).
+  void heartbeat();
   void warm_up();
   void admit(Pending& p);
   void deliver(engine::RequestOutput out);

@@ -135,20 +135,37 @@ enum class RopeLayout {
 };
 
 // Rotary position embedding. For pair i (0 <= i < n_dims/2) of a head at position p the rotation
-// angle is  theta = p * freq_scale * freq_base^(-2i/n_dims) / freq_factors[i]  (freq_factors[i]
-// is 1 when absent). Elements past n_dims are left as they are.
+// angle is  theta = p * inv_freq[i]  with  f_i = freq_base^(-2i/n_dims) / freq_factors[i]
+// (freq_factors[i] is 1 when absent) and
+//   inv_freq[i] = freq_scale * f_i                                 without YaRN (ext_factor 0)
+//   inv_freq[i] = freq_scale * f_i * (1 - m_i) + f_i * m_i         with YaRN (ext_factor > 0),
+// where m_i = (1 - ramp_i) * ext_factor, ramp_i = clamp((i - low) / max(high - low, 0.001), 0, 1)
+// and low / high are the pairs that turn beta_fast / beta_slow times in orig_ctx positions
+// (floor / ceil of n_dims * ln(orig_ctx / (beta * 2 pi)) / (2 ln freq_base), clamped to
+// [0, n_dims - 1]): the YaRN paper's "NTK-by-parts" blend, high frequencies kept, low ones
+// interpolated. The rotated pair is multiplied by attn_factor (YaRN's attention scaling; 1 by
+// default). Elements past n_dims of each head are left as they are. (kernels/rope_frequency.h
+// computes inv_freq for both backends.)
 struct RopeParams {
   int32_t n_dims = 0;         // rotated elements per head, even, <= head_dim
   float freq_base = 10000.0f;
-  float freq_scale = 1.0f;    // 1 / linear scaling factor
+  float freq_scale = 1.0f;    // 1 / linear (or YaRN) scaling factor
   RopeLayout layout = RopeLayout::Normal;
   const Weight* freq_factors = nullptr;  // optional vector of n_dims/2 factors (Llama 3 scaling)
+  float ext_factor = 0.0f;    // YaRN blend strength; 0: plain (linear) scaling
+  float beta_fast = 32.0f;    // YaRN correction range, in rotations
+  float beta_slow = 1.0f;
+  int32_t orig_ctx = 0;       // YaRN: the context the model was trained at (> 0 with ext_factor)
+  float attn_factor = 1.0f;   // multiplies the rotated elements (cos and sin)
 };
 
 // The paged KV store of one layer. Keys: [num_blocks][block_size][n_kv_heads][head_dim_k],
 // values: [num_blocks][block_size][n_kv_heads][head_dim_v], both of `type`, in backend memory.
 // A token's KV slot is block * block_size + offset; slot s of head h starts at element
 // (s * n_kv_heads + h) * head_dim. The memory belongs to whoever allocated it (model::KvCache).
+// values_in_keys (multi-head latent attention's compressed cache): there is no value store; the
+// value of a head row is the first head_dim_v elements of its key row (head_dim_v <= head_dim_k;
+// for Q8_0 a multiple of 32), `values` is null and kv_write ignores v.
 struct KvLayer {
   void* keys = nullptr;
   void* values = nullptr;
@@ -158,6 +175,7 @@ struct KvLayer {
   int32_t n_kv_heads = 0;
   int32_t head_dim_k = 0;
   int32_t head_dim_v = 0;
+  bool values_in_keys = false;
 };
 
 // Which cache entries each token of a ragged batch attends to. Token t belongs to sequence
@@ -171,15 +189,21 @@ struct AttentionBatch {
   IndexMatrix block_tables;  // [n_seqs][max_blocks_per_seq]; entries past a sequence's end unused
 };
 
-enum class ExpertGating { Softmax };
+enum class ExpertGating { Softmax, Sigmoid };
 
-// Mixture-of-experts routing: probabilities = gating(router logits); the top-k experts per token
-// (largest probability first; ties: lower expert id first) with their probabilities as weights;
-// optionally renormalised to sum to 1 over the k chosen; then multiplied by `scale`.
+// Mixture-of-experts routing (kernels/moe_routing.h route_token is the rule, step by step):
+// scores = gating(router logits); experts are chosen by scores + selection_bias (DeepSeek-V3's
+// bias-corrected selection), optionally only from the n_groups_used best of n_groups equal
+// expert groups (a group scored by its two best biased scores); the top-k (largest first; ties:
+// lower expert id first) get their unbiased scores as weights, optionally renormalised to sum to
+// 1 over the k chosen, then multiplied by `scale`.
 struct RoutingParams {
   ExpertGating gating = ExpertGating::Softmax;
   bool normalize_top_k = true;
   float scale = 1.0f;
+  const Weight* selection_bias = nullptr;  // vector of E floats, or null
+  int32_t n_groups = 1;       // divides E
+  int32_t n_groups_used = 1;  // <= n_groups; with n_groups: k <= n_groups_used * E / n_groups
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -218,6 +242,11 @@ class Backend {
   virtual int device_ordinal() const { return -1; }
   // Whether kv_write / attention accept a KV store of this element type.
   virtual bool supports_kv_type(DType type) const = 0;
+  // Whether kv_write / attention take a KvLayer with values_in_keys and these head sizes (the
+  // compressed cache of multi-head latent attention).
+  virtual bool supports_latent_kv(int32_t /*head_dim_k*/, int32_t /*head_dim_v*/) const {
+    return false;
+  }
 
   // --- ops. Shapes as [rows][cols]; n = number of tokens (rows). Outputs must not overlap inputs
   // unless an op says it may. ---
@@ -226,6 +255,9 @@ class Backend {
   virtual void get_rows(const Weight& table, IndexMatrix ids, Matrix out) = 0;
   // out[i] = src[rows[i]]. rows: [n][1]; out: [n][src.cols].
   virtual void gather_rows(Matrix src, IndexMatrix rows, Matrix out) = 0;
+  // out = src, element by element, for views of equal shape and any strides (a column block of
+  // one matrix into a column block of another). They must not overlap.
+  virtual void copy_matrix(Matrix src, Matrix out) = 0;
 
   // y = x * w^T: y[t][j] = sum_i x[t][i] * w[j][i]. w: [m][k] (one matrix); x: [n][k]; y: [n][m].
   virtual void matmul(const Weight& w, Matrix x, Matrix y) = 0;
@@ -247,13 +279,16 @@ class Backend {
   // out = sigmoid(x) = 1 / (1 + exp(-x)), elementwise. out may alias x.
   virtual void sigmoid(Matrix x, Matrix out) = 0;
 
-  // Rotates, in place, the first params.n_dims elements of each head of x: [n][n_heads*head_dim]
-  // (contiguous heads within a row) at the positions of its row. positions: [n][1].
+  // Rotates, in place, the first params.n_dims elements of each head of x at the positions of
+  // its row. Head h of a row starts at element h * head_dim; x.cols >= (n_heads - 1) * head_dim
+  // + n_dims, so a view that starts inside the first head rotates a later part of every head
+  // (MLA's RoPE part after the no-RoPE part). positions: [n][1].
   virtual void rope(Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
                     const RopeParams& params) = 0;
 
   // Stores the K and V of n new tokens into their slots. k: [n][n_kv_heads*head_dim_k];
-  // v: [n][n_kv_heads*head_dim_v]; slots: [n][1], each in [0, num_blocks*block_size), distinct.
+  // v: [n][n_kv_heads*head_dim_v] (ignored, may be empty, when kv.values_in_keys); slots: [n][1],
+  // each in [0, num_blocks*block_size), distinct.
   virtual void kv_write(const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) = 0;
   // Paged causal attention with grouped-query heads: query head h uses KV head
   // h / (n_heads / n_kv_heads). out[t][h] = sum_p softmax_p(scale * q[t][h] . K[p]) * V[p] over

@@ -27,7 +27,7 @@ Result<int64_t> kv_bytes_per_token(const KvShape& shape) {
   Result<int64_t> v = kv_row_bytes(shape.type, shape.head_dim_v);
   if (!v) return v.error_value();
   // Realistic shapes are far below 2^63; the products here stay below 2^40.
-  return shape.n_layers * shape.n_kv_heads * (*k + *v);
+  return shape.n_layers * shape.n_kv_heads * (*k + (shape.values_in_keys ? 0 : *v));
 }
 
 Result<int64_t> kv_bytes_per_block(const KvShape& shape) {

@@ -24,6 +24,9 @@ struct KvShape {
   int64_t head_dim_v = 0;
   KvElementType type = KvElementType::kF16;
   int64_t block_size = 16;  // tokens per block
+  // The compressed cache of multi-head latent attention: values are the first head_dim_v
+  // elements of each key row, so only keys take memory.
+  bool values_in_keys = false;
 };
 
 // Bytes of one row of `n` values (one head of one token). Error for Q8_0 rows not a multiple of 32.

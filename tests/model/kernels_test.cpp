@@ -15,84 +15,10 @@
 #include "kernels/simd/kernels.h"
 #include "kernels/simd/repack.h"
 #include "tensor/quant.h"
+#include "backend_test_util.h"
 
 namespace cadenza::kernels {
 namespace {
-
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
-
-// Host data in a backend buffer, read back on demand.
-class HostBuffer {
- public:
-  HostBuffer(Backend& backend, const std::vector<float>& values) : backend_(backend) {
-    init(values.data(), values.size() * sizeof(float));
-  }
-  HostBuffer(Backend& backend, const std::vector<int32_t>& values) : backend_(backend) {
-    init(values.data(), values.size() * sizeof(int32_t));
-  }
-  Matrix matrix(int64_t rows, int64_t cols) const { return Matrix::of(buffer_->data(), rows, cols); }
-  IndexMatrix index(int64_t rows, int64_t cols) const {
-    return IndexMatrix::of(buffer_->data(), rows, cols);
-  }
-  std::vector<int32_t> ints() const {
-    std::vector<int32_t> v(buffer_->size_bytes() / sizeof(int32_t));
-    backend_.read(*buffer_, 0, v.data(), v.size() * sizeof(int32_t));
-    return v;
-  }
-  std::vector<float> floats() const {
-    std::vector<float> v(buffer_->size_bytes() / sizeof(float));
-    backend_.read(*buffer_, 0, v.data(), v.size() * sizeof(float));
-    return v;
-  }
-
- private:
-  void init(const void* data, size_t bytes) {
-    Result<std::unique_ptr<Buffer>> b = backend_.allocate(bytes);
-    EXPECT_TRUE(b);
-    buffer_ = std::move(*b);
-    backend_.write(*buffer_, 0, data, bytes);
-  }
-  Backend& backend_;
-  std::unique_ptr<Buffer> buffer_;
-};
-
-// Encodes `values` ([matrices][rows][cols]) as `type` and uploads them.
-std::unique_ptr<Weight> upload(Backend& backend, DType type, const std::vector<float>& values,
-                               int64_t cols, int64_t rows = 1, int64_t matrices = 1) {
-  const size_t row = static_cast<size_t>(*row_bytes(type, cols));
-  std::vector<uint8_t> bytes(row * static_cast<size_t>(rows * matrices));
-  for (int64_t r = 0; r < rows * matrices; ++r) {
-    quantize_row(type, values.data() + r * cols, bytes.data() + static_cast<size_t>(r) * row, cols);
-  }
-  WeightDesc desc;
-  desc.name = "test";
-  desc.type = type;
-  desc.cols = cols;
-  desc.rows = rows;
-  desc.matrices = matrices;
-  desc.data = bytes.data();  // no keep_alive: the backend copies
-  Result<std::unique_ptr<Weight>> w = backend.upload_weight(desc);
-  EXPECT_TRUE(w) << w.error();
-  return std::move(*w);
-}
-
-// The values a weight of `type` really holds: encode then decode with the scalar reference.
-std::vector<float> as_stored(DType type, const std::vector<float>& values, int64_t cols) {
-  const size_t row = static_cast<size_t>(*row_bytes(type, cols));
-  std::vector<uint8_t> bytes(row);
-  std::vector<float> out(values.size());
-  for (size_t r = 0; r < values.size() / static_cast<size_t>(cols); ++r) {
-    quantize_row(type, values.data() + r * cols, bytes.data(), cols);
-    dequantize_row(type, bytes.data(), out.data() + r * cols, cols);
-  }
-  return out;
-}
 
 // The activation row as the CPU backend's matmul sees it for weights of `type` at the active ISA
 // level: quantized to Q8_0 (repacked kernels, and Q8_0/Q4_0 weights) or Q8_K (Q4_K/Q6_K) and
@@ -332,12 +258,12 @@ TEST(CpuKernels, RoutingTiesGoToTheLowerExpertId) {
   const std::vector<float> logits = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f,
                                      -1.0f, 2.0f, 1.0f, 0.0f, 2.0f, 1.0f};
   const std::vector<std::vector<int32_t>> expected = {{0, 1, 2, 3}, {1, 4, 2, 5}};
-  std::vector<float> probs(n_experts);
+  std::vector<float> scratch(static_cast<size_t>(kernels::route_scratch_floats(n_experts, 1)));
   for (size_t t = 0; t < expected.size(); ++t) {
     std::vector<int32_t> ids(k);
     std::vector<float> weights(k);
-    kernels::route_token(logits.data() + t * n_experts, n_experts, k, true, 1.0f, probs.data(),
-                         ids.data(), weights.data());
+    kernels::route_token(logits.data() + t * n_experts, n_experts, k, kernels::RouteRule{},
+                         scratch.data(), ids.data(), weights.data());
     EXPECT_EQ(ids, expected[t]) << "token " << t;
     EXPECT_EQ(weights[0], weights[1]);
   }

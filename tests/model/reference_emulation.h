@@ -39,6 +39,9 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->copy(dst, dst_off, src, src_off, n);
   }
   bool supports_kv_type(DType t) const override { return inner_->supports_kv_type(t); }
+  bool supports_latent_kv(int32_t dk, int32_t dv) const override {
+    return inner_->supports_latent_kv(dk, dv);
+  }
   bool host_memory() const override { return inner_->host_memory(); }
   void read_view(kernels::Matrix src, float* dst) override { inner_->read_view(src, dst); }
   void write_view(const float* src, kernels::Matrix dst) override { inner_->write_view(src, dst); }
@@ -49,6 +52,7 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
   void gather_rows(kernels::Matrix src, kernels::IndexMatrix rows, kernels::Matrix out) override {
     inner_->gather_rows(src, rows, out);
   }
+  void copy_matrix(kernels::Matrix src, kernels::Matrix out) override { inner_->copy_matrix(src, out); }
   void matmul(const kernels::Weight& w, kernels::Matrix x, kernels::Matrix y) override {
     inner_->matmul(w, rounded_copy(x, w.type()), y);
   }
@@ -77,6 +81,7 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     if (!f16_kv_) return inner_->kv_write(kv, k, v, slots);
     const kernels::Matrix k16 = rounded_copy(k, DType::F16);
     std::vector<float> keep(k16.data, k16.data + k16.rows * k16.cols);  // rounded_copy reuses memory
+    if (kv.values_in_keys) return inner_->kv_write(kv, kernels::Matrix::of(keep.data(), k.rows, k.cols), v, slots);
     const kernels::Matrix v16 = rounded_copy(v, DType::F16);
     inner_->kv_write(kv, kernels::Matrix::of(keep.data(), k.rows, k.cols), v16, slots);
   }

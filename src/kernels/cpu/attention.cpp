@@ -30,7 +30,8 @@ bool kv_type_supported(DType type) {
 void kv_write(ThreadPool& pool, const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) {
   const int64_t k_row = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim_k;
   const int64_t v_row = static_cast<int64_t>(kv.n_kv_heads) * kv.head_dim_v;
-  assert(k.cols == k_row && v.cols == v_row && k.rows == v.rows && slots.rows == k.rows);
+  assert(k.cols == k_row && slots.rows == k.rows);
+  assert(kv.values_in_keys || (v.cols == v_row && k.rows == v.rows));
   assert(simd::attend_type_supported(kv.type, kv.head_dim_k, kv.head_dim_v));
   const size_t k_slot_bytes = kv_row_bytes(kv.type, kv.head_dim_k) * static_cast<size_t>(kv.n_kv_heads);
   const size_t v_slot_bytes = kv_row_bytes(kv.type, kv.head_dim_v) * static_cast<size_t>(kv.n_kv_heads);
@@ -46,7 +47,9 @@ void kv_write(ThreadPool& pool, const KvLayer& kv, Matrix k, Matrix v, IndexMatr
     // (for Q8_0) a multiple of 32 long: converting the whole token row is converting each head
     // row on its own.
     quantize_row(kv.type, k.data + t * k.stride, keys + static_cast<size_t>(slot) * k_slot_bytes, k_row);
-    quantize_row(kv.type, v.data + t * v.stride, values + static_cast<size_t>(slot) * v_slot_bytes, v_row);
+    if (!kv.values_in_keys) {
+      quantize_row(kv.type, v.data + t * v.stride, values + static_cast<size_t>(slot) * v_slot_bytes, v_row);
+    }
   });
 }
 
@@ -84,7 +87,8 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
       assert(block >= 0 && block < kv.num_blocks);
       const size_t head_row = static_cast<size_t>((block * block_size + p % block_size) * n_kv + kv_head);
       k_rows[p] = keys + head_row * k_head_bytes;
-      v_rows[p] = values + head_row * v_head_bytes;
+      // The compressed (latent) cache: the value is the start of the key row.
+      v_rows[p] = kv.values_in_keys ? k_rows[p] : values + head_row * v_head_bytes;
     }
     for (int32_t h0 = 0; h0 < group; h0 += simd::kAttendMaxHeads) {
       const int nq = std::min<int32_t>(group - h0, simd::kAttendMaxHeads);

@@ -117,6 +117,9 @@ class CpuBackend final : public Backend {
   }
 
   bool supports_kv_type(DType type) const override { return cpu::kv_type_supported(type); }
+  bool supports_latent_kv(int32_t head_dim_k, int32_t head_dim_v) const override {
+    return head_dim_v >= 1 && head_dim_v <= head_dim_k;
+  }
 
   void get_rows(const Weight& table, IndexMatrix ids, Matrix out) override {
     cpu::get_rows(pool_, cpu_weight(table), ids, out);
@@ -124,6 +127,7 @@ class CpuBackend final : public Backend {
   void gather_rows(Matrix src, IndexMatrix rows, Matrix out) override {
     cpu::gather_rows(pool_, src, rows, out);
   }
+  void copy_matrix(Matrix src, Matrix out) override { cpu::copy_matrix(pool_, src, out); }
   void matmul(const Weight& w, Matrix x, Matrix y) override {
     cpu::matmul(pool_, cpu_weight(w), x, y);
   }
@@ -160,7 +164,12 @@ class CpuBackend final : public Backend {
   }
   void route_experts(Matrix router_logits, const RoutingParams& params, IndexMatrix expert_ids,
                      Matrix expert_weights) override {
-    cpu::route_experts(pool_, router_logits, params, expert_ids, expert_weights);
+    const float* bias = nullptr;
+    if (params.selection_bias) {
+      assert(params.selection_bias->cols() == router_logits.cols);
+      bias = vector_values(*params.selection_bias);
+    }
+    cpu::route_experts(pool_, router_logits, params, bias, expert_ids, expert_weights);
   }
   void weighted_sum_slots(Matrix slot_rows, Matrix weights, Matrix out) override {
     cpu::weighted_sum_slots(pool_, slot_rows, weights, out);

@@ -77,6 +77,7 @@ void log_matmul_path_once();
 
 void get_rows(ThreadPool& pool, const CpuWeight& table, IndexMatrix ids, Matrix out);
 void gather_rows(ThreadPool& pool, Matrix src, IndexMatrix rows, Matrix out);
+void copy_matrix(ThreadPool& pool, Matrix src, Matrix out);
 void matmul(ThreadPool& pool, const CpuWeight& w, Matrix x, Matrix y);
 // Groups the (token, slot) pairs by expert so each active expert's matrix is read once per call
 // for all its pairs; results are bitwise those of one call per pair (batch invariant).
@@ -92,14 +93,16 @@ void sigmoid(ThreadPool& pool, Matrix x, Matrix out);
 // freq_factors: n_dims/2 values or nullptr.
 void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
           const RopeParams& params, const float* freq_factors);
+// bias: the selection bias (E values) or nullptr.
 void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& params,
-                   IndexMatrix expert_ids, Matrix expert_weights);
+                   const float* bias, IndexMatrix expert_ids, Matrix expert_weights);
 void weighted_sum_slots(ThreadPool& pool, Matrix slot_rows, Matrix weights, Matrix out);
 
 // KV stores of F32, F16 or Q8_0 (kv_type_supported; Q8_0 needs head dims that are multiples of
 // 32, which model::KvCache checks). kv_write converts the f32 rows to the store's type (F16:
 // round to nearest even; Q8_0: quantize_row per block of 32, so each head row on its own);
-// attention decodes them exactly to f32 (simd/attention.h).
+// attention decodes them exactly to f32 (simd/attention.h). A KvLayer with values_in_keys has no
+// value store: kv_write stores k only and attention reads each value row from its key row.
 bool kv_type_supported(DType type);
 void kv_write(ThreadPool& pool, const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots);
 void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBatch& batch,

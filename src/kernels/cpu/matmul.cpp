@@ -135,6 +135,14 @@ void gather_rows(ThreadPool& pool, Matrix src, IndexMatrix rows, Matrix out) {
   });
 }
 
+void copy_matrix(ThreadPool& pool, Matrix src, Matrix out) {
+  assert(src.rows == out.rows && src.cols == out.cols);
+  pool.parallel_for(src.rows, [&](int64_t r, int) {
+    std::memcpy(out.data + r * out.stride, src.data + r * src.stride,
+                static_cast<size_t>(src.cols) * sizeof(float));
+  });
+}
+
 namespace {
 
 // The caller thread's activation buffer (quantized rows); workers only read it during the call.

@@ -5,6 +5,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/moe_routing.h"
+#include "kernels/rope_frequency.h"
 #include "kernels/simd/attention.h"
 
 namespace cadenza::kernels::cpu {
@@ -95,25 +96,28 @@ void sigmoid(ThreadPool& pool, Matrix x, Matrix out) {
 
 void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
           const RopeParams& params, const float* freq_factors) {
-  assert(x.cols == static_cast<int64_t>(n_heads) * head_dim && positions.rows == x.rows);
+  assert(n_heads >= 1 && x.cols >= static_cast<int64_t>(n_heads - 1) * head_dim + params.n_dims);
+  assert(positions.rows == x.rows);
   assert(params.n_dims > 0 && params.n_dims % 2 == 0 && params.n_dims <= head_dim);
   const int32_t half = params.n_dims / 2;
+  const RopeFrequency freq = make_rope_frequency(params.n_dims, params.freq_base, params.freq_scale,
+                                                 params.ext_factor, params.beta_fast,
+                                                 params.beta_slow, params.orig_ctx);
   // Angle per unit of position for each pair, in double.
   std::vector<double> inv_freq(static_cast<size_t>(half));
   for (int32_t i = 0; i < half; ++i) {
-    double f = static_cast<double>(params.freq_scale) *
-               std::pow(static_cast<double>(params.freq_base), -2.0 * i / params.n_dims);
-    if (freq_factors) f /= static_cast<double>(freq_factors[i]);
-    inv_freq[static_cast<size_t>(i)] = f;
+    inv_freq[static_cast<size_t>(i)] =
+        rope_inv_freq(freq, i, freq_factors ? static_cast<double>(freq_factors[i]) : 1.0);
   }
   const bool neox = params.layout == RopeLayout::NeoX;
+  const double attn_factor = params.attn_factor;
   pool.parallel_for(x.rows, [&](int64_t r, int) {
     float* cs = thread_scratch(Scratch::RowTemp, 2 * static_cast<size_t>(half));
     const double pos = positions.data[r * positions.cols];
     for (int32_t i = 0; i < half; ++i) {
       const double theta = pos * inv_freq[static_cast<size_t>(i)];
-      cs[2 * i] = static_cast<float>(std::cos(theta));
-      cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+      cs[2 * i] = static_cast<float>(std::cos(theta) * attn_factor);
+      cs[2 * i + 1] = static_cast<float>(std::sin(theta) * attn_factor);
     }
     float* row = x.data + r * x.stride;
     for (int32_t h = 0; h < n_heads; ++h) {
@@ -131,17 +135,24 @@ void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMa
 }
 
 void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& params,
-                   IndexMatrix expert_ids, Matrix expert_weights) {
+                   const float* bias, IndexMatrix expert_ids, Matrix expert_weights) {
   const int64_t n_experts = router_logits.cols;
   const int64_t k = expert_ids.cols;
   assert(expert_ids.rows == router_logits.rows && expert_weights.rows == router_logits.rows);
   assert(expert_weights.cols == k && k >= 1 && k <= n_experts);
-  assert(params.gating == ExpertGating::Softmax);
+  assert(params.n_groups >= 1 && n_experts % params.n_groups == 0);
+  assert(params.n_groups_used >= 1 && params.n_groups_used <= params.n_groups);
+  const RouteRule rule{.sigmoid = params.gating == ExpertGating::Sigmoid,
+                       .bias = bias,
+                       .n_groups = params.n_groups,
+                       .n_groups_used = params.n_groups_used,
+                       .normalize_top_k = params.normalize_top_k,
+                       .scale = params.scale};
+  const size_t scratch_floats = static_cast<size_t>(route_scratch_floats(n_experts, params.n_groups));
   pool.parallel_for(router_logits.rows, [&](int64_t t, int) {
-    float* probs = thread_scratch(Scratch::RowTemp, static_cast<size_t>(n_experts));
-    route_token(router_logits.data + t * router_logits.stride, n_experts, k,
-                params.normalize_top_k, params.scale, probs, expert_ids.data + t * k,
-                expert_weights.data + t * expert_weights.stride);
+    float* scratch = thread_scratch(Scratch::RowTemp, scratch_floats);
+    route_token(router_logits.data + t * router_logits.stride, n_experts, k, rule, scratch,
+                expert_ids.data + t * k, expert_weights.data + t * expert_weights.stride);
   });
 }
 

@@ -176,6 +176,12 @@ class CudaBackend final : public Backend {
     cuda::gather_rows(dm(src), di(rows), dm(out), stream_);
     check_launch("gather_rows");
   }
+  void copy_matrix(Matrix src, Matrix out) override {
+    assert(src.rows == out.rows && src.cols == out.cols);
+    select();
+    cuda::copy_matrix(dm(src), dm(out), stream_);
+    check_launch("copy_matrix");
+  }
 
   void matmul(const Weight& w, Matrix x, Matrix y) override {
     assert(w.matrices() == 1 && x.cols == w.cols() && y.cols == w.rows() && y.rows == x.rows);
@@ -229,7 +235,8 @@ class CudaBackend final : public Backend {
   }
   void rope(Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
             const RopeParams& params) override {
-    assert(x.cols == static_cast<int64_t>(n_heads) * head_dim && positions.rows == x.rows);
+    assert(n_heads >= 1 && x.cols >= static_cast<int64_t>(n_heads - 1) * head_dim + params.n_dims);
+    assert(positions.rows == x.rows);
     assert(params.n_dims > 0 && params.n_dims % 2 == 0 && params.n_dims <= head_dim);
     const float* factors = nullptr;
     if (params.freq_factors) {
@@ -237,8 +244,12 @@ class CudaBackend final : public Backend {
       factors = cw(*params.freq_factors).vector_f32();
     }
     select();
-    cuda::rope(dm(x), n_heads, head_dim, di(positions), params.n_dims, params.freq_base,
-               params.freq_scale, params.layout == RopeLayout::NeoX, factors, stream_);
+    const RopeFrequency freq = make_rope_frequency(params.n_dims, params.freq_base,
+                                                   params.freq_scale, params.ext_factor,
+                                                   params.beta_fast, params.beta_slow,
+                                                   params.orig_ctx);
+    cuda::rope(dm(x), n_heads, head_dim, di(positions), freq, params.layout == RopeLayout::NeoX,
+               params.attn_factor, factors, stream_);
     check_launch("rope");
   }
   void kv_write(const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) override {
@@ -270,13 +281,22 @@ class CudaBackend final : public Backend {
   }
   void route_experts(Matrix router_logits, const RoutingParams& params, IndexMatrix expert_ids,
                      Matrix expert_weights) override {
-    assert(params.gating == ExpertGating::Softmax);
     assert(expert_ids.rows == router_logits.rows && expert_weights.rows == router_logits.rows);
     assert(expert_weights.cols == expert_ids.cols && expert_ids.cols >= 1 &&
            expert_ids.cols <= router_logits.cols);
+    assert(params.n_groups >= 1 && router_logits.cols % params.n_groups == 0);
+    RouteRule rule{.sigmoid = params.gating == ExpertGating::Sigmoid,
+                   .bias = nullptr,
+                   .n_groups = params.n_groups,
+                   .n_groups_used = params.n_groups_used,
+                   .normalize_top_k = params.normalize_top_k,
+                   .scale = params.scale};
+    if (params.selection_bias) {
+      assert(params.selection_bias->cols() == router_logits.cols);
+      rule.bias = cw(*params.selection_bias).vector_f32();
+    }
     select();
-    cuda::route_experts(dm(router_logits), params.normalize_top_k, params.scale, di(expert_ids),
-                        dm(expert_weights), stream_);
+    cuda::route_experts(dm(router_logits), rule, di(expert_ids), dm(expert_weights), stream_);
     check_launch("route_experts");
   }
   void weighted_sum_slots(Matrix slot_rows, Matrix weights, Matrix out) override {

@@ -19,6 +19,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/moe_routing.h"
+#include "kernels/rope_frequency.h"
+
 namespace cadenza::kernels::cuda {
 
 // Storage types of weights in device memory.
@@ -68,6 +71,7 @@ struct DevKv {
 // --- ops.cu ---
 void get_rows(const DevWeight& table, DevIdx ids, DevMat out, cudaStream_t stream);
 void gather_rows(DevMat src, DevIdx rows, DevMat out, cudaStream_t stream);
+void copy_matrix(DevMat src, DevMat out, cudaStream_t stream);
 void add_bias(DevMat x, const float* bias, DevMat out, cudaStream_t stream);
 // CPU-equivalent: sum of squares in double, scale = 1 / sqrtf(mean + eps), out = (x * scale) * w.
 void rms_norm(DevMat x, const float* weight, float eps, DevMat out, cudaStream_t stream);
@@ -75,9 +79,10 @@ void add(DevMat a, DevMat b, DevMat out, cudaStream_t stream);
 void mul(DevMat a, DevMat b, DevMat out, cudaStream_t stream);
 void swiglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream);
 void sigmoid(DevMat x, DevMat out, cudaStream_t stream);
-// freq_factors: n_dims/2 f32 values or nullptr. Angles in double as the CPU backend computes them.
-void rope(DevMat x, int32_t n_heads, int32_t head_dim, DevIdx positions, int32_t n_dims,
-          float freq_base, float freq_scale, bool neox, const float* freq_factors,
+// freq_factors: n_dims/2 f32 values or nullptr. Angles in double as the CPU backend computes them
+// (kernels/rope_frequency.h); the rotated pair times attn_factor.
+void rope(DevMat x, int32_t n_heads, int32_t head_dim, DevIdx positions,
+          const RopeFrequency& freq, bool neox, float attn_factor, const float* freq_factors,
           cudaStream_t stream);
 
 // --- matmul.cu ---
@@ -95,8 +100,9 @@ void convert_activations(DevMat x, void* out, bool to_f16, cudaStream_t stream);
 void matmul_experts(const DevWeight& w, DevMat x, DevIdx expert_ids, DevMat y, cudaStream_t stream);
 
 // --- moe.cu ---
-void route_experts(DevMat logits, bool normalize_top_k, float scale, DevIdx expert_ids,
-                   DevMat expert_weights, cudaStream_t stream);
+// rule.bias: device memory (E floats) or null.
+void route_experts(DevMat logits, const RouteRule& rule, DevIdx expert_ids, DevMat expert_weights,
+                   cudaStream_t stream);
 void weighted_sum_slots(DevMat slot_rows, DevMat weights, DevMat out, cudaStream_t stream);
 
 // --- attention.cu ---

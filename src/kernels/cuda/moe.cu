@@ -1,4 +1,4 @@
-// CUDA mixture-of-experts helpers: top-k routing (softmax gating; the per-token rule is
+// CUDA mixture-of-experts helpers: top-k routing (softmax or sigmoid gating, selection bias, groups; the per-token rule is
 // route_token in kernels/moe_routing.h, the same function the CPU backend runs) and the weighted
 // sum of the expert slots (the CPU backend's loop element for element, same order). One token per
 // block / thread; they are small next to the expert matmuls (matmul.cu).
@@ -12,14 +12,14 @@ namespace cadenza::kernels::cuda {
 namespace {
 
 // One block per token; thread 0 does the (small) sequential work, like the CPU backend.
-// Shared memory: E floats of probabilities.
-__global__ void route_kernel(DevMat logits, bool normalize_top_k, float scale, DevIdx expert_ids,
+// Shared memory: route_scratch_floats(E, groups) floats.
+__global__ void route_kernel(DevMat logits, RouteRule rule, DevIdx expert_ids,
                              DevMat expert_weights) {
-  extern __shared__ float probs[];
+  extern __shared__ float scratch[];
   if (threadIdx.x != 0) return;
   const int64_t t = blockIdx.x;
-  route_token(logits.data + t * logits.stride, logits.cols, expert_ids.cols, normalize_top_k, scale,
-              probs, expert_ids.data + t * expert_ids.cols,
+  route_token(logits.data + t * logits.stride, logits.cols, expert_ids.cols, rule, scratch,
+              expert_ids.data + t * expert_ids.cols,
               expert_weights.data + t * expert_weights.stride);
 }
 
@@ -39,12 +39,13 @@ __global__ void weighted_sum_kernel(DevMat slot_rows, DevMat weights, DevMat out
 
 }  // namespace
 
-void route_experts(DevMat logits, bool normalize_top_k, float scale, DevIdx expert_ids,
-                   DevMat expert_weights, cudaStream_t stream) {
+void route_experts(DevMat logits, const RouteRule& rule, DevIdx expert_ids, DevMat expert_weights,
+                   cudaStream_t stream) {
   if (logits.rows == 0) return;
-  const size_t smem = static_cast<size_t>(logits.cols) * sizeof(float);
-  route_kernel<<<static_cast<unsigned>(logits.rows), 32, smem, stream>>>(
-      logits, normalize_top_k, scale, expert_ids, expert_weights);
+  const size_t smem =
+      static_cast<size_t>(route_scratch_floats(logits.cols, rule.n_groups)) * sizeof(float);
+  route_kernel<<<static_cast<unsigned>(logits.rows), 32, smem, stream>>>(logits, rule, expert_ids,
+                                                                          expert_weights);
 }
 
 void weighted_sum_slots(DevMat slot_rows, DevMat weights, DevMat out, cudaStream_t stream) {

@@ -71,25 +71,32 @@ rms_norm_kernel(DevMat x, const float* weight, float eps, DevMat out) {
 }
 
 __global__ void rope_kernel(DevMat x, int32_t n_heads, int32_t head_dim, DevIdx positions,
-                            int32_t n_dims, float freq_base, float freq_scale, bool neox,
+                            RopeFrequency freq, bool neox, float attn_factor,
                             const float* freq_factors) {
-  const int32_t half = n_dims / 2;
+  const int32_t half = freq.n_dims / 2;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= x.rows * n_heads * half) return;
   const int32_t pair = static_cast<int32_t>(i % half);
   const int64_t h = (i / half) % n_heads;
   const int64_t r = i / (static_cast<int64_t>(half) * n_heads);
-  double f = static_cast<double>(freq_scale) *
-             pow(static_cast<double>(freq_base), -2.0 * pair / n_dims);
-  if (freq_factors) f /= static_cast<double>(freq_factors[pair]);
+  const double f =
+      rope_inv_freq(freq, pair, freq_factors ? static_cast<double>(freq_factors[pair]) : 1.0);
   const double theta = static_cast<double>(positions.data[r * positions.cols]) * f;
-  const float c = static_cast<float>(cos(theta)), s = static_cast<float>(sin(theta));
+  const float c = static_cast<float>(cos(theta) * attn_factor);
+  const float s = static_cast<float>(sin(theta) * attn_factor);
   float* head = x.data + r * x.stride + h * head_dim;
   const int32_t i0 = neox ? pair : 2 * pair;
   const int32_t i1 = neox ? pair + half : 2 * pair + 1;
   const float a = head[i0], b = head[i1];
   head[i0] = a * c - b * s;
   head[i1] = a * s + b * c;
+}
+
+__global__ void copy_matrix_kernel(DevMat src, DevMat out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= out.rows * out.cols) return;
+  const int64_t r = i / out.cols, c = i % out.cols;
+  out.data[r * out.stride + c] = src.data[r * src.stride + c];
 }
 
 void elementwise(DevMat a, DevMat b, DevMat out, int op, cudaStream_t stream) {
@@ -129,13 +136,19 @@ void swiglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream) {
 
 void sigmoid(DevMat x, DevMat out, cudaStream_t stream) { elementwise(x, x, out, 4, stream); }
 
-void rope(DevMat x, int32_t n_heads, int32_t head_dim, DevIdx positions, int32_t n_dims,
-          float freq_base, float freq_scale, bool neox, const float* freq_factors,
+void rope(DevMat x, int32_t n_heads, int32_t head_dim, DevIdx positions,
+          const RopeFrequency& freq, bool neox, float attn_factor, const float* freq_factors,
           cudaStream_t stream) {
-  const int64_t n = x.rows * n_heads * (n_dims / 2);
+  const int64_t n = x.rows * n_heads * (freq.n_dims / 2);
   if (n == 0) return;
-  rope_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, n_heads, head_dim, positions, n_dims,
-                                                       freq_base, freq_scale, neox, freq_factors);
+  rope_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, n_heads, head_dim, positions, freq, neox,
+                                                       attn_factor, freq_factors);
+}
+
+void copy_matrix(DevMat src, DevMat out, cudaStream_t stream) {
+  const int64_t n = out.rows * out.cols;
+  if (n == 0) return;
+  copy_matrix_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(src, out);
 }
 
 }  // namespace cadenza::kernels::cuda

@@ -53,7 +53,8 @@ kv::KvShape kv_shape(const model::ModelConfig& model, const engine::EngineConfig
           .head_dim_k = model.head_dim_k,
           .head_dim_v = model.head_dim_v,
           .type = type,
-          .block_size = engine.block_size};
+          .block_size = engine.block_size,
+          .values_in_keys = model.kv_values_in_keys};
 }
 
 }  // namespace

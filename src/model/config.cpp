@@ -109,9 +109,35 @@ Status read_rope(const MetadataReader& md, ModelConfig& c) {
       c.rope_scaling = RopeScaling::Llama3;
       c.rope_freq_factors = llama3_freq_factors(c.rope_dims, freq_base, factor, low, high, original);
     }
+  } else if (type == "yarn") {
+    if (!(factor > 0)) {
+      return make_error("{}: rope scaling 'yarn' needs key '{}' > 0", file.name(),
+                        md.key("rope.scaling.factor"));
+    }
+    c.rope_scaling = RopeScaling::Yarn;
+    c.rope_freq_scale = static_cast<float>(1.0 / factor);
+    CADENZA_TRY_ASSIGN(c.yarn_orig_ctx, md.count("rope.scaling.original_context_length", 1,
+                                                  limits::kMaxContext));
+    double v = 0;
+    CADENZA_TRY_ASSIGN(v, md.real_or("rope.scaling.yarn_ext_factor", 1.0));
+    c.yarn_ext_factor = static_cast<float>(v);
+    CADENZA_TRY_ASSIGN(v, md.real_or("rope.scaling.yarn_beta_fast", 32.0));
+    c.yarn_beta_fast = static_cast<float>(v);
+    CADENZA_TRY_ASSIGN(v, md.real_or("rope.scaling.yarn_beta_slow", 1.0));
+    c.yarn_beta_slow = static_cast<float>(v);
+    CADENZA_TRY_ASSIGN(v, md.real_or("rope.scaling.yarn_attn_factor", 1.0));
+    c.yarn_attn_factor = static_cast<float>(v);
+    CADENZA_TRY_ASSIGN(v, md.real_or("rope.scaling.yarn_log_multiplier", 0.0));
+    c.yarn_log_multiplier = static_cast<float>(v);
+    if (!(c.yarn_ext_factor >= 0 && c.yarn_beta_fast > 0 && c.yarn_beta_slow > 0 &&
+          c.yarn_attn_factor > 0)) {
+      return make_error("{}: invalid yarn rope scaling (ext_factor {}, beta_fast {}, beta_slow {}, "
+                        "attn_factor {})", file.name(), c.yarn_ext_factor, c.yarn_beta_fast,
+                        c.yarn_beta_slow, c.yarn_attn_factor);
+    }
   } else {
-    return make_error("{}: rope scaling type '{}' is not supported (supported: none, linear, llama3)",
-                      file.name(), type);
+    return make_error("{}: rope scaling type '{}' is not supported (supported: none, linear, llama3, "
+                      "yarn)", file.name(), type);
   }
   if (c.has_rope_freqs_tensor) c.rope_scaling = RopeScaling::Llama3;
   return {};
@@ -183,6 +209,23 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file,
   return c;
 }
 
+kernels::RopeParams ModelConfig::rope_params() const {
+  kernels::RopeParams rope;
+  rope.n_dims = rope_dims;
+  rope.freq_base = rope_freq_base;
+  rope.freq_scale = rope_freq_scale;
+  rope.layout = rope_layout;
+  if (rope_scaling == RopeScaling::Yarn && yarn_ext_factor > 0) {
+    rope.ext_factor = yarn_ext_factor;
+    rope.beta_fast = yarn_beta_fast;
+    rope.beta_slow = yarn_beta_slow;
+    rope.orig_ctx = yarn_orig_ctx;
+    rope.attn_factor = static_cast<float>(yarn_attn_factor *
+                                          (1.0 + 0.1 * std::log(1.0 / rope_freq_scale)));
+  }
+  return rope;
+}
+
 std::string ModelConfig::summary() const {
   std::string s = fmt::format("{}: {} layers, embd {}, heads {}/{} x {}", architecture, n_layers,
                               n_embd, n_heads, n_kv_heads, head_dim_k);
@@ -197,6 +240,9 @@ std::string ModelConfig::summary() const {
                    rope_layout == kernels::RopeLayout::NeoX ? "neox" : "normal", rope_freq_base);
   if (rope_scaling == RopeScaling::Linear) s += fmt::format(" linear x{}", 1.0f / rope_freq_scale);
   if (rope_scaling == RopeScaling::Llama3) s += " llama3";
+  if (rope_scaling == RopeScaling::Yarn) {
+    s += fmt::format(" yarn x{} from {}", 1.0f / rope_freq_scale, yarn_orig_ctx);
+  }
   if (qkv_bias) s += ", qkv bias";
   if (qk_norm) s += ", qk norm";
   if (tied_output) s += ", tied output";

@@ -20,7 +20,7 @@ namespace cadenza::model {
 
 class ArchitectureRegistry;
 
-enum class RopeScaling { None, Linear, Llama3 };
+enum class RopeScaling { None, Linear, Llama3, Yarn };
 
 struct ModelConfig {
   std::string architecture;  // the `general.architecture` string: selects the family (registry.h)
@@ -47,11 +47,35 @@ struct ModelConfig {
   // (has_rope_freqs_tensor), else computed here from the rope.scaling.* keys; empty otherwise.
   bool has_rope_freqs_tensor = false;
   std::vector<float> rope_freq_factors;
+  // YaRN (`rope.scaling.type` yarn): rope_freq_scale = 1 / `rope.scaling.factor`, and
+  // `rope.scaling.{original_context_length, yarn_ext_factor (1), yarn_beta_fast (32),
+  // yarn_beta_slow (1), yarn_attn_factor (1), yarn_log_multiplier (0)}` (defaults in brackets).
+  // What the attention scaling does with them is the family's (kernels::RopeParams::attn_factor,
+  // the softmax scale).
+  int32_t yarn_orig_ctx = 0;
+  float yarn_ext_factor = 0.0f;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+  float yarn_attn_factor = 1.0f;
+  float yarn_log_multiplier = 0.0f;
 
   // Attention variants (set by the family)
   bool qkv_bias = false;  // attn_{q,k,v}.bias in every layer (qwen2*; llama: when layer 0 has them)
   bool qk_norm = false;   // attn_{q,k}_norm.weight: RMS norm per head before RoPE (qwen3*)
   bool output_bias = false;  // attn_output.bias loaded in the layers that have it (llama)
+  // Multi-head latent attention (deepseek2; blocks/latent_attention.h); all 0 otherwise. The KV
+  // cache then has one "head" of head_dim_k = kv_rank + rope elements whose first head_dim_v =
+  // kv_rank are the value (kv_values_in_keys).
+  struct LatentAttentionShape {
+    int64_t q_rank = 0;   // `attention.q_lora_rank`; 0: no query latent (attn_q.weight)
+    int64_t kv_rank = 0;  // `attention.kv_lora_rank`
+    int64_t nope = 0;     // per-head no-RoPE query/key part: key_length_mla - rope
+    int64_t rope = 0;     // per-head RoPE part, shared key: rope.dimension_count
+    int64_t v = 0;        // per-head value: value_length_mla
+  } mla;
+  // The KV store has no values: a head's value is the first head_dim_v elements of its key row
+  // (multi-head latent attention's compressed cache, kernels::KvLayer::values_in_keys).
+  bool kv_values_in_keys = false;
 
   // Mixture of experts (n_experts == 0: dense FFN); read by read_feed_forward (metadata.h) with
   // the family's defaults
@@ -60,6 +84,15 @@ struct ModelConfig {
   int64_t n_ff_expert = 0;          // expert FFN width
   bool moe_normalize_top_k = true;  // renormalise the chosen experts' weights to sum to 1
   float moe_weights_scale = 1.0f;
+  // Expert selection (deepseek2, glm4moe): sigmoid gating (`expert_gating_func` 2), a per-expert
+  // selection bias tensor (`exp_probs_b.bias`), groups (`expert_group_count`,
+  // `expert_group_used_count`); see kernels::RoutingParams.
+  kernels::ExpertGating moe_gating = kernels::ExpertGating::Softmax;
+  int64_t moe_groups = 1;
+  int64_t moe_groups_used = 1;
+  // The first layers with a dense FFN (n_ff) before the expert layers (`leading_dense_block_count`,
+  // deepseek2 / glm4moe).
+  int64_t n_leading_dense = 0;
   // Shared expert (qwen2moe): a dense SwiGLU FFN of this width that every token runs, scaled by
   // sigmoid(h . ffn_gate_inp_shexp) and added to the routed experts' output. 0: none.
   int64_t n_ff_shared_expert = 0;
@@ -76,6 +109,11 @@ struct ModelConfig {
   static Result<ModelConfig> from_gguf(const gguf::GgufFile& file);
   static Result<ModelConfig> from_gguf(const gguf::GgufFile& file,
                                        const ArchitectureRegistry& registry);
+
+  // The RoPE of this model's attention: dims, base, layout, linear or YaRN scaling; with YaRN the
+  // rotated elements are scaled by yarn_attn_factor * (1 + 0.1 ln(factor)) (the YaRN paper's
+  // attention temperature, as Qwen and gpt-oss use it). freq_factors is the caller's (a tensor).
+  kernels::RopeParams rope_params() const;
 
   // One line for logs: "qwen3: 2 layers, embd 64, heads 4/2 x 32, ffn 128, vocab 151936, ...".
   std::string summary() const;

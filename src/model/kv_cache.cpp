@@ -33,6 +33,13 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
         dtype_name(options.type), type_block, config.head_dim_k,
         config.head_dim_v);
   }
+  if (config.kv_values_in_keys &&
+      !backend.supports_latent_kv(static_cast<int32_t>(config.head_dim_k),
+                                  static_cast<int32_t>(config.head_dim_v))) {
+    return make_error("kv cache: the {} backend does not run multi-head latent attention's "
+                      "compressed cache (key {}, value {}); use --device cpu",
+                      backend.name(), config.head_dim_k, config.head_dim_v);
+  }
   const std::optional<uint64_t> key_row = row_bytes(options.type, config.head_dim_k);
   const std::optional<uint64_t> value_row = row_bytes(options.type, config.head_dim_v);
   if (!key_row || !value_row) {
@@ -43,7 +50,9 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
   // This process's share (shard.h): its KV heads and its stage's layers.
   const int64_t n_kv_heads = config.shard.kv_heads(config.n_kv_heads).count;
   const uint64_t key_slot = static_cast<uint64_t>(n_kv_heads) * *key_row;
-  const uint64_t value_slot = static_cast<uint64_t>(n_kv_heads) * *value_row;
+  // The compressed (latent) cache keeps no values: they are the start of each key row.
+  const uint64_t value_slot =
+      config.kv_values_in_keys ? 0 : static_cast<uint64_t>(n_kv_heads) * *value_row;
   const uint64_t key_bytes = slots * key_slot;
   const uint64_t value_bytes = slots * value_slot;
 
@@ -59,7 +68,8 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
     if (!values) return make_error("kv cache: layer {} values: {}", l, values.error());
     kernels::KvLayer layer;
     layer.keys = (*keys)->data();
-    layer.values = (*values)->data();
+    layer.values = config.kv_values_in_keys ? nullptr : (*values)->data();
+    layer.values_in_keys = config.kv_values_in_keys;
     layer.type = options.type;
     layer.num_blocks = options.num_blocks;
     layer.block_size = options.block_size;
@@ -103,6 +113,7 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
     backend_.copy(*buffers_[2 * l], static_cast<size_t>(dst) * block * key_slot_bytes_,
                   *buffers_[2 * l], static_cast<size_t>(src) * block * key_slot_bytes_,
                   static_cast<size_t>(num_tokens) * key_slot_bytes_);
+    if (value_slot_bytes_ == 0) continue;  // the compressed cache: values are in the keys
     backend_.copy(*buffers_[2 * l + 1], static_cast<size_t>(dst) * block * value_slot_bytes_,
                   *buffers_[2 * l + 1], static_cast<size_t>(src) * block * value_slot_bytes_,
                   static_cast<size_t>(num_tokens) * value_slot_bytes_);

@@ -84,10 +84,27 @@ Status read_feed_forward(const MetadataReader& md, ModelConfig& c, const FeedFor
   // Gating function as the reference numbers it: 1 = softmax (the default), 2 = sigmoid.
   Result<int64_t> gating = md.count_or("expert_gating_func", 1, 0, 16);
   if (!gating) return gating.error_value();
-  if (*gating != 1) {
-    return make_error("{}: key '{}' = {}: only softmax gating (1) is supported", file,
-                      md.key("expert_gating_func"), *gating);
+  if (*gating != 1 && *gating != 2) {
+    return make_error("{}: key '{}' = {}: only softmax (1) and sigmoid (2) gating are supported",
+                      file, md.key("expert_gating_func"), *gating);
   }
+  c.moe_gating = *gating == 2 ? kernels::ExpertGating::Sigmoid : kernels::ExpertGating::Softmax;
+  // Expert groups: the experts split into equal groups, the top-k chosen from the best ones.
+  Result<int64_t> groups = md.count_or("expert_group_count", 1, 1, c.n_experts);
+  if (!groups) return groups.error_value();
+  if (c.n_experts % *groups != 0) {
+    return make_error("{}: key '{}' = {} does not divide the {} experts", file,
+                      md.key("expert_group_count"), *groups, c.n_experts);
+  }
+  Result<int64_t> groups_used = md.count_or("expert_group_used_count", *groups, 1, *groups);
+  if (!groups_used) return groups_used.error_value();
+  if (*groups_used * (c.n_experts / *groups) < c.n_experts_used) {
+    return make_error("{}: key '{}' = {}: {} of {} groups hold fewer than the {} experts used per "
+                      "token", file, md.key("expert_group_used_count"), *groups_used, *groups_used,
+                      *groups, c.n_experts_used);
+  }
+  c.moe_groups = *groups;
+  c.moe_groups_used = *groups_used;
   Result<double> scale = md.real_or("expert_weights_scale", 0.0);
   if (!scale) return scale.error_value();
   c.moe_weights_scale = *scale == 0.0 ? 1.0f : static_cast<float>(*scale);

@@ -70,7 +70,9 @@ struct FeedForwardKeys {
 
 // Reads feed_forward_length and, when the model has experts, expert_count, expert_used_count,
 // expert_feed_forward_length (default feed_forward_length), expert_weights_norm,
-// expert_gating_func (only softmax) and expert_weights_scale into `c`.
+// expert_gating_func (1 softmax, 2 sigmoid), expert_group_count / expert_group_used_count (the
+// groups must divide the experts and the used ones hold at least expert_used_count) and
+// expert_weights_scale into `c`.
 Status read_feed_forward(const MetadataReader& md, ModelConfig& c, const FeedForwardKeys& keys);
 
 }  // namespace cadenza::model

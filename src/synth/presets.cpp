@@ -100,6 +100,56 @@ std::vector<ModelShape> make_presets() {
   qwen3_active.vocab_style = "qwen2 byte-level BPE";
   out.push_back(qwen3_active);
 
+  // DeepSeek-V3 / R1 layout (deepseek2 architecture) scaled down: multi-head latent attention
+  // with a query latent, one leading dense layer, sigmoid-gated experts with a selection bias in
+  // groups (4 of 8 groups used, like V3's 4 of 8), one shared expert, routed scale 2.5, YaRN.
+  // small: for tests (embd 256 so every 256-element block type fits); mid: ~1 GB at Q4_K_M.
+  auto deepseek_v3 = [](std::string preset, std::string display, int64_t embd, int64_t layers,
+                        int64_t heads, int64_t q_rank, int64_t kv_rank, int64_t nope, int64_t rope,
+                        int64_t experts, int64_t used, int64_t ff_expert, int64_t ff) {
+    ModelShape s = dense(std::move(preset), std::move(display), "deepseek2", 129280, 4096, embd,
+                         layers, heads, heads, ff, 10000.0, 1e-6, false);
+    s.head_dim = nope + rope;
+    s.mla_q_rank = q_rank;
+    s.mla_kv_rank = kv_rank;
+    s.mla_nope = nope;
+    s.mla_rope = rope;
+    s.mla_v = nope;
+    s.n_leading_dense = 1;
+    s.n_expert = experts;
+    s.n_expert_used = used;
+    s.n_ff_expert = ff_expert;
+    s.n_expert_shared = 1;
+    s.expert_sigmoid = true;
+    s.expert_weights_norm = true;
+    s.expert_weights_scale = 2.5;
+    s.n_expert_groups = 8;
+    s.n_expert_groups_used = 4;
+    s.yarn_factor = 40;
+    s.yarn_original_ctx = 4096;
+    s.yarn_log_multiplier = 0.1;
+    s.n_ctx = 163840;
+    s.vocab_style = "DeepSeek-V3 byte-level BPE";
+    return s;
+  };
+  out.push_back(deepseek_v3("deepseek-v3-small", "DeepSeek-V3-style MLA MoE (small)", 256, 3, 4,
+                            96, 64, 32, 16, 16, 4, 64, 512));
+  out.push_back(deepseek_v3("deepseek-v3-mid", "DeepSeek-V3-style MLA MoE (mid)", 1024, 16, 16,
+                            512, 256, 64, 32, 128, 8, 256, 2816));
+  // DeepSeek-V2-Lite layout: no query latent (attn_q), softmax gating without groups or bias,
+  // two shared experts, weights not renormalised.
+  ModelShape v2lite = deepseek_v3("deepseek-v2-lite-small", "DeepSeek-V2-Lite-style (small)", 256,
+                                  3, 4, 0, 64, 32, 16, 16, 4, 64, 512);
+  v2lite.n_expert_shared = 2;
+  v2lite.expert_sigmoid = false;
+  v2lite.expert_weights_norm = false;
+  v2lite.expert_weights_scale = 1.0;
+  v2lite.n_expert_groups = 1;
+  v2lite.n_expert_groups_used = 1;
+  v2lite.yarn_log_multiplier = 0.0707;
+  v2lite.vocab_style = "DeepSeek-V2 byte-level BPE";
+  out.push_back(v2lite);
+
   // A tiny model for quick starts and tests: runs instantly anywhere.
   ModelShape demo = dense("demo", "Cadenza demo (tiny)", "llama", 0, 2048, 256, 4, 8, 2, 768,
                           10000.0, 1e-5, true);

@@ -37,6 +37,25 @@ struct ModelShape {
   double rope_high_freq_factor = 4;
   int64_t rope_original_ctx = 8192;
   std::string vocab_style;     // the real model's tokenizer family, for the help text
+
+  // deepseek2 (multi-head latent attention and its MoE; synth/plan_deepseek2.cpp). head_dim is
+  // unused there: the per-head sizes are mla_nope + mla_rope (query/key) and mla_v (value).
+  int64_t mla_q_rank = 0;      // 0: attn_q.weight instead of the query latent
+  int64_t mla_kv_rank = 0;
+  int64_t mla_nope = 0;
+  int64_t mla_rope = 0;
+  int64_t mla_v = 0;
+  int64_t n_leading_dense = 0;   // leading layers with a dense FFN of n_ff
+  int64_t n_expert_shared = 0;   // ungated shared experts of n_ff_expert each
+  bool expert_sigmoid = false;   // sigmoid gating with a selection bias (exp_probs_b)
+  bool expert_weights_norm = true;
+  double expert_weights_scale = 1.0;
+  int64_t n_expert_groups = 1;
+  int64_t n_expert_groups_used = 1;
+  // YaRN rope scaling (factor 0: none)
+  double yarn_factor = 0;
+  int64_t yarn_original_ctx = 4096;
+  double yarn_log_multiplier = 0;
 };
 
 const std::vector<ModelShape>& presets();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "synth/plan.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
 #include "util/utf8.h"
@@ -46,17 +47,8 @@ void fill_normal(SplitMix& rng, float std_dev, float* out, int64_t n) {
   }
 }
 
-enum class Init { kNormal, kOnes, kSmall };
+}  // namespace
 
-struct TensorPlan {
-  std::string name;
-  std::vector<int64_t> shape;  // ggml order
-  DType type;
-  Init init;
-};
-
-// The type a K-quant falls back to when a row is not a multiple of 256 (what the reference
-// quantizer does, so file sizes match its output).
 DType fit_row(DType t, int64_t row) {
   if (row % traits(t).block_size == 0) return t;
   switch (t) {
@@ -68,16 +60,22 @@ DType fit_row(DType t, int64_t row) {
   return row % 32 == 0 ? DType::Q8_0 : DType::F16;
 }
 
-// Whether layer i gets more bits in the Q4_K_M mixture (first and last eighth, every third).
 bool use_more_bits(int64_t i, int64_t n) {
   return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
 }
 
-struct TypeScheme {
-  DType base;
-  bool k_mix = false;  // q4_k_m
-  uint32_t file_type = 1;
-};
+namespace {
+
+bool is_quantized(DType t) { return traits(t).block_size > 1; }
+
+}  // namespace
+
+DType output_type(const TypeScheme& s) {
+  if (!is_quantized(s.base) || s.base == DType::Q8_0 || s.base == DType::Q6_K) return s.base;
+  return DType::Q6_K;
+}
+
+namespace {
 
 Result<TypeScheme> parse_scheme(const std::string& name) {
   std::string n = name;
@@ -96,17 +94,9 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
                     "q5_1, q4_k, q5_k, q6_k or q4_k_m)", name);
 }
 
-bool is_quantized(DType t) { return traits(t).block_size > 1; }
-
-// The type of the output projection (and of a tied embedding): the reference quantizer keeps it
-// at Q6_K for the 4- and 5-bit schemes, since it matters most for quality.
-DType output_type(const TypeScheme& s) {
-  if (!is_quantized(s.base) || s.base == DType::Q8_0 || s.base == DType::Q6_K) return s.base;
-  return DType::Q6_K;
-}
-
 std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,
                                      int64_t n_vocab) {
+  if (m.arch == "deepseek2") return plan_deepseek2(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
   auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
@@ -251,6 +241,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
     w.set(a + "attention.key_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
     w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
   }
+  if (m.arch == "deepseek2") set_deepseek2_metadata(w, m);
   if (m.n_expert > 0) {
     w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));

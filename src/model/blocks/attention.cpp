@@ -86,11 +86,7 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
     be.rms_norm(q_heads, *w.q_norm, c_.rms_norm_eps, q_heads);
     be.rms_norm(k_heads, *w.k_norm, c_.rms_norm_eps, k_heads);
   }
-  kernels::RopeParams rope;
-  rope.n_dims = c_.rope_dims;
-  rope.freq_base = c_.rope_freq_base;
-  rope.freq_scale = c_.rope_freq_scale;
-  rope.layout = c_.rope_layout;
+  kernels::RopeParams rope = c_.rope_params();
   rope.freq_factors = rope_freqs_.get();
   const kernels::AttentionBatch& batch = ctx.inputs.attention;
   be.rope(q, static_cast<int32_t>(heads_.count), static_cast<int32_t>(c_.head_dim_k),

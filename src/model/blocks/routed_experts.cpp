@@ -36,6 +36,7 @@ Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) cons
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
   return loader.load({
       {w.router, name("ffn_gate_inp.weight"), {d, e}},
+      {w.selection_bias, name("exp_probs_b.bias"), {e}, Load::IfPresent},
       {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows, pick},
       {w.up, name("ffn_up_exps.weight"), {d, f, e}, Load::Required, held, rows, pick},
       {w.down, name("ffn_down_exps.weight"), {f, d, e}, Load::Required, held, cols, pick},
@@ -68,6 +69,10 @@ void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weig
   kernels::RoutingParams routing;
   routing.normalize_top_k = c_.moe_normalize_top_k;
   routing.scale = c_.moe_weights_scale;
+  routing.gating = c_.moe_gating;
+  routing.selection_bias = w.selection_bias.get();
+  routing.n_groups = static_cast<int32_t>(c_.moe_groups);
+  routing.n_groups_used = static_cast<int32_t>(c_.moe_groups_used);
 
   be.matmul(*w.router, h, router);  // [n][E]
   be.route_experts(router, routing, ids, weights);

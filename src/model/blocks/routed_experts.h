@@ -1,15 +1,17 @@
 // Routed-experts block: a mixture-of-experts SwiGLU FFN (Mixtral-style llama, qwen3moe, qwen2moe).
 //
 //   router   = h Wrouter                                        [n][E]
-//   ids, w   = top-K of softmax(router), ties to the lower id;  [n][K]
-//              renormalised to sum 1 when config.moe_normalize_top_k, times moe_weights_scale
+//   ids, w   = top-K of gating(router) (+ selection bias, within the best expert groups), ties
+//              to the lower id; weights renormalised to sum 1 when config.moe_normalize_top_k,
+//              times moe_weights_scale (kernels::RoutingParams)   [n][K]
 //   gate, up = matmul_experts(Wgate_exps / Wup_exps, h, ids)    [n*K][f]
 //   slots    = matmul_experts(Wdown_exps, silu(gate) * up, ids) [n*K][d]
 //   out      = sum over s of w[t][s] * slots[t*K + s], in slot order   [n][d]
 //
 // Shapes: n = tokens of the step, d = n_embd, E / K = n_experts / n_experts_used, f = n_ff_expert.
 // Tensors, per layer: `blk.N.ffn_gate_inp.weight` [E][d], `blk.N.ffn_{gate,up}_exps.weight`
-// [E][f][d], `blk.N.ffn_down_exps.weight` [E][d][f].
+// [E][f][d], `blk.N.ffn_down_exps.weight` [E][d][f]; `blk.N.exp_probs_b.bias` [E] (the selection
+// bias, deepseek2 / glm4moe) where present.
 // Routing statistics: when ctx.expert_counts is set, the step's ids are read back and counted per
 // (layer, expert).
 //
@@ -37,6 +39,7 @@ class RoutedExperts {
   struct Weights {
     std::unique_ptr<kernels::Weight> router;             // [E][d]
     std::unique_ptr<kernels::Weight> gate, up, down;     // [E][f][d], [E][f][d], [E][d][f]
+    std::unique_ptr<kernels::Weight> selection_bias;     // [E], or null
     // Expert parallel: global expert id -> index among this rank's experts of the layer, -1
     // for another rank's ([E]; empty otherwise).
     std::vector<int32_t> local_of;

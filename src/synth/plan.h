@@ -1,0 +1,56 @@
+// Internal to src/synth: the tensor plan of a synthetic model (names, ggml shapes, types,
+// initialisation) and the weight-type scheme, shared by the generic writer (synth.cpp) and the
+// families with tensors of their own (plan_<family>.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "synth/presets.h"
+#include "tensor/dtype.h"
+
+namespace cadenza::synth {
+
+enum class Init { kNormal, kOnes, kSmall };
+
+struct TensorPlan {
+  std::string name;
+  std::vector<int64_t> shape;  // ggml order
+  DType type;
+  Init init;
+};
+
+struct TypeScheme {
+  DType base;
+  bool k_mix = false;  // q4_k_m
+  uint32_t file_type = 1;
+};
+
+// The type a K-quant falls back to when a row is not a multiple of its block (what the reference
+// quantizer does, so file sizes match its output).
+DType fit_row(DType t, int64_t row);
+// Whether layer i gets more bits in the Q4_K_M mixture (first and last eighth, every third).
+bool use_more_bits(int64_t i, int64_t n);
+// The type of the output projection (and of a tied embedding).
+DType output_type(const TypeScheme& s);
+
+// Appends tensors to a plan: a matrix of `out` rows of `in` elements (its type fitted to the row),
+// an f32 vector.
+struct PlanBuilder {
+  std::vector<TensorPlan>& t;
+  void matrix(std::string name, int64_t in, int64_t out, DType type) {
+    t.push_back({std::move(name), {in, out}, fit_row(type, in), Init::kNormal});
+  }
+  void vec(std::string name, int64_t n, Init init) {
+    t.push_back({std::move(name), {n}, DType::F32, init});
+  }
+};
+
+// deepseek2 (plan_deepseek2.cpp): its tensors and its `deepseek2.*` keys beyond the common ones.
+std::vector<TensorPlan> plan_deepseek2(const ModelShape& m, const TypeScheme& scheme,
+                                       int64_t n_vocab);
+void set_deepseek2_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
+}  // namespace cadenza::synth

@@ -1,0 +1,246 @@
+// Golden tests of the families that ../shared has no model of (deepseek2, ...): each file in
+// tests/model/golden/ holds a recipe (a `cadenza synth` preset, seed, weight type, the shared
+// tokenizer to copy) and what the reference engine computed on the model that recipe makes
+// (scripts/make_family_golden.py ran its refdump once; the model is synthesized again here, at
+// test time, bit for bit the same). Checks, per file:
+//  - every case alone: the reference's top-8 logits at every position within kF16Bound, the
+//    reference's top-1 wherever it leads by more than the bound, the greedy continuation equal
+//    up to the first step where the reference itself had a near-tie (margin under 2 x the
+//    bound; two correct engines may continue differently after one);
+//  - MoE near-ties: an expert (or expert group) choice whose margin is below the two engines'
+//    rounding difference (~1e-3: the reference rounds attention inputs to f16) flips, and that
+//    token's logits, and the later tokens' that attend to it, move by O(1). Measured, with
+//    debug prints of the routing margins, on deepseek2-v3-small in f32: the first failing
+//    position of a case is the token whose expert-group margin is 6e-4. So a file may allow a
+//    measured fraction of its top-k logits over the bound (kAllowances), but never at the first
+//    kStrictPositions positions of a case, and FirstPositionMatchesWithEmulatedReferenceRounding
+//    holds position 0 to 2e-3 with the reference's rounding emulated: a wrong formula fails
+//    there and at every position, not at a few percent;
+//  - batched: a long case in one batch, token by token and in chunks bit for bit the same, and a
+//    ragged batch of two cases with scattered block tables equal to each alone (so the batched
+//    logits meet the golden bounds too).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "batch_checks.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "reference_emulation.h"
+#include "shared_data.h"
+#include "synth/synth.h"
+#include "temp_dir.h"
+
+namespace cadenza::model {
+namespace {
+
+// The golden bound of the shared F16 models (golden_test.cpp). Measured on the family goldens
+// (top-k, every ISA level): see the table in docs/models.md.
+constexpr double kF16Bound = 2.5e-2;
+constexpr int64_t kStrictPositions = 8;
+
+// Per golden file: the fraction of top-k logits that may exceed kF16Bound after a routing
+// near-tie, and how many cases' greedy continuations may differ before the reference's own
+// near-tie (a flip during generation). Measured at every ISA level (scalar, avx2, avx512,
+// avx512_vnni): see the comments; files not listed are strict.
+struct Allowance {
+  const char* name;
+  double topk_fraction;
+  int greedy_mismatches;
+};
+constexpr Allowance kAllowances[] = {
+    // 3 layers, f16: top-k all within the bound (max 0.0089); greedy: the fib case flips an
+    // expert group at step 10 (reference margin there 0.20), the other 5 match.
+    {"deepseek2-v3-small", 0.0, 1},
+    // 27 layers (the reference reads a model without a query latent only at V2-Lite's 26/27
+    // layers), f32: 76-77 of 2912 top-k logits (2.6%) over the bound, first at positions 11, 23,
+    // 30 and 222 of four cases; greedy: all 6 match.
+    {"deepseek2-v2-lite-small", 0.05, 1},
+};
+
+Allowance allowance_of(const std::string& name) {
+  for (const Allowance& a : kAllowances) {
+    if (name == a.name) return a;
+  }
+  return {"", 0.0, 0};
+}
+
+std::vector<std::string> golden_names() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(CADENZA_FAMILY_GOLDEN_DIR)) {
+    if (entry.path().extension() == ".json") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+nlohmann::json read_golden(const std::string& name) {
+  std::ifstream in(std::filesystem::path(CADENZA_FAMILY_GOLDEN_DIR) / (name + ".json"));
+  EXPECT_TRUE(in) << name;
+  return nlohmann::json::parse(in);
+}
+
+// Writes the recipe's model into `dir`; returns its path (empty on failure, with the test failed).
+std::string synthesize(const nlohmann::json& recipe, const std::filesystem::path& dir) {
+  std::optional<synth::ModelShape> shape = synth::find_preset(recipe["preset"].get<std::string>());
+  EXPECT_TRUE(shape) << recipe.dump();
+  if (!shape) return {};
+  if (recipe.contains("layers")) shape->n_layer = recipe["layers"].get<int64_t>();
+  synth::SynthOptions options;
+  options.shape = *shape;
+  options.weight_type = recipe["type"].get<std::string>();
+  options.seed = recipe["seed"].get<uint64_t>();
+  options.vocab_from = (test::shared_dir() / recipe["vocab_from"].get<std::string>()).string();
+  const std::string path = (dir / "model.gguf").string();
+  Result<synth::SynthSummary> written = synth::write_synthetic_model(options, path);
+  EXPECT_TRUE(written) << written.error();
+  return written ? path : std::string();
+}
+
+int32_t argmax(const float* logits, int64_t n) {
+  return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
+}
+
+class FamilyGoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchReference) {
+  CADENZA_REQUIRE_SHARED();
+  const nlohmann::json golden = read_golden(GetParam());
+  test::TempDir dir("family-golden");
+  const std::string path = synthesize(golden["recipe"], dir.path());
+  ASSERT_FALSE(path.empty());
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend({.n_threads = 2});
+  Result<std::unique_ptr<Model>> model = Model::open(path, *backend);
+  ASSERT_TRUE(model) << model.error();
+  const int64_t n_vocab = (*model)->config().n_vocab;
+
+  const Allowance allowed = allowance_of(GetParam());
+  double max_diff = 0;
+  int greedy_compared = 0, greedy_total = 0, greedy_mismatches = 0;
+  int64_t topk_checked = 0, topk_over = 0;
+  for (const nlohmann::json& c : golden["cases"]) {
+    SCOPED_TRACE(c["prompt"].get<std::string>().substr(0, 40));
+    ASSERT_EQ(c["n_vocab"].get<int64_t>(), n_vocab);
+    const std::vector<int32_t> tokens = c["tokens"].get<std::vector<int32_t>>();
+    const std::vector<int32_t> greedy = c["greedy"].get<std::vector<int32_t>>();
+    const std::vector<double> margins = c["greedy_margin"].get<std::vector<double>>();
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    SessionOptions options;
+    options.max_tokens = static_cast<int32_t>(n + greedy.size() + 1);
+    Result<std::unique_ptr<Session>> session = Session::create(**model, options);
+    ASSERT_TRUE(session) << session.error();
+    Result<std::vector<float>> logits = (*session)->eval_all(tokens);
+    ASSERT_TRUE(logits) << logits.error();
+    for (int64_t pos = 0; pos < n; ++pos) {
+      const float* ours = logits->data() + pos * n_vocab;
+      const nlohmann::json& ref = c["topk"][static_cast<size_t>(pos)];
+      const bool strict = allowed.topk_fraction == 0 || pos < kStrictPositions;
+      bool over = false;
+      for (const nlohmann::json& pair : ref) {
+        const double diff = std::abs(ours[pair[0].get<int64_t>()] - pair[1].get<double>());
+        max_diff = std::max(max_diff, diff);
+        ++topk_checked;
+        if (diff > kF16Bound) {
+          ++topk_over;
+          over = true;
+        }
+        if (strict) {
+          EXPECT_LE(diff, kF16Bound) << "position " << pos << " token " << pair[0];
+        }
+      }
+      if (!over && ref[0][1].get<double>() - ref[1][1].get<double>() > kF16Bound) {
+        EXPECT_EQ(argmax(ours, n_vocab), ref[0][0].get<int32_t>()) << "position " << pos;
+      }
+    }
+    // Greedy: equal up to the reference's first near-tie (the steps before it).
+    size_t until = 0;
+    while (until < greedy.size() && margins[until] >= 2 * kF16Bound) ++until;
+    std::vector<int32_t> generated;
+    int32_t next = argmax(logits->data() + (n - 1) * n_vocab, n_vocab);
+    for (size_t step = 0; step < until; ++step) {
+      generated.push_back(next);
+      if (step + 1 == until) break;
+      Result<std::vector<float>> step_logits = (*session)->eval({&next, 1});
+      ASSERT_TRUE(step_logits) << step_logits.error();
+      next = argmax(step_logits->data(), n_vocab);
+    }
+    if (generated != std::vector<int32_t>(greedy.begin(), greedy.begin() + until)) {
+      ++greedy_mismatches;
+    }
+    greedy_compared += static_cast<int>(until);
+    greedy_total += static_cast<int>(greedy.size());
+  }
+  EXPECT_LE(topk_over, allowed.topk_fraction * topk_checked)
+      << topk_over << " of " << topk_checked << " top-k logits over " << kF16Bound;
+  EXPECT_LE(greedy_mismatches, allowed.greedy_mismatches);
+  std::cout << "[family golden] " << GetParam() << ": max |diff| top-k " << max_diff << " (bound "
+            << kF16Bound << "; " << topk_over << " of " << topk_checked
+            << " over it); greedy compared over " << greedy_compared << "/" << greedy_total
+            << " steps (up to the reference's near-ties), " << greedy_mismatches
+            << " case(s) differ\n";
+}
+
+TEST_P(FamilyGoldenTest, FirstPositionMatchesWithEmulatedReferenceRounding) {
+  CADENZA_REQUIRE_SHARED();
+  constexpr double kBound = 2e-3;
+  const nlohmann::json golden = read_golden(GetParam());
+  test::TempDir dir("family-golden");
+  const std::string path = synthesize(golden["recipe"], dir.path());
+  ASSERT_FALSE(path.empty());
+  test::ReferenceEmulatingBackend backend(kernels::make_cpu_backend({.n_threads = 2}), true);
+  Result<std::unique_ptr<Model>> model = Model::open(path, backend);
+  ASSERT_TRUE(model) << model.error();
+  double max_diff = 0;
+  for (const nlohmann::json& c : golden["cases"]) {
+    SessionOptions options;
+    options.max_tokens = 1;
+    Result<std::unique_ptr<Session>> session = Session::create(**model, options);
+    ASSERT_TRUE(session) << session.error();
+    const int32_t first = c["tokens"][0].get<int32_t>();
+    Result<std::vector<float>> logits = (*session)->eval({&first, 1});
+    ASSERT_TRUE(logits) << logits.error();
+    for (const nlohmann::json& pair : c["topk"][0]) {
+      const double diff = std::abs((*logits)[pair[0].get<size_t>()] - pair[1].get<double>());
+      max_diff = std::max(max_diff, diff);
+      EXPECT_LE(diff, kBound) << "token " << pair[0];
+    }
+  }
+  std::cout << "[family golden, emulated] " << GetParam() << ": position 0 max |diff| " << max_diff
+            << " (bound " << kBound << ")\n";
+}
+
+TEST_P(FamilyGoldenTest, BatchedMatchesAlone) {
+  CADENZA_REQUIRE_SHARED();
+  const nlohmann::json golden = read_golden(GetParam());
+  test::TempDir dir("family-golden");
+  const std::string path = synthesize(golden["recipe"], dir.path());
+  ASSERT_FALSE(path.empty());
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend({.n_threads = 3});
+  Result<std::unique_ptr<Model>> model = Model::open(path, *backend);
+  ASSERT_TRUE(model) << model.error();
+  const nlohmann::json& cases = golden["cases"];
+  std::vector<int32_t> long_case = cases.back()["tokens"].get<std::vector<int32_t>>();
+  long_case.resize(std::min<size_t>(long_case.size(), 48));
+  const std::vector<float> one_batch = test::eval_all(**model, long_case, 512);
+  EXPECT_TRUE(test::bitwise_equal(one_batch, test::eval_all(**model, long_case, 1))) << "token by token";
+  EXPECT_TRUE(test::bitwise_equal(one_batch, test::eval_all(**model, long_case, 7))) << "chunks of 7";
+  test::check_ragged_batch(**model, long_case, cases[3]["tokens"].get<std::vector<int32_t>>());
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyGoldenTest, ::testing::ValuesIn(golden_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string s = info.param;
+                           for (char& ch : s) {
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace cadenza::model

@@ -95,6 +95,13 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::IQ4_NL: return qd::quantize_iq4_nl(src, d, nb);
     case DType::IQ4_XS: return qd::quantize_iq4_xs(src, d, nb);
     case DType::MXFP4: return qd::quantize_mxfp4(src, d, nb);
+    case DType::IQ2_XXS: return qd::quantize_iq2_xxs(src, d, nb);
+    case DType::IQ2_XS: return qd::quantize_iq2_xs(src, d, nb);
+    case DType::IQ2_S: return qd::quantize_iq2_s(src, d, nb);
+    case DType::IQ3_XXS: return qd::quantize_iq3_xxs(src, d, nb);
+    case DType::IQ3_S: return qd::quantize_iq3_s(src, d, nb);
+    case DType::IQ1_S: return qd::quantize_iq1_s(src, d, nb);
+    case DType::IQ1_M: return qd::quantize_iq1_m(src, d, nb);
     default:
       assert(false && "quantize_row: unsupported type");
   }

@@ -447,7 +447,7 @@ TEST(CpuKernels, UploadRejectsUnsupportedTypesAndBadShapes) {
   std::vector<uint8_t> bytes(1024);
   WeightDesc desc;
   desc.name = "blk.0.attn_q.weight";
-  desc.type = DType::IQ2_XXS;
+  desc.type = DType::TQ1_0;  // sized, not decodable
   desc.cols = 256;
   desc.data = bytes.data();
   Result<std::unique_ptr<Weight>> w = backend->upload_weight(desc);

@@ -20,6 +20,14 @@
 //   Q5_K  same as Q4_K with q in 0..31
 //   Q6_K  x = (d * sc[j]) * (q - 32)             j = i / 16 (16 sub-blocks), q in 0..63
 //   Q8_K  x = d * q                               d is an fp32 here, not fp16
+//   Q2_K  x = (d * sc[j]) * q - (dmin * mn[j])   j = i / 16 (16 sub-blocks), q in 0..3
+//   Q3_K  x = (d * (sc[j] - 32)) * q             j = i / 16, sc 6 bits, q in -4..3
+//   IQ4_NL x = d * kIq4nlValues[q]               q 4 bits (tensor/iq_grids.h)
+//   IQ4_XS x = (d * (sc[j] - 32)) * kIq4nlValues[q]   j = i / 32, sc 6 bits
+//   MXFP4 x = 2^(e - 128) * kMxfp4Values[q]      e an E8M0 byte, q an FP4 E2M1 code
+//   IQ2_XXS/IQ2_XS/IQ2_S/IQ3_XXS/IQ3_S  x = db * g * s   g a coordinate of a grid point
+//         (tensor/iq_grids.h), s = +-1 from the stored signs, db = a sub-block scale from d
+//   IQ1_S/IQ1_M  x = dl * (g + delta)   g in {-1, 0, 1} from kIq1s, delta = +-1/8
 #pragma once
 
 #include <bit>
@@ -139,6 +147,164 @@ struct BlockQ8_K {
   int16_t bsums[16];
 };
 static_assert(sizeof(BlockQ8_K) == 292);
+
+// Q2_K: 256 elements in 16 sub-blocks of 16, 2.625 bits each. Sub-block j has a 4-bit scale
+// sc[j] = scales[j] & 0xF and a 4-bit min mn[j] = scales[j] >> 4; x = (d*sc[j])*q - (dmin*mn[j]).
+// Quants: two halves of 128 elements (h = 0, 1), half h using qs[32h .. 32h+31]. Element
+// 128h + 32g + l (g = 0..3, l = 0..31) is bits 2g, 2g+1 of qs[32h + l]; so each byte holds
+// four elements 32 apart. (Sub-block j = 8h + 2g + l / 16.)
+struct BlockQ2_K {
+  uint8_t scales[16];    // low nibble: scale, high nibble: min, per 16-element sub-block
+  uint8_t qs[64];        // 2-bit quants, four elements per byte as above
+  uint16_t d;            // fp16 super-scale of the scales
+  uint16_t dmin;         // fp16 super-scale of the mins
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+// Q3_K: 256 elements in 16 sub-blocks of 16, 3.4375 bits each. Symmetric; each sub-block j has
+// a 6-bit scale sc[j] (0..63, used as sc[j] - 32); x = (d*(sc[j]-32)) * q with q in -4..3.
+// q = low2 - (high bit set ? 0 : 4), i.e. the 3-bit unsigned code u = low2 + 4*high is q + 4.
+//   low2 of element 128h + 32g + l: bits 2g, 2g+1 of qs[32h + l]   (as Q2_K)
+//   high bit of element i:          bit i / 32 of hmask[i % 32]
+// The 16 six-bit scales are packed in 12 bytes (see unpack_scale_q3_k):
+//   low 4 bits of sc[j]:  j < 8: scales[j] & 0xF;   j >= 8: scales[j - 8] >> 4
+//   high 2 bits of sc[j]: bits 2*(j/4), 2*(j/4)+1 of scales[8 + j % 4]
+struct BlockQ3_K {
+  uint8_t hmask[32];     // high bits, bit b of byte l <-> element 32b + l
+  uint8_t qs[64];        // low 2 bits, layout as Q2_K
+  uint8_t scales[12];    // 16 scales, 6 bits each, packed as above
+  uint16_t d;            // fp16 super-scale
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
+// IQ4_NL: 32 elements, 4.5 bits each. Like Q4_0 but the nibble indexes a fixed non-linear table:
+// x = d * kIq4nlValues[q] (tensor/iq_grids.h; values -127 .. 113). Nibble order as Q4_0: element
+// j in the low nibble of qs[j], element j + 16 in its high nibble.
+struct BlockIQ4_NL {
+  uint16_t d;            // fp16 scale
+  uint8_t qs[16];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// IQ4_XS: 256 elements in 8 sub-blocks of 32, 4.25 bits each. Sub-block j has a 6-bit scale
+// ls[j] = (low nibble j of scales_l) | (bits 2j, 2j+1 of scales_h) << 4, used as ls - 32:
+//   low 4 bits: scales_l[j / 2] >> (4 * (j % 2)) & 0xF    high 2 bits: scales_h >> 2j & 3
+// x = (d * (ls[j] - 32)) * kIq4nlValues[q]. Sub-block j's quants are qs[16j .. 16j+15] in
+// IQ4_NL's nibble order (element 32j + l low nibble of qs[16j + l], 32j + 16 + l high nibble).
+struct BlockIQ4_XS {
+  uint16_t d;            // fp16 super-scale
+  uint16_t scales_h;     // high 2 bits of the 8 sub-block scales (little-endian uint16)
+  uint8_t scales_l[4];   // low 4 bits of the 8 sub-block scales, two per byte
+  uint8_t qs[128];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
+// MXFP4 (OCP microscaling FP4): 32 elements, 4.25 bits each. e is an E8M0 scale (a biased power
+// of two, scale = 2^(e - 127)); each nibble is an FP4 E2M1 number (sign, 2-bit exponent, 1-bit
+// mantissa: 0, 0.5, 1, 1.5, 2, 3, 4, 6). x = 2^(e - 127) * e2m1(q) = 2^(e - 128) *
+// kMxfp4Values[q]. The E8M0 code 0xFF (NaN in the OCP spec) is decoded by the same formula, as
+// the reference decoder does. Nibble order as Q4_0 (element j low nibble of qs[j], j + 16 high).
+struct BlockMXFP4 {
+  uint8_t e;             // E8M0 shared exponent
+  uint8_t qs[16];        // E2M1 codes
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
+// IQ2_XXS: 256 elements in 8 sub-blocks of 32, 2.0625 bits each. Sub-block j uses the 8 bytes
+// qs[8j .. 8j+7] as two little-endian uint32: a = bytes 0..3, b = bytes 4..7.
+//   byte k of a (k = 0..3): index into kIq2xxs (256 points) for the group of 8 elements
+//                           32j + 8k .. 32j + 8k + 7
+//   bits 7k .. 7k+6 of b:   sign index s of group k; signs = kSigns.v[s] (bit t: element t < 0)
+//   bits 28..31 of b:       4-bit scale ls; db = d * (0.5 + ls) * 0.25
+// x = db * grid[t] * (sign t ? -1 : 1).
+struct BlockIQ2_XXS {
+  uint16_t d;            // fp16 super-scale
+  uint8_t qs[64];        // per sub-block: 4 grid indices, then 4 x 7 sign bits + 4-bit scale
+};
+static_assert(sizeof(BlockIQ2_XXS) == 66);
+
+// IQ2_XS: 256 elements in 8 sub-blocks of 32, 2.3125 bits each. qs[4j + k] (k = 0..3, a
+// little-endian uint16) covers group k of sub-block j (elements 32j + 8k ..): low 9 bits index
+// kIq2xs (512 points), high 7 bits are the sign index (kSigns). Each sub-block has two 4-bit
+// scales, scales[j] & 0xF for groups 0-1 and scales[j] >> 4 for groups 2-3:
+// db = d * (0.5 + ls) * 0.25; x = db * grid[t] * sign.
+struct BlockIQ2_XS {
+  uint16_t d;            // fp16 super-scale
+  uint16_t qs[32];       // 9-bit grid index | 7-bit sign index << 9
+  uint8_t scales[8];     // two 4-bit scales per sub-block of 32
+};
+static_assert(sizeof(BlockIQ2_XS) == 74);
+
+// IQ2_S: 256 elements in 8 sub-blocks of 32, 2.5625 bits each. Group k of sub-block j (8
+// elements from 32j + 8k) has the 10-bit index qs[4j + k] | ((qh[j] >> 2k) & 3) << 8 into
+// kIq2s (1024 points) and a full sign byte signs[4j + k] (bit t: element t < 0; no parity rule).
+// Scales as IQ2_XS: scales[j] & 0xF for groups 0-1, >> 4 for groups 2-3,
+// db = d * (0.5 + ls) * 0.25.
+struct BlockIQ2_S {
+  uint16_t d;            // fp16 super-scale
+  uint8_t qs[32];        // low 8 bits of the grid indices
+  uint8_t signs[32];     // one sign byte per group of 8
+  uint8_t qh[8];         // high 2 bits of the 4 indices of each sub-block
+  uint8_t scales[8];     // two 4-bit scales per sub-block of 32
+};
+static_assert(sizeof(BlockIQ2_S) == 82);
+
+// IQ3_XXS: 256 elements in 8 sub-blocks of 32, 3.0625 bits each. Every byte of qs indexes kIq3xxs
+// (256 points of 4): element 4m .. 4m+3 come from point qs[m]. sas[4j .. 4j+3] is a little-endian
+// uint32 b for sub-block j: bits 7k .. 7k+6 the sign index (kSigns) of its group k of 8 elements
+// (two grid points), bits 28..31 the scale ls; db = d * (0.5 + ls) * 0.5; x = db * g * sign.
+struct BlockIQ3_XXS {
+  uint16_t d;            // fp16 super-scale
+  uint8_t qs[64];        // grid indices, one per 4 elements
+  uint8_t sas[32];       // per sub-block: 4 x 7 sign bits + 4-bit scale
+};
+static_assert(sizeof(BlockIQ3_XXS) == 98);
+
+// IQ3_S: 256 elements in 8 sub-blocks of 32, 3.4375 bits each. Element 4m .. 4m+3 come from
+// point qs[m] | ((qh[m / 8] >> (m % 8)) & 1) << 8 of kIq3s (512 points of 4). signs: bit i % 8 of
+// signs[i / 8] set = element i negative (no parity rule). Sub-block j's 4-bit scale is
+// scales[j / 2] >> (4 * (j % 2)) & 0xF; db = d * (1 + 2 * ls); x = db * g * sign.
+struct BlockIQ3_S {
+  uint16_t d;            // fp16 super-scale
+  uint8_t qs[64];        // low 8 bits of the grid indices
+  uint8_t qh[8];         // 9th index bit, one per grid point
+  uint8_t signs[32];     // one sign bit per element
+  uint8_t scales[4];     // 4-bit scales, two per byte
+};
+static_assert(sizeof(BlockIQ3_S) == 110);
+
+// IQ1_S: 256 elements in 8 sub-blocks of 32, 1.5625 bits each. qh[j] (uint16) for sub-block j:
+// bits 3k .. 3k+2 the high index bits of group k (elements 32j + 8k ..), bits 12..14 the
+// scale ls, bit 15 the sign of delta. Group k's point is qs[4j + k] | ((qh[j] >> 3k) & 7) << 8 in
+// kIq1s (2048 points, values -1/0/1). dl = d * (2 * ls + 1), delta = bit 15 ? -1/8 : +1/8,
+// x = dl * (g + delta).
+struct BlockIQ1_S {
+  uint16_t d;            // fp16 super-scale
+  uint8_t qs[32];        // low 8 bits of the grid indices
+  uint16_t qh[8];        // per sub-block: 4 x 3 index bits, 3-bit scale, delta sign
+};
+static_assert(sizeof(BlockIQ1_S) == 50);
+
+// IQ1_M: 256 elements in 16 halves of 16 (two groups of 8 each), 1.75 bits each; no separate d
+// field. Group m (elements 8m .. 8m+7, m = 0..31): point qs[m] | (nibble & 7) << 8 of kIq1s, with
+// nibble = qh[m / 2] >> (4 * (m % 2)) & 0xF; delta = nibble bit 3 ? -1/8 : +1/8.
+// scales is four little-endian uint16 w[0..3]. The fp16 super-scale d is the top nibbles:
+// d bits = (w[0] >> 12) | (w[1] >> 12) << 4 | (w[2] >> 12) << 8 | (w[3] >> 12) << 12.
+// Half h (elements 16h ..) has the 3-bit scale ls = w[h / 4] >> (3 * (h % 4)) & 7;
+// dl = d * (2 * ls + 1); x = dl * (g + delta).
+struct BlockIQ1_M {
+  uint8_t qs[32];        // low 8 bits of the grid indices
+  uint8_t qh[16];        // per group: 3 high index bits and the delta sign
+  uint8_t scales[8];     // 16 x 3-bit scales plus the 4 nibbles of d
+};
+static_assert(sizeof(BlockIQ1_M) == 56);
+
+// Sub-block j's 6-bit scale (0..63, used as value - 32) from Q3_K's 12 packed bytes.
+inline int unpack_scale_q3_k(int j, const uint8_t* scales) {
+  const int lo = j < 8 ? (scales[j] & 0xF) : (scales[j - 8] >> 4);
+  const int hi = (scales[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return lo | (hi << 4);
+}
 
 // Sub-block j's 6-bit scale and min from the 12 packed bytes of Q4_K/Q5_K (layout above).
 inline void unpack_scale_min_k4(int j, const uint8_t* scales, int* sc, int* mn) {

@@ -43,6 +43,7 @@ enum class DType : uint32_t {
   BF16 = 30,
   TQ1_0 = 34,
   TQ2_0 = 35,
+  MXFP4 = 39,
 };
 
 struct DTypeTraits {

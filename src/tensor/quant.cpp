@@ -1,5 +1,6 @@
 // quant.h's row entry points: contract checks, the plain float types, and dispatch to the
-// per-type block code (quant_legacy.cpp, quant_kquants.cpp).
+// per-type block code (quant_legacy.cpp, quant_kquants.cpp, quant_kquants_low.cpp, quant_nl.cpp,
+// quant_iq.cpp, quant_iq_encode.cpp).
 #include "tensor/quant.h"
 
 #include <cassert>
@@ -47,6 +48,18 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q5_K: return qd::dequantize_q5_K(s, dst, nb);
     case DType::Q6_K: return qd::dequantize_q6_K(s, dst, nb);
     case DType::Q8_K: return qd::dequantize_q8_K(s, dst, nb);
+    case DType::Q2_K: return qd::dequantize_q2_K(s, dst, nb);
+    case DType::Q3_K: return qd::dequantize_q3_K(s, dst, nb);
+    case DType::IQ4_NL: return qd::dequantize_iq4_nl(s, dst, nb);
+    case DType::IQ4_XS: return qd::dequantize_iq4_xs(s, dst, nb);
+    case DType::MXFP4: return qd::dequantize_mxfp4(s, dst, nb);
+    case DType::IQ2_XXS: return qd::dequantize_iq2_xxs(s, dst, nb);
+    case DType::IQ2_XS: return qd::dequantize_iq2_xs(s, dst, nb);
+    case DType::IQ2_S: return qd::dequantize_iq2_s(s, dst, nb);
+    case DType::IQ3_XXS: return qd::dequantize_iq3_xxs(s, dst, nb);
+    case DType::IQ3_S: return qd::dequantize_iq3_s(s, dst, nb);
+    case DType::IQ1_S: return qd::dequantize_iq1_s(s, dst, nb);
+    case DType::IQ1_M: return qd::dequantize_iq1_m(s, dst, nb);
     default:
       assert(false && "dequantize_row: unsupported type");
   }
@@ -77,6 +90,18 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q5_K: return qd::quantize_q5_K(src, d, nb);
     case DType::Q6_K: return qd::quantize_q6_K(src, d, nb);
     case DType::Q8_K: return qd::quantize_q8_K(src, d, nb);
+    case DType::Q2_K: return qd::quantize_q2_K(src, d, nb);
+    case DType::Q3_K: return qd::quantize_q3_K(src, d, nb);
+    case DType::IQ4_NL: return qd::quantize_iq4_nl(src, d, nb);
+    case DType::IQ4_XS: return qd::quantize_iq4_xs(src, d, nb);
+    case DType::MXFP4: return qd::quantize_mxfp4(src, d, nb);
+    case DType::IQ2_XXS: return qd::quantize_iq2_xxs(src, d, nb);
+    case DType::IQ2_XS: return qd::quantize_iq2_xs(src, d, nb);
+    case DType::IQ2_S: return qd::quantize_iq2_s(src, d, nb);
+    case DType::IQ3_XXS: return qd::quantize_iq3_xxs(src, d, nb);
+    case DType::IQ3_S: return qd::quantize_iq3_s(src, d, nb);
+    case DType::IQ1_S: return qd::quantize_iq1_s(src, d, nb);
+    case DType::IQ1_M: return qd::quantize_iq1_m(src, d, nb);
     default:
       assert(false && "quantize_row: unsupported type");
   }

@@ -26,9 +26,11 @@ uint16_t fp32_to_bf16(float f);
 // Decodes n elements of type t at src into dst (t: see "Types" above).
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
-// Encodes n floats into type t at dst (t: see "Types" above). Quantized types choose scales
-// the way the reference implementation's *_ref quantizers do (round-to-nearest for the 32-blocks;
-// the searched scales/mins for the K-quants).
+// Encodes n floats into type t at dst (t: see "Types" above). Q4_0..Q6_K choose scales the way
+// the reference implementation's *_ref quantizers do (round-to-nearest for the 32-blocks; the
+// searched scales/mins for the K-quants); Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4 and the grid types
+// (IQ2_*, IQ3_*, IQ1_*) use our own searches (src/tensor/README.md), valid but not identical
+// blocks. The grid types' encoders are slow (about 1.3 M elements/s).
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 }  // namespace cadenza

@@ -45,6 +45,16 @@ inline int trunc_clamp(float v, int hi) {
   return static_cast<int>(v);
 }
 
+// Scale searches shared by the K-quants (quant_kquants.cpp).
+// fit_scale_min: asymmetric weighted least-squares fit of x[0..n) onto q in [0, nmax] with
+// x ~ scale*q - *min_out (*min_out >= 0), trying nstep+1 inverse scales (nmax + rmin + rdelta*k)
+// / (max - min); returns the scale, the quants in L; aux is n bytes of scratch. w: weights > 0.
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, uint8_t* aux,
+                    float* min_out, float rmin, float rdelta, int nstep);
+// fit_scale_symmetric: x ~ scale*l, l in [-nmax, nmax-1] (the largest |x| anchors -nmax), 19
+// trial scales, weights x^2; returns the (possibly negative) scale, L = l + nmax.
+float fit_scale_symmetric(int n, int nmax, const float* x, uint8_t* L);
+
 // 32-element families (quant_legacy.cpp).
 void dequantize_q4_0(const uint8_t* src, float* dst, int64_t nb);
 void dequantize_q4_1(const uint8_t* src, float* dst, int64_t nb);
@@ -68,5 +78,35 @@ void quantize_q4_K(const float* src, uint8_t* dst, int64_t nb);
 void quantize_q5_K(const float* src, uint8_t* dst, int64_t nb);
 void quantize_q6_K(const float* src, uint8_t* dst, int64_t nb);
 void quantize_q8_K(const float* src, uint8_t* dst, int64_t nb);
+
+// Low-bit K-quants (quant_kquants_low.cpp).
+void dequantize_q2_K(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_q3_K(const uint8_t* src, float* dst, int64_t nb);
+void quantize_q2_K(const float* src, uint8_t* dst, int64_t nb);
+void quantize_q3_K(const float* src, uint8_t* dst, int64_t nb);
+
+// Non-linear 4-bit types (quant_nl.cpp): IQ4_NL, IQ4_XS, MXFP4.
+void dequantize_iq4_nl(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq4_xs(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_mxfp4(const uint8_t* src, float* dst, int64_t nb);
+void quantize_iq4_nl(const float* src, uint8_t* dst, int64_t nb);
+void quantize_iq4_xs(const float* src, uint8_t* dst, int64_t nb);
+void quantize_mxfp4(const float* src, uint8_t* dst, int64_t nb);
+
+// Grid types (quant_iq.cpp decodes, quant_iq_encode.cpp encodes).
+void dequantize_iq2_xxs(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq2_xs(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq2_s(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq3_xxs(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq3_s(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq1_s(const uint8_t* src, float* dst, int64_t nb);
+void dequantize_iq1_m(const uint8_t* src, float* dst, int64_t nb);
+void quantize_iq2_xxs(const float* src, uint8_t* dst, int64_t nb);
+void quantize_iq2_xs(const float* src, uint8_t* dst, int64_t nb);
+void quantize_iq2_s(const float* src, uint8_t* dst, int64_t nb);
+void quantize_iq3_xxs(const float* src, uint8_t* dst, int64_t nb);
+void quantize_iq3_s(const float* src, uint8_t* dst, int64_t nb);
+void quantize_iq1_s(const float* src, uint8_t* dst, int64_t nb);
+void quantize_iq1_m(const float* src, uint8_t* dst, int64_t nb);
 
 }  // namespace cadenza::quant_detail

@@ -19,6 +19,66 @@ namespace {
 // Below this a group is treated as all zeros (avoids dividing by denormals).
 constexpr float kGroupMaxEps = 1e-15f;
 
+// Shared by Q4_K and Q5_K: fits the 8 sub-blocks (nmax = 15 or 31), quantizes their scales and
+// mins to 6 bits, and writes d, dmin and the 12 packed bytes. L receives the final quants
+// (0..nmax) of all 256 elements, re-derived from the stored (rounded) scales.
+void quantize_scales_k4(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out,
+                        uint16_t* dmin_out, uint8_t scales_out[12], uint8_t L[kQK_K]) {
+  constexpr int kSub = kQK_K / 32;
+  float scales[kSub];
+  float mins[kSub];
+  float weights[32];
+  uint8_t aux[32];
+  float max_scale = 0.0f;
+  float max_min = 0.0f;
+  for (int j = 0; j < kSub; ++j) {
+    const float* xs = x + 32 * j;
+    // Weights favour large values relative to the sub-block's RMS; the constant part keeps
+    // small values from being ignored.
+    float sum_x2 = 0.0f;
+    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
+    const float av_x = std::sqrt(sum_x2 / 32.0f);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
+    scales[j] = fit_scale_min(32, nmax, xs, weights, L + 32 * j, aux, &mins[j], rmin, 0.1f, nstep);
+    max_scale = std::max(max_scale, scales[j]);
+    max_min = std::max(max_min, mins[j]);
+  }
+
+  const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
+  const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
+  std::memset(scales_out, 0, 12);
+  for (int j = 0; j < kSub; ++j) {
+    const int ls = round_clamp(inv_scale * scales[j], 0, 63);
+    const int lm = round_clamp(inv_min * mins[j], 0, 63);
+    if (j < 4) {
+      scales_out[j] = static_cast<uint8_t>(ls);
+      scales_out[j + 4] = static_cast<uint8_t>(lm);
+    } else {
+      scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+      scales_out[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
+      scales_out[j] |= static_cast<uint8_t>((lm >> 4) << 6);
+    }
+  }
+  *d_out = fp32_to_fp16(max_scale / 63.0f);
+  *dmin_out = fp32_to_fp16(max_min / 63.0f);
+
+  // Re-quantize against the scales the decoder will see. A sub-block whose scale rounded to 0
+  // decodes to -dm whatever its quants, so its quants from the fit are kept.
+  const float d_all = fp16_to_fp32(*d_out);
+  const float dmin_all = fp16_to_fp32(*dmin_out);
+  for (int j = 0; j < kSub; ++j) {
+    int sc, mn;
+    unpack_scale_min_k4(j, scales_out, &sc, &mn);
+    const float d = d_all * static_cast<float>(sc);
+    if (d == 0.0f) continue;
+    const float dm = dmin_all * static_cast<float>(mn);
+    for (int l = 0; l < 32; ++l)
+      L[32 * j + l] = static_cast<uint8_t>(round_clamp((x[32 * j + l] + dm) / d, 0, nmax));
+  }
+}
+
+}  // namespace
+
 // Asymmetric fit of n values onto q in [0, nmax] with x ~ scale*q - min_out, minimising the
 // weighted squared error. Starts from the plain min/max mapping, then tries nstep+1 slightly
 // different inverse scales (nmax + rmin + rdelta*k) / (max - min); for each, the quants it
@@ -139,66 +199,6 @@ float fit_scale_symmetric(int n, int nmax, const float* x, uint8_t* L) {
   }
   return scale;
 }
-
-// Shared by Q4_K and Q5_K: fits the 8 sub-blocks (nmax = 15 or 31), quantizes their scales and
-// mins to 6 bits, and writes d, dmin and the 12 packed bytes. L receives the final quants
-// (0..nmax) of all 256 elements, re-derived from the stored (rounded) scales.
-void quantize_scales_k4(const float* x, int nmax, float rmin, int nstep, uint16_t* d_out,
-                        uint16_t* dmin_out, uint8_t scales_out[12], uint8_t L[kQK_K]) {
-  constexpr int kSub = kQK_K / 32;
-  float scales[kSub];
-  float mins[kSub];
-  float weights[32];
-  uint8_t aux[32];
-  float max_scale = 0.0f;
-  float max_min = 0.0f;
-  for (int j = 0; j < kSub; ++j) {
-    const float* xs = x + 32 * j;
-    // Weights favour large values relative to the sub-block's RMS; the constant part keeps
-    // small values from being ignored.
-    float sum_x2 = 0.0f;
-    for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-    const float av_x = std::sqrt(sum_x2 / 32.0f);
-    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(xs[l]);
-    scales[j] = fit_scale_min(32, nmax, xs, weights, L + 32 * j, aux, &mins[j], rmin, 0.1f, nstep);
-    max_scale = std::max(max_scale, scales[j]);
-    max_min = std::max(max_min, mins[j]);
-  }
-
-  const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
-  const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
-  std::memset(scales_out, 0, 12);
-  for (int j = 0; j < kSub; ++j) {
-    const int ls = round_clamp(inv_scale * scales[j], 0, 63);
-    const int lm = round_clamp(inv_min * mins[j], 0, 63);
-    if (j < 4) {
-      scales_out[j] = static_cast<uint8_t>(ls);
-      scales_out[j + 4] = static_cast<uint8_t>(lm);
-    } else {
-      scales_out[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
-      scales_out[j - 4] |= static_cast<uint8_t>((ls >> 4) << 6);
-      scales_out[j] |= static_cast<uint8_t>((lm >> 4) << 6);
-    }
-  }
-  *d_out = fp32_to_fp16(max_scale / 63.0f);
-  *dmin_out = fp32_to_fp16(max_min / 63.0f);
-
-  // Re-quantize against the scales the decoder will see. A sub-block whose scale rounded to 0
-  // decodes to -dm whatever its quants, so its quants from the fit are kept.
-  const float d_all = fp16_to_fp32(*d_out);
-  const float dmin_all = fp16_to_fp32(*dmin_out);
-  for (int j = 0; j < kSub; ++j) {
-    int sc, mn;
-    unpack_scale_min_k4(j, scales_out, &sc, &mn);
-    const float d = d_all * static_cast<float>(sc);
-    if (d == 0.0f) continue;
-    const float dm = dmin_all * static_cast<float>(mn);
-    for (int l = 0; l < 32; ++l)
-      L[32 * j + l] = static_cast<uint8_t>(round_clamp((x[32 * j + l] + dm) / d, 0, nmax));
-  }
-}
-
-}  // namespace
 
 void dequantize_q4_K(const uint8_t* src, float* dst, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i) {

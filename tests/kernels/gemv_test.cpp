@@ -34,6 +34,11 @@ const TypeCase kCases[] = {
     {DType::Q4_0, {32, 64, 96, 160, 512, 1056}},
     {DType::Q4_K, {256, 512, 768, 2304}},
     {DType::Q6_K, {256, 512, 768, 2304}},
+    {DType::Q2_K, {256, 512, 768, 2304}},
+    {DType::Q3_K, {256, 512, 768, 2304}},
+    {DType::IQ4_XS, {256, 512, 768, 2304}},
+    {DType::IQ4_NL, {32, 64, 96, 160, 512, 1056}},
+    {DType::MXFP4, {32, 64, 96, 160, 512, 1056}},
     {DType::F16, {1, 7, 15, 16, 17, 31, 33, 48, 100, 256, 1000}},
     {DType::BF16, {1, 7, 15, 16, 17, 31, 33, 48, 100, 256, 1000}},
 };
@@ -74,6 +79,11 @@ void call_gemm(DType t, const void* w, int64_t rows, int64_t k, const void* a, i
     case DType::Q4_0: gemm_q4_0(w, rows, k, a, n, out, ldo); break;
     case DType::Q4_K: gemm_q4_k(w, rows, k, a, n, out, ldo); break;
     case DType::Q6_K: gemm_q6_k(w, rows, k, a, n, out, ldo); break;
+    case DType::Q2_K: gemm_q2_k(w, rows, k, a, n, out, ldo); break;
+    case DType::Q3_K: gemm_q3_k(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ4_XS: gemm_iq4_xs(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ4_NL: gemm_iq4_nl(w, rows, k, a, n, out, ldo); break;
+    case DType::MXFP4: gemm_mxfp4(w, rows, k, a, n, out, ldo); break;
     case DType::F16: gemm_f16(w, rows, k, x, n, out, ldo); break;
     case DType::BF16: gemm_bf16(w, rows, k, x, n, out, ldo); break;
     default: FAIL();
@@ -87,6 +97,11 @@ void call_gemv(DType t, const void* w, int64_t rows, int64_t k, const void* a, f
     case DType::Q4_0: gemv_q4_0(w, rows, k, a, out); break;
     case DType::Q4_K: gemv_q4_k(w, rows, k, a, out); break;
     case DType::Q6_K: gemv_q6_k(w, rows, k, a, out); break;
+    case DType::Q2_K: gemv_q2_k(w, rows, k, a, out); break;
+    case DType::Q3_K: gemv_q3_k(w, rows, k, a, out); break;
+    case DType::IQ4_XS: gemv_iq4_xs(w, rows, k, a, out); break;
+    case DType::IQ4_NL: gemv_iq4_nl(w, rows, k, a, out); break;
+    case DType::MXFP4: gemv_mxfp4(w, rows, k, a, out); break;
     case DType::F16: gemv_f16(w, rows, k, x, out); break;
     case DType::BF16: gemv_bf16(w, rows, k, x, out); break;
     default: FAIL();
@@ -100,6 +115,11 @@ void call_ref(DType t, const void* w, int64_t rows, int64_t k, const void* a, fl
     case DType::Q4_0: ref::gemm_q4_0(w, rows, k, a, 1, out, rows); break;
     case DType::Q4_K: ref::gemm_q4_k(w, rows, k, a, 1, out, rows); break;
     case DType::Q6_K: ref::gemm_q6_k(w, rows, k, a, 1, out, rows); break;
+    case DType::Q2_K: ref::gemm_q2_k(w, rows, k, a, 1, out, rows); break;
+    case DType::Q3_K: ref::gemm_q3_k(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ4_XS: ref::gemm_iq4_xs(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ4_NL: ref::gemm_iq4_nl(w, rows, k, a, 1, out, rows); break;
+    case DType::MXFP4: ref::gemm_mxfp4(w, rows, k, a, 1, out, rows); break;
     case DType::F16: ref::gemm_f16(w, rows, k, x, 1, out, rows); break;
     case DType::BF16: ref::gemm_bf16(w, rows, k, x, 1, out, rows); break;
     default: FAIL();
@@ -176,6 +196,40 @@ Exact exact_dot(DType t, const uint8_t* w, const uint8_t* a, const float* xf, in
           e.abs_sum += std::abs(double(ab.d) * fp16_to_fp32(wb.d)) * std::abs(wb.scales[j]) * 95 * asum;
         }
       }
+      break;
+    case DType::Q2_K:  // q <= 3, mn <= 15: A <= sum |da| (|d| sc 3 + |dmin| mn) sum|a| per sub-block
+      e.terms = 2 * (k / 256);
+      for (int64_t b = 0; b < k / 256; ++b) {
+        const auto wb = block_at<BlockQ2_K>(w, b);
+        const auto ab = block_at<BlockQ8_K>(a, b);
+        for (int j = 0; j < 16; ++j) {
+          double asum = 0;
+          for (int i = 0; i < 16; ++i) asum += std::abs(double(ab.qs[16 * j + i]));
+          e.abs_sum += std::abs(double(ab.d)) *
+                       (std::abs(double(fp16_to_fp32(wb.d))) * (wb.scales[j] & 15) * 3 +
+                        std::abs(double(fp16_to_fp32(wb.dmin))) * (wb.scales[j] >> 4)) * asum;
+        }
+      }
+      break;
+    case DType::Q3_K:  // the kernels compute sum (q + 4) a - 4 sum a: A <= |da d| 32 * 11 sum|a|
+    case DType::IQ4_XS: {  // |v| <= 127, |ls - 32| <= 32
+      e.terms = k / 256;
+      const size_t bytes = t == DType::Q3_K ? sizeof(BlockQ3_K) : sizeof(BlockIQ4_XS);
+      const double per = t == DType::Q3_K ? 32.0 * 11 : 32.0 * 127;
+      for (int64_t b = 0; b < k / 256; ++b) {
+        uint16_t d;
+        std::memcpy(&d, w + b * bytes + (t == DType::Q3_K ? offsetof(BlockQ3_K, d) : 0), 2);
+        const auto ab = block_at<BlockQ8_K>(a, b);
+        double asum = 0;
+        for (int i = 0; i < 256; ++i) asum += std::abs(double(ab.qs[i]));
+        e.abs_sum += std::abs(double(ab.d) * fp16_to_fp32(d)) * per * asum;
+      }
+      break;
+    }
+    case DType::IQ4_NL:
+    case DType::MXFP4:  // per block |dw da| sum |decoded w / dw| |a|: from the decoded rows
+      e.terms = k / 32;
+      for (int64_t i = 0; i < k; ++i) e.abs_sum += std::abs(double(wd[i]) * ad[i]);
       break;
     default:  // F16, BF16
       e.terms = k;
@@ -301,6 +355,11 @@ TEST(SimdByType, QuantizeAndGemmByDType) {
   }
   float out = 0;
   Status bad_type = gemm(DType::Q5_K, nullptr, 1, 256, nullptr, 1, &out, 1);
+  EXPECT_EQ(activation_dtype(DType::Q2_K), DType::Q8_K);
+  EXPECT_EQ(activation_dtype(DType::IQ4_XS), DType::Q8_K);
+  EXPECT_EQ(activation_dtype(DType::MXFP4), DType::Q8_0);
+  EXPECT_EQ(activation_dtype(DType::IQ4_NL), DType::Q8_0);
+  EXPECT_FALSE(activation_dtype(DType::IQ2_XXS).has_value());
   ASSERT_FALSE(bad_type.ok());
   EXPECT_NE(bad_type.error().find("q5_K"), std::string::npos) << bad_type.error();
   Status bad_k = gemm(DType::Q4_K, nullptr, 1, 100, nullptr, 1, &out, 1);

@@ -126,6 +126,27 @@ inline std::vector<uint8_t> random_weights(Rng& rng, DType t, int64_t rows, int6
         d = rand_scale(rng, 1e-5f, 1e-3f, true);
         std::memcpy(p + offsetof(BlockQ6_K, d), &d, 2);
         break;
+      case DType::Q2_K:
+        d = rand_scale(rng, 1e-4f, 1e-2f, false);
+        dmin = rand_scale(rng, 1e-4f, 1e-2f, false);
+        std::memcpy(p + offsetof(BlockQ2_K, d), &d, 2);
+        std::memcpy(p + offsetof(BlockQ2_K, dmin), &dmin, 2);
+        break;
+      case DType::Q3_K:
+        d = rand_scale(rng, 1e-5f, 1e-3f, true);
+        std::memcpy(p + offsetof(BlockQ3_K, d), &d, 2);
+        break;
+      case DType::IQ4_XS:
+        d = rand_scale(rng, 1e-5f, 1e-3f, true);
+        std::memcpy(p + offsetof(BlockIQ4_XS, d), &d, 2);
+        break;
+      case DType::IQ4_NL:
+        d = rand_scale(rng, 1e-5f, 1e-3f, true);
+        std::memcpy(p, &d, 2);
+        break;
+      case DType::MXFP4:
+        p[0] = static_cast<uint8_t>(110 + rng() % 20);  // scales 2^-17 .. 2^2
+        break;
       default: ADD_FAILURE() << "no random weights for " << dtype_name(t);
     }
   }

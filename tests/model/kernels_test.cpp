@@ -45,8 +45,11 @@ TEST(CpuKernels, MatmulMatchesNaiveForEveryWeightType) {
   const int64_t k = 512, m = 37, n = 5;
   const std::vector<float> w = random_floats(static_cast<size_t>(m * k), 1);
   const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 2);
-  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
-                     DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType type : {DType::F32,    DType::F16,     DType::BF16,    DType::Q8_0,   DType::Q4_0,
+                     DType::Q4_1,   DType::Q5_0,    DType::Q5_1,    DType::Q4_K,   DType::Q5_K,
+                     DType::Q6_K,   DType::Q2_K,    DType::Q3_K,    DType::IQ4_XS, DType::IQ4_NL,
+                     DType::MXFP4,  DType::IQ2_XXS, DType::IQ2_XS,  DType::IQ2_S,  DType::IQ3_XXS,
+                     DType::IQ3_S,  DType::IQ1_S,   DType::IQ1_M}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     std::unique_ptr<Weight> weight = upload(*backend, type, w, k, m);
     const std::vector<float> stored = as_stored(type, w, k);
@@ -373,7 +376,7 @@ TEST(CpuKernels, UploadRejectsUnsupportedTypesAndBadShapes) {
   std::vector<uint8_t> bytes(1024);
   WeightDesc desc;
   desc.name = "blk.0.attn_q.weight";
-  desc.type = DType::IQ2_XXS;
+  desc.type = DType::TQ1_0;  // sized, not decodable
   desc.cols = 256;
   desc.data = bytes.data();
   Result<std::unique_ptr<Weight>> w = backend->upload_weight(desc);

@@ -43,6 +43,18 @@ uint32_t test_seed() {
 // 400k super-blocks of normal, uniform, bimodal, sparse, log-uniform, offset, mixed-scale and
 // outlier data, with about 1.4x margin:
 //   Q4_K  seen 0.121 -> 1/6      Q5_K  seen 0.070 -> 1/10      Q6_K  seen 0.026 -> 1/25
+//
+// Low-bit types, empirical except MXFP4 (worst cases measured by quantizing, with this file's data,
+// 400 rows of 4096 of normal, uniform, mixed-scale and outlier values; about 1.4x margin):
+//   MXFP4  derived: at the exponent that fits the max, every value is within half a step (<= 1
+//          at the 4..6 gap, scale <= max/3); one exponent lower the max clips by < max/2:  1/2
+//   Q2_K   seen 0.43 -> 0.65     Q3_K   seen 0.22 -> 0.32
+//   IQ4_NL seen 0.13 -> 0.19     IQ4_XS seen 0.14 -> 0.2
+//   Grid types (most points of the lattice are not in the grid, and IQ2_XXS/XS, IQ3_XXS force an
+//   even number of negatives per 8, so single elements can be far off):
+//   IQ2_XXS seen 0.89 -> 1.3    IQ2_XS 0.90 -> 1.3    IQ2_S 0.77 -> 1.15
+//   IQ3_XXS seen 0.82 -> 1.2    IQ3_S  0.34 -> 0.5    IQ1_S 1.18 -> 1.75    IQ1_M 0.93 -> 1.4
+// Their typical (RMS) error is the meaningful measure; LowBitTypicalError checks it.
 struct TypeBound {
   DType t;
   double max_rel_error;
@@ -54,7 +66,22 @@ const TypeBound kBounds[] = {
     {DType::Q4_1, 1.0 / 15 + 3.0 / 2048},  {DType::Q5_1, 1.0 / 31 + 3.0 / 2048},
     {DType::Q8_K, 1.0 / 254},              {DType::Q4_K, 1.0 / 6},
     {DType::Q5_K, 1.0 / 10},               {DType::Q6_K, 1.0 / 25},
+    {DType::MXFP4, 1.0 / 2},               {DType::Q2_K, 0.65},
+    {DType::Q3_K, 0.32},                   {DType::IQ4_NL, 0.19},
+    {DType::IQ4_XS, 0.2},                  {DType::IQ2_XXS, 1.3},
+    {DType::IQ2_XS, 1.3},                  {DType::IQ2_S, 1.15},
+    {DType::IQ3_XXS, 1.2},                 {DType::IQ3_S, 0.5},
+    {DType::IQ1_S, 1.75},                  {DType::IQ1_M, 1.4},
 };
+
+// The grid types' encoders search many candidates per group of 8: fewer random rows for them.
+bool is_grid_type(DType t) {
+  switch (t) {
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS:
+    case DType::IQ3_S: case DType::IQ1_S: case DType::IQ1_M: return true;
+    default: return false;
+  }
+}
 
 // Float rounding in the quantizer's own arithmetic.
 constexpr double kSlack = 1.001;
@@ -108,7 +135,8 @@ TEST_P(QuantRoundTrip, RandomRowsWithinBound) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   std::vector<float> x(4096);
-  for (int row = 0; row < 64; ++row) {
+  const int rows = is_grid_type(GetParam().t) ? 8 : 64;
+  for (int row = 0; row < rows; ++row) {
     for (float& v : x) v = normal(rng_);
     expect_within_bound(x, "normal");
     for (float& v : x) v = uniform(rng_);
@@ -202,6 +230,37 @@ TEST(QuantRoundTripOrder, MoreBitsMeansLessError) {
   EXPECT_LT(q4_k, 0.0750);
   EXPECT_LT(q5_0, 0.0450);
   EXPECT_LT(q4_0, 0.0900);
+}
+
+// Typical relative RMS error of the low-bit types on N(0,1) (values in src/tensor/README.md), with
+// ceilings about 5% above, and their ordering by bits per weight.
+TEST(QuantRoundTripOrder, LowBitTypicalError) {
+  const uint32_t seed = test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed) + " (rerun with CADENZA_TEST_SEED)");
+  struct Typical {
+    DType t;
+    double ceiling;
+  };
+  const Typical cases[] = {
+      {DType::IQ4_NL, 0.0775}, {DType::IQ4_XS, 0.0785}, {DType::MXFP4, 0.117},
+      {DType::Q3_K, 0.161},    {DType::Q2_K, 0.280},    {DType::IQ3_S, 0.139},
+      {DType::IQ3_XXS, 0.189}, {DType::IQ2_S, 0.255},   {DType::IQ2_XS, 0.303},
+      {DType::IQ2_XXS, 0.352}, {DType::IQ1_M, 0.445},   {DType::IQ1_S, 0.480},
+  };
+  double rms[std::size(cases)];
+  for (size_t c = 0; c < std::size(cases); ++c) {
+    rms[c] = relative_rms(cases[c].t, seed);
+    EXPECT_LT(rms[c], cases[c].ceiling) << dtype_name(cases[c].t);
+  }
+  EXPECT_LT(rms[0], rms[2]);   // IQ4_NL (fp16 scale, searched) beats MXFP4 (power-of-two scale)
+  EXPECT_LT(rms[3], rms[4]);   // Q3_K < Q2_K
+  EXPECT_LT(rms[5], rms[3]);   // IQ3_S < Q3_K at the same 3.44 bits
+  EXPECT_LT(rms[5], rms[6]);   // IQ3_S < IQ3_XXS
+  EXPECT_LT(rms[6], rms[7]);   // IQ3_XXS < IQ2_S
+  EXPECT_LT(rms[7], rms[8]);   // IQ2_S < IQ2_XS
+  EXPECT_LT(rms[8], rms[9]);   // IQ2_XS < IQ2_XXS
+  EXPECT_LT(rms[9], rms[10]);  // IQ2_XXS < IQ1_M
+  EXPECT_LT(rms[10], rms[11]); // IQ1_M < IQ1_S
 }
 
 }  // namespace

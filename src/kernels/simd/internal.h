@@ -29,6 +29,11 @@ struct KernelTable {
   GemmQFn gemm_q6_k;
   GemmFFn gemm_f16;
   GemmFFn gemm_bf16;
+  GemmQFn gemm_q2_k;
+  GemmQFn gemm_q3_k;
+  GemmQFn gemm_iq4_xs;
+  GemmQFn gemm_iq4_nl;
+  GemmQFn gemm_mxfp4;
 };
 
 // One table per level that has its own code; each lives in its own translation unit.

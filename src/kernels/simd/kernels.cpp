@@ -37,14 +37,24 @@ CADENZA_SIMD_GEMM(q4_k, void, kQK_K)
 CADENZA_SIMD_GEMM(q6_k, void, kQK_K)
 CADENZA_SIMD_GEMM(f16, float, 1)
 CADENZA_SIMD_GEMM(bf16, float, 1)
+CADENZA_SIMD_GEMM(q2_k, void, kQK_K)
+CADENZA_SIMD_GEMM(q3_k, void, kQK_K)
+CADENZA_SIMD_GEMM(iq4_xs, void, kQK_K)
+CADENZA_SIMD_GEMM(iq4_nl, void, kQK)
+CADENZA_SIMD_GEMM(mxfp4, void, kQK)
 #undef CADENZA_SIMD_GEMM
 
 std::optional<DType> activation_dtype(DType weight) {
   switch (weight) {
     case DType::Q8_0:
-    case DType::Q4_0: return DType::Q8_0;
+    case DType::Q4_0:
+    case DType::IQ4_NL:
+    case DType::MXFP4: return DType::Q8_0;
     case DType::Q4_K:
-    case DType::Q6_K: return DType::Q8_K;
+    case DType::Q6_K:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::IQ4_XS: return DType::Q8_K;
     case DType::F16:
     case DType::BF16: return DType::F32;
     default: return std::nullopt;
@@ -92,6 +102,11 @@ Status gemm(DType weight, const void* weights, int64_t rows, int64_t k, const vo
     case DType::Q6_K: gemm_q6_k(weights, rows, k, act, n, out, ldo); break;
     case DType::F16: gemm_f16(weights, rows, k, fact, n, out, ldo); break;
     case DType::BF16: gemm_bf16(weights, rows, k, fact, n, out, ldo); break;
+    case DType::Q2_K: gemm_q2_k(weights, rows, k, act, n, out, ldo); break;
+    case DType::Q3_K: gemm_q3_k(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ4_XS: gemm_iq4_xs(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ4_NL: gemm_iq4_nl(weights, rows, k, act, n, out, ldo); break;
+    case DType::MXFP4: gemm_mxfp4(weights, rows, k, act, n, out, ldo); break;
     default: return make_error("simd: no kernel for weight type {}", dtype_name(weight));
   }
   return {};

@@ -3,17 +3,19 @@
 //
 // Weight/activation pairs (out = W x, one dot product per weight row):
 //   weights Q8_0, Q4_0   x activations Q8_0 (quantize_q8_0)
-//   weights Q4_K, Q6_K   x activations Q8_K (quantize_q8_k)
+//   weights Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS   x activations Q8_K (quantize_q8_k)
+//   weights IQ4_NL, MXFP4                     x activations Q8_0
 //   weights F16, BF16    x activations f32
 //
 // Common contracts (asserted in debug builds; violating them is a bug in the caller):
-//  - k is the row length in elements: a multiple of 32 (Q8_0, Q4_0), of 256 (Q4_K, Q6_K), any
+//  - k is the row length in elements: a multiple of 32 (Q8_0, Q4_0, IQ4_NL, MXFP4), of 256
+//    (Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS), any
 //    k >= 1 for F16/BF16. rows >= 0, n >= 1.
 //  - `weights` holds `rows` consecutive rows in GGUF layout (tensor/blocks.h), row r starting at
 //    r * row_bytes(type, k). No alignment is required for any pointer.
 //  - Quantized activations: n consecutive rows of k elements as produced by quantize_q8_0 /
-//    quantize_q8_k (row j at j * row_bytes(Q8_0|Q8_K, k)). Q8_0 activation quants must lie in
-//    -127..127 (the quantizer guarantees it; -128 would break the sign trick of the kernels).
+//    quantize_q8_k (row j at j * row_bytes(Q8_0|Q8_K, k)). Activation quants must lie in
+//    -127..127 (both quantizers guarantee it; -128 would break the sign trick of the kernels).
 //    f32 activations: n rows of k floats, row j at x + j * k. All inputs finite.
 //  - gemv: out[r] = dot(weight row r, activation), r in [0, rows).
 //    gemm: out[j * ldo + r] = dot(weight row r, activation row j), ldo >= rows.
@@ -55,6 +57,11 @@ void gemv_q4_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_
 void gemv_q6_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_f16(const void* weights, int64_t rows, int64_t k, const float* x, float* out);
 void gemv_bf16(const void* weights, int64_t rows, int64_t k, const float* x, float* out);
+void gemv_q2_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq4_xs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq4_nl(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, float* out);
+void gemv_mxfp4(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, float* out);
 
 // --- GEMM: n activation rows, each weight row read from memory once for all n ---
 void gemm_q8_0(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, int64_t n,
@@ -69,6 +76,16 @@ void gemm_f16(const void* weights, int64_t rows, int64_t k, const float* x, int6
               int64_t ldo);
 void gemm_bf16(const void* weights, int64_t rows, int64_t k, const float* x, int64_t n,
                float* out, int64_t ldo);
+void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+               float* out, int64_t ldo);
+void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+               float* out, int64_t ldo);
+void gemm_iq4_xs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+                 float* out, int64_t ldo);
+void gemm_iq4_nl(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, int64_t n,
+                 float* out, int64_t ldo);
+void gemm_mxfp4(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, int64_t n,
+                float* out, int64_t ldo);
 
 // --- By weight type (for backends that hold a DType) ---
 // The activation format a weight type's kernels take: Q8_0, Q8_K or F32; nullopt when there is
@@ -102,6 +119,16 @@ void gemm_f16(const void* weights, int64_t rows, int64_t k, const float* x, int6
               int64_t ldo);
 void gemm_bf16(const void* weights, int64_t rows, int64_t k, const float* x, int64_t n,
                float* out, int64_t ldo);
+void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+               float* out, int64_t ldo);
+void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+               float* out, int64_t ldo);
+void gemm_iq4_xs(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+                 float* out, int64_t ldo);
+void gemm_iq4_nl(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+                 float* out, int64_t ldo);
+void gemm_mxfp4(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+                float* out, int64_t ldo);
 }  // namespace ref
 
 }  // namespace cadenza::simd

@@ -3,11 +3,13 @@
 // float term per block added to a single float accumulator in block order. The activation
 // quantizers are tensor/quant.h's quantize_row (the SIMD ones reproduce it bit for bit).
 #include <cassert>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/simd/internal.h"
 #include "kernels/simd/kernels.h"
 #include "tensor/blocks.h"
+#include "tensor/iq_grids.h"
 #include "tensor/quant.h"
 
 namespace cadenza::simd::ref {
@@ -101,6 +103,99 @@ float dot_q6_k(const void* w, const void* a, int64_t nb) {
   return sum;
 }
 
+// Per super-block: sumq = sum_j sc[j] * dot(q, a over 16-element sub-block j),
+// summ = sum_j mn[j] * bsums[j]; term = (da * d) * sumq - (da * dmin) * summ.
+float dot_q2_k(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ2_K wb = load_block<BlockQ2_K>(w, b);
+    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
+    int32_t sumq = 0, summ = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t dot = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
+        const int q = (wb.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        dot += q * int32_t{ab.qs[e]};
+      }
+      sumq += (wb.scales[j] & 0xF) * dot;
+      summ += (wb.scales[j] >> 4) * int32_t{ab.bsums[j]};
+    }
+    sum += (ab.d * half_to_float(wb.d)) * static_cast<float>(sumq) -
+           (ab.d * half_to_float(wb.dmin)) * static_cast<float>(summ);
+  }
+  return sum;
+}
+
+// Per super-block: sumi = sum_j (sc[j] - 32) * dot(q, a over sub-block j), q in -4..3;
+// term = (da * d) * sumi.
+float dot_q3_k(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ3_K wb = load_block<BlockQ3_K>(w, b);
+    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
+    int32_t sumi = 0;
+    for (int j = 0; j < 16; ++j) {
+      int32_t dot = 0;
+      for (int e = 16 * j; e < 16 * j + 16; ++e) {
+        const int low = (wb.qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3;
+        const int high = (wb.hmask[e % 32] >> (e / 32)) & 1;
+        dot += (low - (high ? 0 : 4)) * int32_t{ab.qs[e]};
+      }
+      sumi += (unpack_scale_q3_k(j, wb.scales) - 32) * dot;
+    }
+    sum += (ab.d * half_to_float(wb.d)) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// Per super-block: sumi = sum_j (ls[j] - 32) * dot(kIq4nlValues[q], a over sub-block j of 32);
+// term = (da * d) * sumi.
+float dot_iq4_xs(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockIQ4_XS wb = load_block<BlockIQ4_XS>(w, b);
+    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
+    int32_t sumi = 0;
+    for (int j = 0; j < 8; ++j) {
+      const int ls = ((wb.scales_l[j / 2] >> (4 * (j % 2))) & 0xF) | (((wb.scales_h >> (2 * j)) & 3) << 4);
+      int32_t dot = 0;
+      for (int l = 0; l < 16; ++l) {
+        dot += iq::kIq4nlValues[wb.qs[16 * j + l] & 0xF] * int32_t{ab.qs[32 * j + l]};
+        dot += iq::kIq4nlValues[wb.qs[16 * j + l] >> 4] * int32_t{ab.qs[32 * j + l + 16]};
+      }
+      sumi += (ls - 32) * dot;
+    }
+    sum += (ab.d * half_to_float(wb.d)) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
+// Per 32-block: sumi = dot(table[q], a); term = (dw * da) * sumi, dw = d (IQ4_NL) or the E8M0
+// scale halved (MXFP4, whose table holds twice the E2M1 values).
+template <typename Block>
+float dot_nl32(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const Block wb = load_block<Block>(w, b);
+    const BlockQ8_0 ab = load_block<BlockQ8_0>(a, b);
+    const int8_t* table = iq::kIq4nlValues;
+    float dw;
+    if constexpr (sizeof(Block) == sizeof(BlockMXFP4)) {
+      table = iq::kMxfp4Values;
+      dw = std::ldexp(1.0f, wb.e - 128);
+    } else {
+      dw = half_to_float(wb.d);
+    }
+    int32_t sumi = 0;
+    for (int l = 0; l < 16; ++l) {
+      sumi += table[wb.qs[l] & 0xF] * int32_t{ab.qs[l]};
+      sumi += table[wb.qs[l] >> 4] * int32_t{ab.qs[l + 16]};
+    }
+    sum += (dw * half_to_float(ab.d)) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
 template <float (*Convert)(uint16_t)>
 float dot_half(const void* w, const float* x, int64_t k) {
   const uint8_t* p = static_cast<const uint8_t*>(w);
@@ -164,6 +259,41 @@ void gemm_q6_k(const void* w, int64_t rows, int64_t k, const void* act, int64_t 
                         ldo);
 }
 
+void gemm_q2_k(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+               int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_q2_k>(w, rows, k / kQK_K, sizeof(BlockQ2_K), act, sizeof(BlockQ8_K), n, out,
+                        ldo);
+}
+
+void gemm_q3_k(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+               int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_q3_k>(w, rows, k / kQK_K, sizeof(BlockQ3_K), act, sizeof(BlockQ8_K), n, out,
+                        ldo);
+}
+
+void gemm_iq4_xs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+                 int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_iq4_xs>(w, rows, k / kQK_K, sizeof(BlockIQ4_XS), act, sizeof(BlockQ8_K), n,
+                          out, ldo);
+}
+
+void gemm_iq4_nl(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+                 int64_t ldo) {
+  assert(k % kQK == 0);
+  gemm_blocks<dot_nl32<BlockIQ4_NL>>(w, rows, k / kQK, sizeof(BlockIQ4_NL), act,
+                                     sizeof(BlockQ8_0), n, out, ldo);
+}
+
+void gemm_mxfp4(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+                int64_t ldo) {
+  assert(k % kQK == 0);
+  gemm_blocks<dot_nl32<BlockMXFP4>>(w, rows, k / kQK, sizeof(BlockMXFP4), act,
+                                    sizeof(BlockQ8_0), n, out, ldo);
+}
+
 void gemm_f16(const void* w, int64_t rows, int64_t k, const float* x, int64_t n, float* out,
               int64_t ldo) {
   for (int64_t r = 0; r < rows; ++r)
@@ -184,9 +314,11 @@ void gemm_bf16(const void* w, int64_t rows, int64_t k, const float* x, int64_t n
 namespace cadenza::simd::detail {
 
 const KernelTable& scalar_table() {
-  static const KernelTable t{"scalar",       ref::quantize_q8_0, ref::quantize_q8_k,
-                             ref::gemm_q8_0, ref::gemm_q4_0,     ref::gemm_q4_k,
-                             ref::gemm_q6_k, ref::gemm_f16,      ref::gemm_bf16};
+  static const KernelTable t{"scalar",        ref::quantize_q8_0, ref::quantize_q8_k,
+                             ref::gemm_q8_0,  ref::gemm_q4_0,     ref::gemm_q4_k,
+                             ref::gemm_q6_k,  ref::gemm_f16,      ref::gemm_bf16,
+                             ref::gemm_q2_k,  ref::gemm_q3_k,     ref::gemm_iq4_xs,
+                             ref::gemm_iq4_nl, ref::gemm_mxfp4};
   return t;
 }
 

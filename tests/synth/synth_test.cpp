@@ -51,7 +51,19 @@ void check_preset(const char* preset, const char* type) {
   EXPECT_EQ((*file)->find_tensor("blk.1.attn_k_norm.weight") != nullptr, opts.shape.qk_norm);
   EXPECT_EQ((*file)->find_tensor("blk.1.ffn_up_exps.weight") != nullptr, opts.shape.n_expert > 0);
   EXPECT_EQ((*file)->find_tensor("blk.1.ffn_down_shexp.weight") != nullptr,
-            opts.shape.n_ff_shared_expert > 0);
+            opts.shape.n_ff_shared_expert > 0 || opts.shape.n_expert_shared > 0);
+  const bool mla = opts.shape.mla_kv_rank > 0;
+  EXPECT_EQ((*file)->find_tensor("blk.0.attn_kv_a_mqa.weight") != nullptr, mla);
+  EXPECT_EQ((*file)->find_tensor("blk.0.attn_q_a.weight") != nullptr, opts.shape.mla_q_rank > 0);
+  if (mla) {
+    const auto* k_b = (*file)->find_tensor("blk.1.attn_k_b.weight");
+    ASSERT_NE(k_b, nullptr);
+    EXPECT_EQ(k_b->shape, (std::vector<int64_t>{opts.shape.mla_nope, opts.shape.mla_kv_rank,
+                                                opts.shape.n_head}));
+    EXPECT_EQ((*file)->find_tensor("blk.1.exp_probs_b.bias") != nullptr, opts.shape.expert_sigmoid);
+    EXPECT_EQ((*file)->find_tensor("blk.0.ffn_gate.weight") != nullptr, opts.shape.n_leading_dense > 0);
+    EXPECT_EQ(*(*file)->get_uint("deepseek2.attention.head_count_kv"), 1u);
+  }
   EXPECT_EQ(summary->file_bytes, std::filesystem::file_size(path));
   std::filesystem::remove(path);
 }
@@ -59,6 +71,7 @@ void check_preset(const char* preset, const char* type) {
 TEST(Synth, EveryPresetWritesAValidFile) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "tinyllama-1.1b",
                              "llama-2-7b", "mixtral-small", "qwen3moe-small", "qwen2moe-small",
+                             "deepseek-v3-small", "deepseek-v3-mid", "deepseek-v2-lite-small",
                              "demo"})
     for (const char* type : {"f16", "q4_k_m"}) check_preset(preset, type);
 }

@@ -35,8 +35,7 @@ struct BenchArgs {
   int32_t n_prompt = 512;
   int32_t n_gen = 128;
   int repetitions = 5;
-  int threads = 0;
-  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
+  BackendArgs backend;  // -t, --device, --no-repack
   bool json = false;
   bool no_probe = false;
   int64_t experts_per_token = 0;  // 0: the file's
@@ -209,8 +208,8 @@ int run_bench(const BenchArgs& a) {
     return 1;
   }
   std::shared_ptr<const gguf::GgufFile> file = std::move(*opened);
-  const int threads = resolve_threads(a.threads);
-  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  const int threads = resolve_threads(a.backend.threads);
+  auto created = create_backend(a.backend);
   if (!created) {
     fmt::print(stderr, "bench: {}\n", created.error());
     return 1;
@@ -404,8 +403,7 @@ Command bench_command() {
     sub->add_option("-r,--repetitions", args->repetitions, "Repetitions per test")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));
-    sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
-    add_device_option(*sub, args->device);
+    add_backend_options(*sub, args->backend);
     add_parallel_options(*sub, args->parallel);
     sub->add_flag("--json", args->json, "Print the results as JSON");
     sub->add_option("-b,--batch", args->batch,

@@ -50,10 +50,9 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
 struct GenerateArgs {
   ParallelArgs parallel;
   std::string model;
-  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
+  BackendArgs backend;  // -t, --device, --no-repack
   std::string input;
   std::string output;
-  int threads = 0;
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 512;
   std::string kv_cache_memory;  // empty: the engine's default pool
@@ -341,8 +340,8 @@ int run_generate(GenerateArgs a) {
   }
 
   const auto t_load = Clock::now();
-  const int threads = resolve_threads(a.threads);
-  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  const int threads = resolve_threads(a.backend.threads);
+  auto created = create_backend(a.backend);
   if (!created) return fail(created.error());
   std::unique_ptr<kernels::Backend> backend = std::move(*created);
   auto job = start_job(a.parallel);
@@ -467,13 +466,12 @@ Command generate_command() {
     auto* sub = app.add_subcommand(
         "generate", "Offline batch generation: JSONL requests in, JSONL results out");
     sub->add_option("-m,--model", args->model, "GGUF model file")->required();
-    add_device_option(*sub, args->device);
+    add_backend_options(*sub, args->backend);
     add_parallel_options(*sub, args->parallel);
     sub->add_option("--input", args->input, "Requests, one JSON object per line ('-': stdin)")
         ->required();
     sub->add_option("--output", args->output, "Results, one JSON object per line ('-': stdout)")
         ->required();
-    sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
     sub->add_option("--max-num-seqs", args->max_num_seqs, "Requests running at once at most")
         ->capture_default_str();
     sub->add_option("--max-num-batched-tokens", args->max_num_batched_tokens,

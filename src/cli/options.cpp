@@ -1,5 +1,7 @@
 #include "cli/options.h"
 
+#include "kernels/backend_factory.h"
+
 #include <algorithm>
 #include <cctype>
 
@@ -96,9 +98,19 @@ std::string kv_cache_type_name(DType type) {
   }
 }
 
-CLI::Option* add_device_option(CLI::App& sub, std::string& value) {
-  return sub.add_option("--device", value, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
+void add_backend_options(CLI::App& sub, BackendArgs& args, const char* threads_help) {
+  sub.add_option("-t,--threads", args.threads, threads_help);
+  sub.add_option("--device", args.device, "Backend: cpu, cuda or cuda:N (docs/cuda.md)")
       ->capture_default_str();
+  sub.add_flag("--no-repack", args.no_repack,
+               "CPU: multiply from the weights as mapped, making no repacked copies (for models "
+               "near the size of RAM; by default copies are made while they fit in half the "
+               "memory available at start)");
+}
+
+Result<std::unique_ptr<kernels::Backend>> create_backend(const BackendArgs& args) {
+  return kernels::create_backend(args.device, {.n_threads = resolve_threads(args.threads),
+                                               .repack = !args.no_repack});
 }
 
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value) {

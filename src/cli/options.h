@@ -6,7 +6,10 @@
 #include <string>
 #include <string_view>
 
+#include <memory>
+
 #include "engine/engine_core.h"
+#include "kernels/backend.h"
 #include "model/config.h"
 #include "tensor/dtype.h"
 #include "util/result.h"
@@ -45,8 +48,17 @@ std::string kv_cache_type_name(DType type);
 // and sessions) when the option is absent. `value` must outlive the parse.
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value);
 
-// Adds `--device` (cpu, cuda, cuda:N; parsed by kernels::create_backend) to `sub`, bound to `value`.
-CLI::Option* add_device_option(CLI::App& sub, std::string& value);
+// The compute-backend options of every command that runs a model (run, generate, bench, serve).
+struct BackendArgs {
+  int threads = 0;             // -t/--threads: kernel threads, 0 = every hardware thread
+  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
+  bool no_repack = false;      // --no-repack: the CPU backend keeps no repacked weight copies
+};
+// Adds -t/--threads (with `threads_help`), --device and --no-repack to `sub`, bound to `args`.
+void add_backend_options(CLI::App& sub, BackendArgs& args,
+                         const char* threads_help = "Threads (default: all cores)");
+// The backend `args` asks for (kernels::create_backend; threads resolved by resolve_threads).
+Result<std::unique_ptr<kernels::Backend>> create_backend(const BackendArgs& args);
 
 // Sets the options of `app` that were not given on the command line from the TOML file `path`:
 // one `name = value` per line, names as the long options without the dashes (`port = 8080`,

@@ -59,8 +59,7 @@ struct RunArgs {
   float top_p = 0.95f;
   float min_p = 0.05f;
   int64_t seed = -1;
-  int threads = 0;
-  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
+  BackendArgs backend;  // -t, --device, --no-repack
   int64_t experts_per_token = 0;  // 0: the model's
   int32_t ctx = 0;
   DType kv_cache_type = DType::F16;
@@ -98,8 +97,8 @@ int run_generate(const RunArgs& a) {
     fmt::print(stderr, "run: {}\n", tokenizer.error());
     return 1;
   }
-  const int threads = resolve_threads(a.threads);
-  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  const int threads = resolve_threads(a.backend.threads);
+  auto created = create_backend(a.backend);
   if (!created) {
     fmt::print(stderr, "run: {}\n", created.error());
     return 1;
@@ -231,8 +230,7 @@ Command run_command() {
     sub->add_option("--top-p", args->top_p, "Top-p (1 = off)")->capture_default_str();
     sub->add_option("--min-p", args->min_p, "Min-p (0 = off)")->capture_default_str();
     sub->add_option("--seed", args->seed, "Random seed (default: random)");
-    sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
-    add_device_option(*sub, args->device);
+    add_backend_options(*sub, args->backend);
     add_parallel_options(*sub, args->parallel);
     sub->add_option("--experts-per-token", args->experts_per_token,
                     "MoE: experts used per token (default: the model's; changes quality)")

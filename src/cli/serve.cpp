@@ -34,10 +34,9 @@ namespace {
 struct ServeArgs {
   ParallelArgs parallel;
   std::string model;
-  std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
+  BackendArgs backend;  // -t, --device, --no-repack
   std::string host = "127.0.0.1";
   int port = 8080;
-  int threads = 0;
   int io_threads = 2;
   std::string served_model_name;
   int32_t max_num_seqs = 64;
@@ -105,8 +104,8 @@ int run_serve(const ServeArgs& a) {
   if (!body_limit) return fail(body_limit.error());
   if (a.port < 0 || a.port > 65535) return fail("--port must be in 0..65535");
 
-  const int threads = resolve_threads(a.threads);
-  auto created = kernels::create_backend(a.device, {.n_threads = threads});
+  const int threads = resolve_threads(a.backend.threads);
+  auto created = create_backend(a.backend);
   if (!created) return fail(created.error());
   std::unique_ptr<kernels::Backend> backend = std::move(*created);
   // -m hf://ORG/REPO/FILE.gguf (or an https:// URL): fetched into the cache first (docs/pull.md).
@@ -213,11 +212,10 @@ Command serve_command() {
     sub->add_option("-m,--model", args->model,
                     "GGUF model file, or hf://ORG/REPO/FILE.gguf (downloaded first, as by pull); "
                     "required, here or in --config");
-    add_device_option(*sub, args->device);
+    add_backend_options(*sub, args->backend, "Compute threads (default: all cores)");
     add_parallel_options(*sub, args->parallel);
     sub->add_option("--host", args->host, "Address to listen on")->capture_default_str();
     sub->add_option("--port", args->port, "Port (0: any free port)")->capture_default_str();
-    sub->add_option("-t,--threads", args->threads, "Compute threads (default: all cores)");
     sub->add_option("--io-threads", args->io_threads, "HTTP I/O threads")->capture_default_str();
     sub->add_option("--served-model-name", args->served_model_name,
                     "Model name in the API (default: general.name, else the file stem)");

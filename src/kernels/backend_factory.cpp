@@ -65,7 +65,8 @@ Result<std::unique_ptr<Backend>> create_backend(std::string_view device,
   Result<DeviceChoice> choice = parse_device(device);
   if (!choice) return choice.error_value();
   if (choice->kind == DeviceChoice::Kind::Cpu) {
-    return make_cpu_backend({.n_threads = options.n_threads});
+    return make_cpu_backend({.n_threads = options.n_threads,
+                             .repack_budget_bytes = options.repack ? -1 : 0});
   }
 #ifdef CADENZA_HAS_CUDA
   int index = choice->index;

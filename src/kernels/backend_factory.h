@@ -24,6 +24,7 @@ Result<DeviceChoice> parse_device(std::string_view device);
 
 struct BackendOptions {
   int n_threads = 0;  // CPU backend: threads running kernels (0 = all hardware threads)
+  bool repack = true;  // CPU backend: repacked weight copies while they fit (CpuBackendOptions)
 };
 
 // Whether this build contains the CUDA backend.

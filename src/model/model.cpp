@@ -13,6 +13,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "util/resident_memory.h"
+
 #include "gguf/gguf.h"
 #include "model/forward.h"
 #include "model/registry.h"
@@ -93,6 +95,17 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
   if (!unused.empty()) {
     spdlog::warn("{}: {} tensor(s) not used by the {} forward pass, e.g. '{}'", file->name(),
                  unused.size(), model->config_.architecture, unused.front());
+  }
+  // The weights point into the mapping wherever the backend allows (the CPU backend does): the
+  // file is not read up front, so a model larger than RAM loads and pages in as it runs.
+  if (file->mapped()) {
+    const uint8_t* start = file->header_bytes().data();
+    spdlog::info("{}: {:.2f} GiB mapped, not read up front; {:.2f} GiB of it resident after load "
+                 "(process resident {:.2f} GiB, {:.2f} GiB available)",
+                 file->name(), static_cast<double>(file->file_size()) / (1 << 30),
+                 static_cast<double>(resident_bytes_of(start, file->file_size())) / (1 << 30),
+                 static_cast<double>(current_resident_bytes()) / (1 << 30),
+                 static_cast<double>(available_memory_bytes()) / (1 << 30));
   }
   // Every rank reserves the load-time capacity itself (the workers are not serving yet).
   if (Status st = model->reserve_here(options.capacity); !st) {

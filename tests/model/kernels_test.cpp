@@ -94,6 +94,35 @@ TEST(CpuKernels, MatmulIsBatchAndThreadInvariant) {
   }
 }
 
+// --no-repack (budget 0) and a budget smaller than a weight: no copy is made, the matmul still
+// matches the copy-making backend to kernel rounding; the default budget makes one where the ISA
+// level has a repacked kernel.
+TEST(CpuKernels, RepackBudgetLimitsTheCopies) {
+  const int64_t rows = 64, k = 256;
+  const std::vector<float> w = random_floats(static_cast<size_t>(rows * k), 31);
+  const std::vector<float> x = random_floats(static_cast<size_t>(4 * k), 32);
+  std::vector<std::vector<float>> results;
+  for (int64_t budget : {int64_t{0}, int64_t{100}, int64_t{-1}}) {
+    SCOPED_TRACE(budget);
+    std::unique_ptr<Backend> backend = make_cpu_backend({.n_threads = 2, .repack_budget_bytes = budget});
+    std::unique_ptr<Weight> weight = upload(*backend, DType::Q4_K, w, k, rows);
+    HostBuffer xb(*backend, x), yb(*backend, std::vector<float>(static_cast<size_t>(4 * rows)));
+    const uint64_t before = cpu::repacked_bytes();
+    backend->matmul(*weight, xb.matrix(4, k), yb.matrix(4, rows));
+    const uint64_t made = cpu::repacked_bytes() - before;
+    if (budget >= 0) {
+      EXPECT_EQ(made, 0u);
+    } else {
+      EXPECT_EQ(made > 0, simd::repack_usable(DType::Q4_K, simd::active_isa()));
+    }
+    results.push_back(yb.floats());
+  }
+  for (size_t i = 0; i < results[0].size(); ++i) {
+    EXPECT_NEAR(results[0][i], results[2][i], 1e-3 * (1 + std::abs(results[2][i])));
+    EXPECT_EQ(results[0][i], results[1][i]);
+  }
+}
+
 TEST(CpuKernels, GetRowsDecodesTheRequestedRows) {
   std::unique_ptr<Backend> backend = make_cpu_backend({.n_threads = 2});
   const int64_t d = 64, vocab = 10;

@@ -5,7 +5,10 @@
 #include <cstring>
 #include <limits>
 
+#include <spdlog/spdlog.h>
+
 #include "kernels/cpu/cpu_kernels.h"
+#include "util/resident_memory.h"
 #include "util/thread_pool.h"
 
 namespace cadenza::kernels {
@@ -35,6 +38,13 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options) : pool_(options.n_threads) {
     cpu::log_matmul_path_once();
+    int64_t budget = options.repack_budget_bytes;
+    if (budget < 0) budget = static_cast<int64_t>(available_memory_bytes() / 2);
+    repack_budget_.total = budget;
+    repack_budget_.remaining.store(budget);
+    if (options.repack_budget_bytes == 0) {
+      spdlog::info("cpu backend: no repacked weight copies (--no-repack)");
+    }
   }
 
   std::string_view name() const override { return "cpu"; }
@@ -61,6 +71,7 @@ class CpuBackend final : public Backend {
 
     auto w = std::make_unique<CpuWeight>(desc);
     w->row_bytes = static_cast<size_t>(*row_bytes);
+    w->repack_budget = &repack_budget_;
     const bool aligned = reinterpret_cast<uintptr_t>(desc.data) % 16 == 0;
     if (desc.keep_alive && aligned) {
       w->data = static_cast<const uint8_t*>(desc.data);
@@ -177,6 +188,7 @@ class CpuBackend final : public Backend {
 
  private:
   ThreadPool pool_;
+  cpu::RepackBudget repack_budget_;
 };
 
 }  // namespace

@@ -13,6 +13,12 @@ namespace cadenza::kernels {
 struct CpuBackendOptions {
   // Threads that run kernels, the calling thread included; 0 = all hardware threads.
   int n_threads = 0;
+  // Memory for repacked weight copies (the VNNI GEMM's interleaved layout, kernels/simd/repack.h),
+  // made on a weight's first matmul while the total stays within this budget; the weights past it
+  // run from their file layout (row-major kernels, the same results at a lower speed). -1: half of
+  // the memory available when the backend is created (MemAvailable); 0: no copies (--no-repack,
+  // for a model near the size of RAM whose pages should stay the file's).
+  int64_t repack_budget_bytes = -1;
 };
 
 // Thread-safety: like every Backend, one thread issues ops at a time; kernels fan out internally.
@@ -26,6 +32,8 @@ struct ExpertCounters {
   uint64_t calls = 0, matrices = 0, bytes = 0;
 };
 ExpertCounters expert_counters();
+// Bytes of repacked weight copies made so far (all CPU backends together).
+uint64_t repacked_bytes();
 }  // namespace cpu
 
 }  // namespace cadenza::kernels

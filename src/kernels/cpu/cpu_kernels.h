@@ -3,6 +3,7 @@
 // computed by one thread with a fixed reduction order (see backend.h, batch invariance).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -23,6 +24,14 @@ using AlignedBytes = std::unique_ptr<uint8_t[], AlignedFree>;
 AlignedBytes aligned_zeroed(size_t size_bytes);
 inline constexpr size_t kAlignment = 64;
 
+// What the backend may still spend on repacked copies (CpuBackendOptions::repack_budget_bytes);
+// shared by its weights, decremented as copies are made. Thread-safe.
+struct RepackBudget {
+  std::atomic<int64_t> remaining{0};
+  int64_t total = 0;
+  std::once_flag exhausted_logged;
+};
+
 // A weight in host memory, in its file type: matrix m, row r starts at
 // data + (m * rows + r) * row_bytes. Vectors (rows == matrices == 1) are also decoded to f32 once.
 class CpuWeight final : public Weight {
@@ -40,6 +49,7 @@ class CpuWeight final : public Weight {
   mutable AlignedBytes repacked;
   mutable size_t repacked_matrix_bytes = 0;
   mutable std::once_flag repack_once;
+  RepackBudget* repack_budget = nullptr;  // the backend's (outlives the weight); null: unlimited
 
   const uint8_t* repacked_matrix(int64_t matrix) const {
     return repacked.get() + static_cast<size_t>(matrix) * repacked_matrix_bytes;

@@ -162,13 +162,32 @@ std::pair<int64_t, int64_t> split_range(int64_t units, int64_t parts, int64_t p)
 
 }  // namespace
 
+namespace {
+std::atomic<uint64_t> g_repacked_bytes{0};
+}  // namespace
+
+uint64_t repacked_bytes() { return g_repacked_bytes.load(std::memory_order_relaxed); }
+
 void ensure_repacked(ThreadPool& pool, const CpuWeight& w) {
   if (!simd::repack_usable(w.type(), simd::active_isa()) || !simd::repack_fits(w.type(), w.cols())) return;
   std::call_once(w.repack_once, [&] {
     const int64_t k = w.cols(), m = w.rows();
     const auto matrix_bytes = static_cast<size_t>(simd::repack_bytes(w.type(), m, k));
-    AlignedBytes bytes = aligned_zeroed(matrix_bytes * static_cast<size_t>(w.matrices()));
+    const auto total_bytes = static_cast<int64_t>(matrix_bytes * static_cast<size_t>(w.matrices()));
+    if (RepackBudget* budget = w.repack_budget; budget != nullptr) {
+      if (budget->remaining.fetch_sub(total_bytes, std::memory_order_relaxed) < total_bytes) {
+        budget->remaining.fetch_add(total_bytes, std::memory_order_relaxed);
+        std::call_once(budget->exhausted_logged, [&] {
+          spdlog::info("cpu backend: the repack budget ({:.1f} MiB) is spent; '{}' and the weights "
+                       "after it run from their file layout (the row-major kernels)",
+                       static_cast<double>(budget->total) / 1048576.0, w.name());
+        });
+        return;
+      }
+    }
+    AlignedBytes bytes = aligned_zeroed(static_cast<size_t>(total_bytes));
     if (!bytes) {
+      if (w.repack_budget != nullptr) w.repack_budget->remaining.fetch_add(total_bytes);
       spdlog::warn("cpu backend: no memory to repack '{}'; using the row-major kernels", w.name());
       return;
     }
@@ -185,6 +204,7 @@ void ensure_repacked(ThreadPool& pool, const CpuWeight& w) {
     });
     w.repacked_matrix_bytes = matrix_bytes;
     w.repacked = std::move(bytes);
+    g_repacked_bytes.fetch_add(static_cast<uint64_t>(total_bytes), std::memory_order_relaxed);
     static std::once_flag logged;
     std::call_once(logged, [&] {
       spdlog::info("cpu backend: repacking {} weights into 16-row groups for the VNNI GEMM "

@@ -209,12 +209,13 @@ int run_bench(const BenchArgs& a) {
   }
   std::shared_ptr<const gguf::GgufFile> file = std::move(*opened);
   const int threads = resolve_threads(a.backend.threads);
-  auto created = create_backend(a.backend);
+  auto created = create_backends(a.backend);
   if (!created) {
     fmt::print(stderr, "bench: {}\n", created.error());
     return 1;
   }
-  std::unique_ptr<kernels::Backend> backend = std::move(*created);
+  Backends backends = std::move(*created);
+  kernels::Backend* backend = backends.main.get();
   auto job = start_job(a.parallel);
   if (!job) {
     fmt::print(stderr, "bench: {}\n", job.error());
@@ -222,7 +223,8 @@ int run_bench(const BenchArgs& a) {
   }
   auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token,
                                                    .world = job->world.get(),
-                                                   .parallel = job->config});
+                                                   .parallel = job->config,
+                                                   .expert_offload = backends.expert_offload()});
   if (!model) {
     fmt::print(stderr, "bench: {}\n", model.error());
     return 1;

@@ -341,13 +341,15 @@ int run_generate(GenerateArgs a) {
 
   const auto t_load = Clock::now();
   const int threads = resolve_threads(a.backend.threads);
-  auto created = create_backend(a.backend);
+  auto created = create_backends(a.backend);
   if (!created) return fail(created.error());
-  std::unique_ptr<kernels::Backend> backend = std::move(*created);
+  Backends backends = std::move(*created);
+  kernels::Backend* backend = backends.main.get();
   auto job = start_job(a.parallel);
   if (!job) return fail(job.error());
   auto model = model::Model::open(a.model, *backend,
-                                  {.world = job->world.get(), .parallel = job->config});
+                                  {.world = job->world.get(), .parallel = job->config,
+                                   .expert_offload = backends.expert_offload()});
   if (!model) return fail(model.error());
   if (std::optional<int> code = serve_if_worker(**model)) return *code;
   auto tokenizer = Tokenizer::from_gguf((*model)->file());

@@ -3,9 +3,11 @@
 #include "kernels/backend_factory.h"
 
 #include <algorithm>
+#include <limits>
 #include <cctype>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 #include <thread>
 #include <utility>
 
@@ -106,11 +108,35 @@ void add_backend_options(CLI::App& sub, BackendArgs& args, const char* threads_h
                "CPU: multiply from the weights as mapped, making no repacked copies (for models "
                "near the size of RAM; by default copies are made while they fit in half the "
                "memory available at start)");
+  sub.add_flag("--cpu-moe", args.cpu_moe,
+               "MoE models: keep every layer's routed experts on the CPU (in host memory) beside "
+               "a --device cuda model; the rest of the model runs on the GPU");
+  sub.add_option("--n-cpu-moe", args.n_cpu_moe,
+                 "MoE models: keep the routed experts of the first N layers on the CPU")
+      ->check(CLI::NonNegativeNumber);
 }
 
-Result<std::unique_ptr<kernels::Backend>> create_backend(const BackendArgs& args) {
-  return kernels::create_backend(args.device, {.n_threads = resolve_threads(args.threads),
-                                               .repack = !args.no_repack});
+Result<Backends> create_backends(const BackendArgs& args) {
+  const kernels::BackendOptions options{.n_threads = resolve_threads(args.threads),
+                                        .repack = !args.no_repack};
+  Backends out;
+  Result<std::unique_ptr<kernels::Backend>> main = kernels::create_backend(args.device, options);
+  if (!main) return main.error_value();
+  out.main = std::move(*main);
+  if (args.cpu_moe || args.n_cpu_moe > 0) {
+    if (args.cpu_moe && args.n_cpu_moe > 0) {
+      return Error("--cpu-moe and --n-cpu-moe: give one of them");
+    }
+    Result<std::unique_ptr<kernels::Backend>> cpu = kernels::create_backend("cpu", options);
+    if (!cpu) return cpu.error_value();
+    out.experts = std::move(*cpu);
+    out.expert_layers = args.cpu_moe ? std::numeric_limits<int64_t>::max() : args.n_cpu_moe;
+    if (out.main->device_ordinal() < 0) {
+      spdlog::info("--cpu-moe / --n-cpu-moe with --device cpu: the experts run on a second CPU "
+                   "backend (the same memory; useful to check a placement, not faster)");
+    }
+  }
+  return out;
 }
 
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value) {

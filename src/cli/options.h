@@ -53,12 +53,25 @@ struct BackendArgs {
   int threads = 0;             // -t/--threads: kernel threads, 0 = every hardware thread
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N (kernels/backend_factory.h)
   bool no_repack = false;      // --no-repack: the CPU backend keeps no repacked weight copies
+  bool cpu_moe = false;        // --cpu-moe: every layer's routed experts on a CPU backend
+  int64_t n_cpu_moe = 0;       // --n-cpu-moe N: those of the first N layers
 };
-// Adds -t/--threads (with `threads_help`), --device and --no-repack to `sub`, bound to `args`.
+// Adds -t/--threads (with `threads_help`), --device, --no-repack, --cpu-moe and --n-cpu-moe to
+// `sub`, bound to `args`.
 void add_backend_options(CLI::App& sub, BackendArgs& args,
                          const char* threads_help = "Threads (default: all cores)");
-// The backend `args` asks for (kernels::create_backend; threads resolved by resolve_threads).
-Result<std::unique_ptr<kernels::Backend>> create_backend(const BackendArgs& args);
+// The model's backend and, with --cpu-moe / --n-cpu-moe, the CPU backend that holds the experts
+// (both must outlive the model; `expert_offload()` goes into ModelLoadOptions).
+struct Backends {
+  std::unique_ptr<kernels::Backend> main;
+  std::unique_ptr<kernels::Backend> experts;  // null without --cpu-moe / --n-cpu-moe
+  int64_t expert_layers = 0;
+  model::ModelConfig::ExpertOffload expert_offload() const {
+    return {.backend = experts.get(), .layers = expert_layers};
+  }
+};
+// What `args` asks for (kernels::create_backend; threads resolved by resolve_threads).
+Result<Backends> create_backends(const BackendArgs& args);
 
 // Sets the options of `app` that were not given on the command line from the TOML file `path`:
 // one `name = value` per line, names as the long options without the dashes (`port = 8080`,

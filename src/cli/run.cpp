@@ -98,12 +98,13 @@ int run_generate(const RunArgs& a) {
     return 1;
   }
   const int threads = resolve_threads(a.backend.threads);
-  auto created = create_backend(a.backend);
+  auto created = create_backends(a.backend);
   if (!created) {
     fmt::print(stderr, "run: {}\n", created.error());
     return 1;
   }
-  std::unique_ptr<kernels::Backend> backend = std::move(*created);
+  Backends backends = std::move(*created);
+  kernels::Backend* backend = backends.main.get();
   auto job = start_job(a.parallel);
   if (!job) {
     fmt::print(stderr, "run: {}\n", job.error());
@@ -111,7 +112,8 @@ int run_generate(const RunArgs& a) {
   }
   auto model = model::Model::load(file, *backend, {.experts_per_token = a.experts_per_token,
                                                    .world = job->world.get(),
-                                                   .parallel = job->config});
+                                                   .parallel = job->config,
+                                                   .expert_offload = backends.expert_offload()});
   if (!model) {
     fmt::print(stderr, "run: {}\n", model.error());
     return 1;

@@ -105,9 +105,10 @@ int run_serve(const ServeArgs& a) {
   if (a.port < 0 || a.port > 65535) return fail("--port must be in 0..65535");
 
   const int threads = resolve_threads(a.backend.threads);
-  auto created = create_backend(a.backend);
+  auto created = create_backends(a.backend);
   if (!created) return fail(created.error());
-  std::unique_ptr<kernels::Backend> backend = std::move(*created);
+  Backends backends = std::move(*created);
+  kernels::Backend* backend = backends.main.get();
   // -m hf://ORG/REPO/FILE.gguf (or an https:// URL): fetched into the cache first (docs/pull.md).
   std::string model_path = a.model;
   if (hub::is_remote(a.model)) {
@@ -128,7 +129,8 @@ int run_serve(const ServeArgs& a) {
   auto job = start_job(a.parallel);
   if (!job) return fail(job.error());
   auto model = model::Model::open(model_path, *backend,
-                                  {.world = job->world.get(), .parallel = job->config});
+                                  {.world = job->world.get(), .parallel = job->config,
+                                   .expert_offload = backends.expert_offload()});
   if (!model) return fail(model.error());
   if (std::optional<int> code = serve_if_worker(**model)) return *code;
   auto tokenizer = Tokenizer::from_gguf((*model)->file());

@@ -103,6 +103,16 @@ struct ModelConfig {
   // was given a distributed runtime. Not from the file.
   ModelShard shard;
 
+  // Routed experts kept on another backend (--cpu-moe / --n-cpu-moe: the CPU beside a GPU
+  // model): the experts of layers [0, layers) are uploaded to and run on `backend` (borrowed,
+  // outlives the model); the hidden state crosses over and back per layer. Not from the file;
+  // Model::load sets it from ModelLoadOptions::expert_offload.
+  struct ExpertOffload {
+    kernels::Backend* backend = nullptr;
+    int64_t layers = 0;
+    bool holds(int64_t layer) const { return backend != nullptr && layer < layers; }
+  } expert_offload;
+
   // Reads and validates the configuration (ranges, divisibility, supported features). Errors name
   // the file and the key; an architecture the registry lacks is an error listing the supported
   // ones. The first form uses the built-in families (ArchitectureRegistry::builtin()).

@@ -70,6 +70,18 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
     }
     config->n_experts_used = options.experts_per_token;
   }
+  if (options.expert_offload.backend != nullptr) {
+    if (options.world != nullptr && options.world->size() > 1) {
+      return make_error("{}: keeping experts on another backend (--cpu-moe, --n-cpu-moe) is not "
+                        "supported with a split model", file->name());
+    }
+    config->expert_offload = options.expert_offload;
+    config->expert_offload.layers = std::min(options.expert_offload.layers, config->n_layers);
+    if (config->n_experts > 0 && config->expert_offload.layers > 0) {
+      spdlog::info("{}: the routed experts of layers 0..{} run on the {} backend", file->name(),
+                   config->expert_offload.layers - 1, options.expert_offload.backend->name());
+    }
+  }
   std::unique_ptr<Distributed> distributed;
   if (options.world != nullptr && options.world->size() > 1) {
     Result<std::unique_ptr<Distributed>> d =

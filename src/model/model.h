@@ -82,6 +82,9 @@ struct ModelLoadOptions {
   // its shard. Null or a world of one process: the whole model here.
   dist::Communicator* world = nullptr;
   dist::ParallelConfig parallel = {};
+  // Routed experts of the first `layers` layers (all: a large number) kept on `backend` instead
+  // of the model's (ModelConfig::ExpertOffload). Not with a split model.
+  ModelConfig::ExpertOffload expert_offload = {};
 };
 
 class Model {

@@ -103,7 +103,8 @@ Status WeightLoader::load(std::initializer_list<TensorSpec> specs) {
       return make_error("{}: tensor '{}' is missing", file_->name(), spec.name);
     }
     Result<std::unique_ptr<kernels::Weight>> w =
-        upload(*t, spec.shape, spec.slice, spec.slice2, spec.pick_matrices);
+        upload(*t, spec.shape, spec.slice, spec.slice2, spec.pick_matrices,
+               spec.backend != nullptr ? *spec.backend : backend_);
     if (!w) return w.error_value();
     spec.dst = std::move(*w);
   }
@@ -131,7 +132,8 @@ std::vector<std::string> WeightLoader::unused() const {
 Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::TensorInfo& t,
                                                               std::vector<int64_t> shape,
                                                               Slice slice, Slice slice2,
-                                                              const std::vector<int32_t>& pick) {
+                                                              const std::vector<int32_t>& pick,
+                                                              kernels::Backend& backend) {
   used_.insert(t.name);
   const std::vector<int64_t> expected = trimmed(std::move(shape));
   const std::vector<int64_t> actual = trimmed(t.shape);
@@ -197,7 +199,7 @@ Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::Tensor
                  "tensors like it are not logged", file_->name(), t.name,
                  traits->name, traits->block_size);
   }
-  Result<std::unique_ptr<kernels::Weight>> w = backend_.upload_weight(desc);
+  Result<std::unique_ptr<kernels::Weight>> w = backend.upload_weight(desc);
   if (!w) return make_error("{}: {}", file_->name(), w.error());
   return w;
 }

@@ -70,6 +70,9 @@ struct TensorSpec {
   // Non-empty: keep only these matrices (dimension 2), in this order, copied (an expert
   // placement that is not one contiguous range). Applied before the slices.
   std::vector<int32_t> pick_matrices = {};
+  // The backend that holds the weight; null: the loader's (the model's). Experts kept on the CPU
+  // beside a GPU model (ModelConfig::expert_offload) name the CPU backend here.
+  kernels::Backend* backend = nullptr;
 };
 
 // "blk.<layer>.<suffix>": the name of a per-layer tensor.
@@ -95,7 +98,8 @@ class WeightLoader {
   Result<std::unique_ptr<kernels::Weight>> upload(const gguf::TensorInfo& t,
                                                   std::vector<int64_t> shape, Slice slice,
                                                   Slice slice2,
-                                                  const std::vector<int32_t>& pick_matrices);
+                                                  const std::vector<int32_t>& pick_matrices,
+                                                  kernels::Backend& backend);
 
   std::shared_ptr<const gguf::GgufFile> file_;
   kernels::Backend& backend_;

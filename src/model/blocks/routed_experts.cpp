@@ -34,38 +34,70 @@ Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) cons
   const Slice rows = split ? rows_of(columns_) : Slice{};
   const Slice cols = split ? columns_of(columns_) : Slice{};
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
+  kernels::Backend* placed = c_.expert_offload.holds(layer) ? c_.expert_offload.backend : nullptr;
   return loader.load({
-      {w.router, name("ffn_gate_inp.weight"), {d, e}},
-      {w.selection_bias, name("exp_probs_b.bias"), {e}, Load::IfPresent},
-      {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows, pick},
-      {w.up, name("ffn_up_exps.weight"), {d, f, e}, Load::Required, held, rows, pick},
-      {w.down, name("ffn_down_exps.weight"), {f, d, e}, Load::Required, held, cols, pick},
+      {w.router, name("ffn_gate_inp.weight"), {d, e}, Load::Required, {}, {}, {}, placed},
+      {w.selection_bias, name("exp_probs_b.bias"), {e}, Load::IfPresent, {}, {}, {}, placed},
+      {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows, pick, placed},
+      {w.up, name("ffn_up_exps.weight"), {d, f, e}, Load::Required, held, rows, pick, placed},
+      {w.down, name("ffn_down_exps.weight"), {f, d, e}, Load::Required, held, cols, pick, placed},
   });
 }
 
 Status RoutedExperts::reserve(kernels::Backend& backend, const StepCapacity& capacity) {
+  if (Status st = reserve(backend, capacity, here_, false); !st) return st;
+  if (c_.expert_offload.backend != nullptr && c_.expert_offload.layers > 0) {
+    if (Status st = reserve(*c_.expert_offload.backend, capacity, offload_, true); !st) return st;
+    staging_.reserve(static_cast<size_t>(capacity.max_tokens * c_.n_embd));
+  }
+  const int64_t pairs = capacity.max_tokens * c_.n_experts_used;
+  ids_host_.reserve(static_cast<size_t>(pairs));
+  weights_host_.reserve(static_cast<size_t>(pairs));
+  return {};
+}
+
+Status RoutedExperts::reserve(kernels::Backend& backend, const StepCapacity& capacity, Scratch& s,
+                              bool staging) {
   const int64_t n = capacity.max_tokens, k = c_.n_experts_used;
-  if (Status st = ids_.reserve(backend, n, k); !st) return st;
-  for (auto [scratch, rows, cols] : {std::tuple{&router_, n, c_.n_experts},
-                                     std::tuple{&weights_, n, k},
-                                     std::tuple{&gate_, n * k, columns_.count},
-                                     std::tuple{&up_, n * k, columns_.count},
-                                     std::tuple{&slots_, n * k, c_.n_embd}}) {
+  if (Status st = s.ids.reserve(backend, n, k); !st) return st;
+  const int64_t staged = staging ? n : 0;
+  for (auto [scratch, rows, cols] : {std::tuple{&s.router, n, c_.n_experts},
+                                     std::tuple{&s.weights, n, k},
+                                     std::tuple{&s.gate, n * k, columns_.count},
+                                     std::tuple{&s.up, n * k, columns_.count},
+                                     std::tuple{&s.slots, n * k, c_.n_embd},
+                                     std::tuple{&s.in, staged, c_.n_embd},
+                                     std::tuple{&s.out, staged, c_.n_embd}}) {
     if (Status st = scratch->reserve(backend, rows, cols); !st) return st;
   }
-  ids_host_.reserve(static_cast<size_t>(n * k));
-  weights_host_.reserve(static_cast<size_t>(n * k));
   return {};
 }
 
 void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weights& w, Matrix h,
                             Matrix out) {
-  kernels::Backend& be = ctx.backend;
+  if (!c_.expert_offload.holds(layer)) {
+    run(ctx, ctx.backend, here_, layer, w, h, out);
+    return;
+  }
+  // The experts live on the offload backend: h over, the block there, the output back.
+  kernels::Backend& other = *c_.expert_offload.backend;
+  const int64_t n = ctx.inputs.n_tokens;
+  const Matrix in = offload_.in.rows(n), result = offload_.out.rows(n);
+  staging_.resize(static_cast<size_t>(n * c_.n_embd));  // within the reserved capacity
+  ctx.backend.read_view(h, staging_.data());
+  other.write_view(staging_.data(), in);
+  run(ctx, other, offload_, layer, w, in, result);
+  other.read_view(result, staging_.data());
+  ctx.backend.write_view(staging_.data(), out);
+}
+
+void RoutedExperts::run(const ForwardContext& ctx, kernels::Backend& be, Scratch& s, int64_t layer,
+                        const Weights& w, Matrix h, Matrix out) {
   const int64_t n = ctx.inputs.n_tokens, k = c_.n_experts_used;
-  const Matrix router = router_.rows(n);
-  const IndexMatrix ids = ids_.rows(n);
-  const Matrix weights = weights_.rows(n);
-  const Matrix gate = gate_.rows(n * k), up = up_.rows(n * k), slots = slots_.rows(n * k);
+  const Matrix router = s.router.rows(n);
+  const IndexMatrix ids = s.ids.rows(n);
+  const Matrix weights = s.weights.rows(n);
+  const Matrix gate = s.gate.rows(n * k), up = s.up.rows(n * k), slots = s.slots.rows(n * k);
   kernels::RoutingParams routing;
   routing.normalize_top_k = c_.moe_normalize_top_k;
   routing.scale = c_.moe_weights_scale;
@@ -78,11 +110,11 @@ void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weig
   be.route_experts(router, routing, ids, weights);
   if (ctx.expert_counts != nullptr) {
     ids_host_.resize(static_cast<size_t>(n * k));  // within the reserved capacity
-    be.read(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
+    be.read(s.ids.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
     std::atomic<uint64_t>* counts = ctx.expert_counts + static_cast<size_t>(layer * c_.n_experts);
     for (const int32_t e : ids_host_) counts[e].fetch_add(1, std::memory_order_relaxed);
   }
-  if (c_.shard.expert_parallel) localize(be, w, n * k);
+  if (c_.shard.expert_parallel) localize(be, s, w, n * k);
   be.matmul_experts(*w.gate, h, ids, gate);  // [n*K][f]
   be.matmul_experts(*w.up, h, ids, up);      // [n*K][f]
   be.swiglu(gate, up, gate);
@@ -93,19 +125,19 @@ void RoutedExperts::forward(const ForwardContext& ctx, int64_t layer, const Weig
 
 // The step's expert ids as indices into this rank's experts: -1 (a zero row, weight 0) for an
 // expert another rank holds. On the host: n*K ids and weights, read and written back.
-void RoutedExperts::localize(kernels::Backend& be, const Weights& w, int64_t pairs) {
+void RoutedExperts::localize(kernels::Backend& be, Scratch& s, const Weights& w, int64_t pairs) {
   ids_host_.resize(static_cast<size_t>(pairs));
   weights_host_.resize(static_cast<size_t>(pairs));
-  be.read(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
-  be.read(weights_.buffer(), 0, weights_host_.data(), weights_host_.size() * sizeof(float));
+  be.read(s.ids.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
+  be.read(s.weights.buffer(), 0, weights_host_.data(), weights_host_.size() * sizeof(float));
   for (size_t i = 0; i < ids_host_.size(); ++i) {
     const int32_t local = w.local_of[static_cast<size_t>(ids_host_[i])];
     const bool held = local >= 0;
     ids_host_[i] = local;
     if (!held) weights_host_[i] = 0.0f;
   }
-  be.write(ids_.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
-  be.write(weights_.buffer(), 0, weights_host_.data(), weights_host_.size() * sizeof(float));
+  be.write(s.ids.buffer(), 0, ids_host_.data(), ids_host_.size() * sizeof(int32_t));
+  be.write(s.weights.buffer(), 0, weights_host_.data(), weights_host_.size() * sizeof(float));
 }
 
 }  // namespace cadenza::model::blocks

@@ -19,6 +19,10 @@
 // parallel: this rank holds whole experts [e0, e0 + E/tp) and the ids of the others become -1
 // (zero rows). Either way the router is whole and the output is all-reduced.
 //
+// Placement (config.expert_offload, --cpu-moe): the experts of the first layers may live on a
+// second backend; there the block copies h over (read_view / write_view), routes and runs the
+// experts with that backend's scratch, and copies the output back.
+//
 // One object per model (shape, scratch); one Weights per layer. Not thread-safe (scratch).
 #pragma once
 
@@ -56,17 +60,28 @@ class RoutedExperts {
                kernels::Matrix out);
 
  private:
-  void localize(kernels::Backend& backend, const Weights& w, int64_t pairs);
+  // The activations of one step on one backend.
+  struct Scratch {
+    ScratchMatrix router;     // [n][E]
+    ScratchIndices ids;       // [n][K]
+    ScratchMatrix weights;    // [n][K]
+    ScratchMatrix gate, up;   // [n*K][f]
+    ScratchMatrix slots;      // [n*K][d]
+    ScratchMatrix in, out;    // [n][d] h and the output on the offload backend (else unused)
+  };
+  Status reserve(kernels::Backend& backend, const StepCapacity& capacity, Scratch& s,
+                 bool staging);
+  void run(const ForwardContext& ctx, kernels::Backend& be, Scratch& s, int64_t layer,
+           const Weights& w, kernels::Matrix h, kernels::Matrix out);
+  void localize(kernels::Backend& backend, Scratch& s, const Weights& w, int64_t pairs);
 
   const ModelConfig& c_;
-  dist::Range columns_;           // the columns of each held expert
-  ScratchMatrix router_;          // [n][E]
-  ScratchIndices ids_;            // [n][K]
-  ScratchMatrix weights_;         // [n][K]
-  ScratchMatrix gate_, up_;       // [n*K][f]
-  ScratchMatrix slots_;           // [n*K][d]
+  dist::Range columns_;  // the columns of each held expert
+  Scratch here_;         // on the model's backend
+  Scratch offload_;      // on config.expert_offload.backend, when it holds layers
   std::vector<int32_t> ids_host_;  // the step's ids read back for the statistics (capacity n*K)
   std::vector<float> weights_host_;  // expert parallel: the step's weights (capacity n*K)
+  std::vector<float> staging_;       // [n][d] on the host, crossing between the backends
 };
 
 }  // namespace cadenza::model::blocks

@@ -102,7 +102,10 @@ struct MatmulCase {
 std::vector<MatmulCase> matmul_cases() {
   return {{DType::F32, 96, 256},  {DType::F32, 37, 100},  {DType::F16, 96, 320},
           {DType::F16, 33, 100},  {DType::BF16, 80, 256}, {DType::Q8_0, 96, 320},
-          {DType::Q4_K, 70, 512}, {DType::Q6_K, 40, 256}, {DType::Q4_0, 40, 96}};
+          {DType::Q4_K, 70, 512}, {DType::Q6_K, 40, 256}, {DType::Q4_0, 40, 96},
+          // the low-bit types the giant MoE files ship in, decoded on the device
+          {DType::Q2_K, 40, 512}, {DType::Q3_K, 40, 256}, {DType::IQ4_XS, 40, 512},
+          {DType::MXFP4, 40, 96}};
 }
 
 TEST_F(CudaOps, MatmulMatchesReferenceAndIsBatchInvariant) {
@@ -170,7 +173,7 @@ TEST_F(CudaOps, CublasPathMatchesReferenceWithinHalfPrecisionBound) {
 
 TEST_F(CudaOps, GetRowsDecodesExactlyLikeTheCpu) {
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q6_K,
-                     DType::Q5_1}) {
+                     DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::MXFP4}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     TestWeight w = make_weight(type, 1, 50, 256, 21);
     Result<std::unique_ptr<Weight>> gw = gpu->upload_weight(w.desc);
@@ -315,7 +318,7 @@ TEST_F(CudaOps, RoutingAndSlotSumMatchCpu) {
 
 TEST_F(CudaOps, ExpertMatmulMatchesReferenceAndTheDenseKernel) {
   const int64_t experts = 4, m = 40, k = 256, n = 6, slots = 2;
-  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_K}) {
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_K, DType::Q2_K, DType::MXFP4}) {
     SCOPED_TRACE(std::string(dtype_name(type)));
     TestWeight w = make_weight(type, experts, m, k, 50);
     Result<std::unique_ptr<Weight>> gw = gpu->upload_weight(w.desc);

@@ -31,6 +31,11 @@ enum class WType : int32_t {
   BF16 = 2,
   Q8_0 = 3,  // split: int8 quants data[row][k] and fp16 scales scales[row][k/32]
   Q4_K = 4,  // GGUF blocks as in the file (144 bytes per 256 elements)
+  // GGUF blocks as in the file (tensor/blocks.h), decoded byte by byte (no alignment assumed):
+  Q2_K = 5,    // 84 bytes per 256 elements
+  Q3_K = 6,    // 110 bytes per 256
+  IQ4_XS = 7,  // 136 bytes per 256
+  MXFP4 = 8,   // 17 bytes per 32
 };
 
 // A weight tensor of `matrices` matrices of rows x cols in device memory.

@@ -2,6 +2,7 @@
 #include "kernels/cuda/cuda_memory.h"
 
 #include <cstring>
+#include <optional>
 #include <limits>
 #include <mutex>
 #include <vector>
@@ -91,13 +92,21 @@ Result<std::unique_ptr<CudaWeight>> upload_weight(const WeightDesc& desc) {
   d.matrices = desc.matrices;
 
   const bool vector = desc.rows == 1 && desc.matrices == 1;
-  const bool direct = desc.type == DType::F32 || desc.type == DType::F16 ||
-                      desc.type == DType::BF16 || desc.type == DType::Q4_K;
+  // Types the device decodes from the file's own bytes (matmul_common.cuh decode8).
+  std::optional<WType> direct;
+  switch (desc.type) {
+    case DType::F32: direct = WType::F32; break;
+    case DType::F16: direct = WType::F16; break;
+    case DType::BF16: direct = WType::BF16; break;
+    case DType::Q4_K: direct = WType::Q4_K; break;
+    case DType::Q2_K: direct = WType::Q2_K; break;
+    case DType::Q3_K: direct = WType::Q3_K; break;
+    case DType::IQ4_XS: direct = WType::IQ4_XS; break;
+    case DType::MXFP4: direct = WType::MXFP4; break;
+    default: break;
+  }
   if (!vector && direct) {
-    d.type = desc.type == DType::F32    ? WType::F32
-             : desc.type == DType::F16  ? WType::F16
-             : desc.type == DType::BF16 ? WType::BF16
-                                        : WType::Q4_K;
+    d.type = *direct;
     d.row_bytes = row_bytes_file;
     d.matrix_bytes = row_bytes_file * static_cast<size_t>(desc.rows);
     const size_t total = d.matrix_bytes * static_cast<size_t>(desc.matrices);

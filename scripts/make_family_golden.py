@@ -37,11 +37,11 @@ with tempfile.TemporaryDirectory() as tmp:
            "--seed", str(a.seed), "--vocab-from", os.path.join(shared, a.vocab_from), "-t", "2"]
     if a.layers:
         cmd += ["--layers", str(a.layers)]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cases = []
     for c in prompts:
         out = subprocess.run([a.refdump, model, c["prompt"], "16", "8", "1", "2"], check=True,
-                             capture_output=True, text=True).stdout
+                             capture_output=True).stdout.decode("utf-8", "replace")
         d = json.loads(out)
         d.pop("last_logits", None)
         d.pop("model", None)

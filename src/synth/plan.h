@@ -35,6 +35,10 @@ DType fit_row(DType t, int64_t row);
 bool use_more_bits(int64_t i, int64_t n);
 // The type of the output projection (and of a tied embedding).
 DType output_type(const TypeScheme& s);
+// The type of an untied token embedding (only rows are looked up, never multiplied): the scheme's,
+// except Q4_K for the IQ1/IQ2/IQ3 schemes, whose search-based quantizers are slow on a large
+// vocabulary and buy nothing there.
+DType embedding_type(const TypeScheme& s);
 
 // Appends tensors to a plan: a matrix of `out` rows of `in` elements (its type fitted to the row),
 // an f32 vector.

@@ -17,7 +17,8 @@ std::vector<TensorPlan> plan_deepseek2(const ModelShape& m, const TypeScheme& sc
   auto experts = [&](std::string name, int64_t in, int64_t out, int64_t count, DType type) {
     t.push_back({std::move(name), {in, out, count}, fit_row(type, in), Init::kNormal});
   };
-  b.matrix("token_embd.weight", d, n_vocab, m.tied_output ? output_type(scheme) : scheme.base);
+  b.matrix("token_embd.weight", d, n_vocab,
+           m.tied_output ? output_type(scheme) : embedding_type(scheme));
   for (int64_t i = 0; i < m.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     const bool more = scheme.k_mix && use_more_bits(i, m.n_layer);

@@ -75,6 +75,16 @@ DType output_type(const TypeScheme& s) {
   return DType::Q6_K;
 }
 
+DType embedding_type(const TypeScheme& s) {
+  switch (s.base) {
+    case DType::IQ2_XXS: case DType::IQ2_XS: case DType::IQ2_S: case DType::IQ3_XXS:
+    case DType::IQ3_S: case DType::IQ1_S: case DType::IQ1_M:
+      return DType::Q4_K;
+    default:
+      return s.base;
+  }
+}
+
 namespace {
 
 Result<TypeScheme> parse_scheme(const std::string& name) {
@@ -87,11 +97,17 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
       {"q8_0", DType::Q8_0, 7}, {"q4_0", DType::Q4_0, 2}, {"q4_1", DType::Q4_1, 3},
       {"q5_0", DType::Q5_0, 8}, {"q5_1", DType::Q5_1, 9}, {"q4_k", DType::Q4_K, 14},
       {"q5_k", DType::Q5_K, 16}, {"q6_k", DType::Q6_K, 18},
+      // The low-bit types of the giant MoE files (file types as the reference numbers them).
+      {"q2_k", DType::Q2_K, 10},    {"q3_k", DType::Q3_K, 12},    {"iq4_nl", DType::IQ4_NL, 25},
+      {"iq4_xs", DType::IQ4_XS, 30}, {"mxfp4", DType::MXFP4, 38},  {"iq2_xxs", DType::IQ2_XXS, 19},
+      {"iq2_xs", DType::IQ2_XS, 20}, {"iq2_s", DType::IQ2_S, 28},   {"iq3_xxs", DType::IQ3_XXS, 23},
+      {"iq3_s", DType::IQ3_S, 26},   {"iq1_s", DType::IQ1_S, 24},   {"iq1_m", DType::IQ1_M, 31},
   };
   for (const auto& k : kKnown)
     if (n == k.name) return TypeScheme{k.t, false, k.ftype};
   return make_error("unknown weight type '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-                    "q5_1, q4_k, q5_k, q6_k or q4_k_m)", name);
+                    "q5_1, q4_k, q5_k, q6_k, q4_k_m, q2_k, q3_k, iq4_nl, iq4_xs, mxfp4, iq2_xxs, "
+                    "iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s or iq1_m)", name);
 }
 
 std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,
@@ -106,7 +122,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
     t.push_back({std::move(name), {n}, DType::F32, init});
   };
   matrix("token_embd.weight", m.n_embd, n_vocab,
-         m.tied_output ? output_type(scheme) : scheme.base);
+         m.tied_output ? output_type(scheme) : embedding_type(scheme));
   if (m.rope_scale_factor > 0) vec("rope_freqs.weight", m.head_dim / 2, Init::kOnes);
   for (int64_t i = 0; i < m.n_layer; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";

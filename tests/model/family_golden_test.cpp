@@ -23,6 +23,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,17 @@ namespace {
 // (top-k, every ISA level): see the table in docs/models.md.
 constexpr double kF16Bound = 2.5e-2;
 constexpr int64_t kStrictPositions = 8;
+// The files `type-<t>.json`: the `demo` preset (2 layers, llama) with every matrix in one of the
+// low-bit types (tensor/README.md). The reference quantizes activations to 8-bit blocks inside its
+// matmuls for them (Q8_K; Q8_0 for IQ4_NL and MXFP4), we mostly do not (types without a SIMD
+// kernel multiply decoded weights with f32 activations), as for golden_test.cpp's quantized
+// models. Measured max top-k diff over the ISA levels: q2_k 0.084-0.119, q3_k 0.094-0.101,
+// iq4_nl 0.065-0.071, iq4_xs 0.082-0.091, mxfp4 0.064-0.080, iq2_xxs 0.085-0.090, iq2_xs
+// 0.100-0.105, iq2_s 0.091-0.103, iq3_xxs 0.094-0.100, iq3_s 0.086-0.095, iq1_s 0.090-0.108,
+// iq1_m 0.096-0.098; at most one case's greedy continuation differs per file. With the
+// reference's activation rounding emulated, position 0 agrees to 6e-6 for every type: the
+// decoders are the format's, bit for bit. 0.15 is 1.26x the largest.
+constexpr double kQuantizedBound = 0.15;
 
 // Per golden file: the fraction of top-k logits that may exceed kF16Bound after a routing
 // near-tie, and how many cases' greedy continuations may differ before the reference's own
@@ -53,6 +66,7 @@ struct Allowance {
   const char* name;
   double topk_fraction;
   int greedy_mismatches;
+  double bound = kF16Bound;
 };
 constexpr Allowance kAllowances[] = {
     // 3 layers, f16: top-k all within the bound (max 0.0089); greedy: the fib case flips an
@@ -68,6 +82,7 @@ Allowance allowance_of(const std::string& name) {
   for (const Allowance& a : kAllowances) {
     if (name == a.name) return a;
   }
+  if (name.rfind("type-", 0) == 0) return {"", 0.0, 1, kQuantizedBound};
   return {"", 0.0, 0};
 }
 
@@ -86,8 +101,13 @@ nlohmann::json read_golden(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-// Writes the recipe's model into `dir`; returns its path (empty on failure, with the test failed).
-std::string synthesize(const nlohmann::json& recipe, const std::filesystem::path& dir) {
+// The recipe's model, written once per test process into a folder removed at exit (the three
+// tests of a file share it; the IQ quantizers take a second or two per file). Empty on failure,
+// with the test failed.
+std::string synthesize(const std::string& name, const nlohmann::json& recipe) {
+  static test::TempDir dir("family-golden");
+  static std::map<std::string, std::string> written_paths;
+  if (auto it = written_paths.find(name); it != written_paths.end()) return it->second;
   std::optional<synth::ModelShape> shape = synth::find_preset(recipe["preset"].get<std::string>());
   EXPECT_TRUE(shape) << recipe.dump();
   if (!shape) return {};
@@ -97,10 +117,12 @@ std::string synthesize(const nlohmann::json& recipe, const std::filesystem::path
   options.weight_type = recipe["type"].get<std::string>();
   options.seed = recipe["seed"].get<uint64_t>();
   options.vocab_from = (test::shared_dir() / recipe["vocab_from"].get<std::string>()).string();
-  const std::string path = (dir / "model.gguf").string();
+  const std::string path = (dir.path() / (name + ".gguf")).string();
   Result<synth::SynthSummary> written = synth::write_synthetic_model(options, path);
   EXPECT_TRUE(written) << written.error();
-  return written ? path : std::string();
+  if (!written) return {};
+  written_paths[name] = path;
+  return path;
 }
 
 int32_t argmax(const float* logits, int64_t n) {
@@ -112,8 +134,7 @@ class FamilyGoldenTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchReference) {
   CADENZA_REQUIRE_SHARED();
   const nlohmann::json golden = read_golden(GetParam());
-  test::TempDir dir("family-golden");
-  const std::string path = synthesize(golden["recipe"], dir.path());
+  const std::string path = synthesize(GetParam(), golden["recipe"]);
   ASSERT_FALSE(path.empty());
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend({.n_threads = 2});
   Result<std::unique_ptr<Model>> model = Model::open(path, *backend);
@@ -146,21 +167,21 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchReference) {
         const double diff = std::abs(ours[pair[0].get<int64_t>()] - pair[1].get<double>());
         max_diff = std::max(max_diff, diff);
         ++topk_checked;
-        if (diff > kF16Bound) {
+        if (diff > allowed.bound) {
           ++topk_over;
           over = true;
         }
         if (strict) {
-          EXPECT_LE(diff, kF16Bound) << "position " << pos << " token " << pair[0];
+          EXPECT_LE(diff, allowed.bound) << "position " << pos << " token " << pair[0];
         }
       }
-      if (!over && ref[0][1].get<double>() - ref[1][1].get<double>() > kF16Bound) {
+      if (!over && ref[0][1].get<double>() - ref[1][1].get<double>() > allowed.bound) {
         EXPECT_EQ(argmax(ours, n_vocab), ref[0][0].get<int32_t>()) << "position " << pos;
       }
     }
     // Greedy: equal up to the reference's first near-tie (the steps before it).
     size_t until = 0;
-    while (until < greedy.size() && margins[until] >= 2 * kF16Bound) ++until;
+    while (until < greedy.size() && margins[until] >= 2 * allowed.bound) ++until;
     std::vector<int32_t> generated;
     int32_t next = argmax(logits->data() + (n - 1) * n_vocab, n_vocab);
     for (size_t step = 0; step < until; ++step) {
@@ -177,10 +198,10 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchReference) {
     greedy_total += static_cast<int>(greedy.size());
   }
   EXPECT_LE(topk_over, allowed.topk_fraction * topk_checked)
-      << topk_over << " of " << topk_checked << " top-k logits over " << kF16Bound;
+      << topk_over << " of " << topk_checked << " top-k logits over " << allowed.bound;
   EXPECT_LE(greedy_mismatches, allowed.greedy_mismatches);
   std::cout << "[family golden] " << GetParam() << ": max |diff| top-k " << max_diff << " (bound "
-            << kF16Bound << "; " << topk_over << " of " << topk_checked
+            << allowed.bound << "; " << topk_over << " of " << topk_checked
             << " over it); greedy compared over " << greedy_compared << "/" << greedy_total
             << " steps (up to the reference's near-ties), " << greedy_mismatches
             << " case(s) differ\n";
@@ -190,8 +211,7 @@ TEST_P(FamilyGoldenTest, FirstPositionMatchesWithEmulatedReferenceRounding) {
   CADENZA_REQUIRE_SHARED();
   constexpr double kBound = 2e-3;
   const nlohmann::json golden = read_golden(GetParam());
-  test::TempDir dir("family-golden");
-  const std::string path = synthesize(golden["recipe"], dir.path());
+  const std::string path = synthesize(GetParam(), golden["recipe"]);
   ASSERT_FALSE(path.empty());
   test::ReferenceEmulatingBackend backend(kernels::make_cpu_backend({.n_threads = 2}), true);
   Result<std::unique_ptr<Model>> model = Model::open(path, backend);
@@ -218,8 +238,7 @@ TEST_P(FamilyGoldenTest, FirstPositionMatchesWithEmulatedReferenceRounding) {
 TEST_P(FamilyGoldenTest, BatchedMatchesAlone) {
   CADENZA_REQUIRE_SHARED();
   const nlohmann::json golden = read_golden(GetParam());
-  test::TempDir dir("family-golden");
-  const std::string path = synthesize(golden["recipe"], dir.path());
+  const std::string path = synthesize(GetParam(), golden["recipe"]);
   ASSERT_FALSE(path.empty());
   std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend({.n_threads = 3});
   Result<std::unique_ptr<Model>> model = Model::open(path, *backend);

@@ -2,8 +2,10 @@
 // (llama.cpp's CPU backend) does before its matmuls, so that golden tests can tell rounding
 // differences from bugs:
 //  - F16 weights: the activation row is rounded to f16;
-//  - Q4_0 / Q8_0 weights: the activation row is quantized to Q8_0 blocks (fp16 scale);
-//  - K-quant weights (Q4_K, Q6_K, ...): the row is quantized to Q8_K blocks (f32 scale).
+//  - Q4_0 / Q8_0 / IQ4_NL / MXFP4 weights: the activation row is quantized to Q8_0 blocks (fp16
+//    scale);
+//  - K-quant and the other IQ weights (Q2_K .. Q6_K, IQ4_XS, IQ1/IQ2/IQ3): the row is quantized to
+//    Q8_K blocks (f32 scale).
 // Optionally K and V are rounded to f16 when written (the reference's default f16 KV cache).
 // Everything else is forwarded unchanged to the wrapped backend. It also shows the seam at work:
 // a backend can be layered without the model noticing.
@@ -119,7 +121,9 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
       case DType::Q4_1:
       case DType::Q5_0:
       case DType::Q5_1:
-      case DType::Q8_0: {
+      case DType::Q8_0:
+      case DType::IQ4_NL:
+      case DType::MXFP4: {
         std::vector<uint8_t> q(static_cast<size_t>(*row_bytes(DType::Q8_0, n)));
         quantize_row(DType::Q8_0, src, q.data(), n);
         dequantize_row(DType::Q8_0, q.data(), dst, n);
@@ -128,6 +132,16 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
       case DType::Q4_K:
       case DType::Q5_K:
       case DType::Q6_K:
+      case DType::Q2_K:
+      case DType::Q3_K:
+      case DType::IQ4_XS:
+      case DType::IQ2_XXS:
+      case DType::IQ2_XS:
+      case DType::IQ2_S:
+      case DType::IQ3_XXS:
+      case DType::IQ3_S:
+      case DType::IQ1_S:
+      case DType::IQ1_M:
         // Q8_K: blocks of 256, scale = -max/127 where max is the element of largest magnitude
         // (sign kept), q = round-half-even(x / scale) capped at 127, stored scale in f32.
         for (int64_t b = 0; b < n; b += 256) {

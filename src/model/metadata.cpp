@@ -81,8 +81,8 @@ Status read_feed_forward(const MetadataReader& md, ModelConfig& c, const FeedFor
   Result<bool> norm = md.flag_or("expert_weights_norm", keys.normalize_top_k);
   if (!norm) return norm.error_value();
   c.moe_normalize_top_k = *norm;
-  // Gating function as the reference numbers it: 1 = softmax (the default), 2 = sigmoid.
-  Result<int64_t> gating = md.count_or("expert_gating_func", 1, 0, 16);
+  // Gating function as the reference numbers it: 1 = softmax, 2 = sigmoid (default: the family's).
+  Result<int64_t> gating = md.count_or("expert_gating_func", keys.sigmoid_gating ? 2 : 1, 0, 16);
   if (!gating) return gating.error_value();
   if (*gating != 1 && *gating != 2) {
     return make_error("{}: key '{}' = {}: only softmax (1) and sigmoid (2) gating are supported",

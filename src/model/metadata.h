@@ -66,6 +66,9 @@ struct FeedForwardKeys {
   Experts experts = Experts::None;
   // Default of `expert_weights_norm` (renormalise the top-k weights to sum to 1).
   bool normalize_top_k = true;
+  // Default of `expert_gating_func`: sigmoid (2) instead of softmax (1) when the key is missing
+  // (glm4moe).
+  bool sigmoid_gating = false;
 };
 
 // Reads feed_forward_length and, when the model has experts, expert_count, expert_used_count,

@@ -57,4 +57,10 @@ std::vector<TensorPlan> plan_deepseek2(const ModelShape& m, const TypeScheme& sc
                                        int64_t n_vocab);
 void set_deepseek2_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
+// glm4moe (plan_glm4moe.cpp): its tensors (the multi-token-prediction layers included) and its
+// `glm4moe.*` keys beyond the common ones.
+std::vector<TensorPlan> plan_glm4moe(const ModelShape& m, const TypeScheme& scheme,
+                                     int64_t n_vocab);
+void set_glm4moe_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
 }  // namespace cadenza::synth

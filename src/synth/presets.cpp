@@ -150,6 +150,36 @@ std::vector<ModelShape> make_presets() {
   v2lite.vocab_style = "DeepSeek-V2 byte-level BPE";
   out.push_back(v2lite);
 
+  // GLM-4.5 / 4.6 layout (glm4moe architecture) scaled down: GQA with q/k/v biases and per-head
+  // Q/K norms, head dim 128 with NeoX RoPE on its first half (partial_rotary_factor 0.5), one
+  // leading dense layer, sigmoid-gated experts with a selection bias (no groups: n_group 1),
+  // one shared expert, top-k renormalised and scaled by 2.5, and one multi-token-prediction
+  // layer after the decoder layers (GLM-4.5: 92 + 1). small: for tests (embd 256 so every
+  // 256-element block type fits); mid: ~1 GB at Q4_K_M.
+  auto glm45 = [](std::string preset, std::string display, int64_t embd, int64_t layers,
+                  int64_t heads, int64_t kv_heads, int64_t ff, int64_t experts, int64_t used,
+                  int64_t ff_expert) {
+    ModelShape s = dense(std::move(preset), std::move(display), "glm4moe", 151552, 131072, embd,
+                         layers, heads, kv_heads, ff, 1e6, 1e-5, false);
+    s.head_dim = 128;
+    s.rope_dims = 64;
+    s.qkv_bias = true;
+    s.qk_norm = true;
+    s.n_leading_dense = 1;
+    s.n_expert = experts;
+    s.n_expert_used = used;
+    s.n_ff_expert = ff_expert;
+    s.n_expert_shared = 1;
+    s.expert_sigmoid = true;
+    s.expert_weights_norm = true;
+    s.expert_weights_scale = 2.5;
+    s.n_nextn_layers = 1;
+    s.vocab_style = "GLM-4.5 byte-level BPE";
+    return s;
+  };
+  out.push_back(glm45("glm4.5-small", "GLM-4.5-style MoE (small)", 256, 3, 4, 2, 512, 16, 4, 128));
+  out.push_back(glm45("glm4.5-mid", "GLM-4.5-style MoE (mid)", 1536, 16, 16, 2, 4096, 64, 8, 256));
+
   // A tiny model for quick starts and tests: runs instantly anywhere.
   ModelShape demo = dense("demo", "Cadenza demo (tiny)", "llama", 0, 2048, 256, 4, 8, 2, 768,
                           10000.0, 1e-5, true);

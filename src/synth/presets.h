@@ -13,7 +13,8 @@ namespace cadenza::synth {
 struct ModelShape {
   std::string preset;          // preset name, e.g. "qwen2.5-0.5b"
   std::string display_name;    // e.g. "Qwen2.5-0.5B"
-  std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe, qwen2moe
+  std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe, qwen2moe,
+                               // deepseek2, glm4moe
   int64_t n_vocab = 0;
   int64_t n_ctx = 0;
   int64_t n_embd = 0;
@@ -52,6 +53,11 @@ struct ModelShape {
   double expert_weights_scale = 1.0;
   int64_t n_expert_groups = 1;
   int64_t n_expert_groups_used = 1;
+  // glm4moe (synth/plan_glm4moe.cpp; also uses the leading-dense, shared-expert and routing
+  // fields above): RoPE on the first rope_dims elements of each head (0: all of head_dim), and
+  // multi-token-prediction layers written after the n_layer decoder layers.
+  int64_t rope_dims = 0;
+  int64_t n_nextn_layers = 0;
   // YaRN rope scaling (factor 0: none)
   double yarn_factor = 0;
   int64_t yarn_original_ctx = 4096;

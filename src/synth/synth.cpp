@@ -113,6 +113,7 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
 std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,
                                      int64_t n_vocab) {
   if (m.arch == "deepseek2") return plan_deepseek2(m, scheme, n_vocab);
+  if (m.arch == "glm4moe") return plan_glm4moe(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
   auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
@@ -258,6 +259,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
     w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
   }
   if (m.arch == "deepseek2") set_deepseek2_metadata(w, m);
+  if (m.arch == "glm4moe") set_glm4moe_metadata(w, m);
   if (m.n_expert > 0) {
     w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));
@@ -278,6 +280,11 @@ Status validate_shape(const ModelShape& m) {
     return make_error("synth: head count {} is not a multiple of the KV head count {}", m.n_head,
                       m.n_head_kv);
   if (m.head_dim % 2 != 0) return make_error("synth: head dimension {} is odd", m.head_dim);
+  if (m.rope_dims < 0 || m.rope_dims % 2 != 0 || m.rope_dims > m.head_dim)
+    return make_error("synth: RoPE dimensions {} are odd or more than the head's {}", m.rope_dims,
+                      m.head_dim);
+  if (m.n_nextn_layers < 0)
+    return make_error("synth: {} multi-token-prediction layers", m.n_nextn_layers);
   if (m.n_embd % 32 != 0) return make_error("synth: embedding {} is not a multiple of 32", m.n_embd);
   if (m.n_expert == 0 && (m.n_ff <= 0 || m.n_ff % 32 != 0))
     return make_error("synth: FFN width {} is not a positive multiple of 32", m.n_ff);

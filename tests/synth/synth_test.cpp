@@ -72,8 +72,51 @@ TEST(Synth, EveryPresetWritesAValidFile) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "tinyllama-1.1b",
                              "llama-2-7b", "mixtral-small", "qwen3moe-small", "qwen2moe-small",
                              "deepseek-v3-small", "deepseek-v3-mid", "deepseek-v2-lite-small",
-                             "demo"})
+                             "glm4.5-small", "glm4.5-mid", "demo"})
     for (const char* type : {"f16", "q4_k_m"}) check_preset(preset, type);
+}
+
+// glm4moe: the decoder layers, then the multi-token-prediction layer (a full MoE layer plus its
+// nextn.* tensors), counted in block_count; partial RoPE; the FFN norm as post_attention_norm.
+TEST(Synth, Glm45PresetsWriteTheGlm4MoeLayout) {
+  for (const char* preset : {"glm4.5-small", "glm4.5-mid"}) {
+    SCOPED_TRACE(preset);
+    SynthOptions opts;
+    opts.shape = *find_preset(preset);
+    opts.shape.n_vocab = 300;
+    opts.shape.n_layer = 3;  // mid too, to keep the test small
+    opts.shape.n_embd = 256;
+    opts.shape.n_ff = 512;
+    opts.shape.n_expert = 16;
+    opts.shape.n_ff_expert = 256;
+    opts.weight_type = "q4_k_m";
+    const std::string path = temp_path("synth-glm");
+    ASSERT_TRUE(write_synthetic_model(opts, path).ok());
+    auto file = gguf::GgufFile::open(path);
+    ASSERT_TRUE(file.ok()) << file.error();
+    const gguf::GgufFile& f = **file;
+    EXPECT_EQ(*f.get_string("general.architecture"), "glm4moe");
+    EXPECT_EQ(*f.get_uint("glm4moe.block_count"), 4u);
+    EXPECT_EQ(*f.get_uint("glm4moe.nextn_predict_layers"), 1u);
+    EXPECT_EQ(*f.get_uint("glm4moe.leading_dense_block_count"), 1u);
+    EXPECT_EQ(*f.get_uint("glm4moe.expert_shared_count"), 1u);
+    EXPECT_EQ(*f.get_uint("glm4moe.expert_gating_func"), 2u);
+    EXPECT_EQ(*f.get_uint("glm4moe.attention.key_length"), 128u);
+    EXPECT_EQ(*f.get_uint("glm4moe.rope.dimension_count"), 64u);
+    EXPECT_NE(f.find_tensor("blk.0.ffn_up.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.0.ffn_up_exps.weight"), nullptr);
+    EXPECT_NE(f.find_tensor("blk.1.post_attention_norm.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.1.ffn_norm.weight"), nullptr);
+    EXPECT_NE(f.find_tensor("blk.2.exp_probs_b.bias"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.2.ffn_gate_shexp.weight")->shape,
+              (std::vector<int64_t>{256, 256}));
+    EXPECT_EQ(f.find_tensor("blk.2.nextn.eh_proj.weight"), nullptr);
+    EXPECT_NE(f.find_tensor("blk.3.ffn_down_exps.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.3.nextn.eh_proj.weight")->shape,
+              (std::vector<int64_t>{512, 256}));
+    EXPECT_EQ(f.find_tensor("blk.4.attn_norm.weight"), nullptr);
+    std::filesystem::remove(path);
+  }
 }
 
 TEST(Synth, EveryWeightTypeWritesAValidFile) {

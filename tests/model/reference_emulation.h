@@ -2,7 +2,7 @@
 // (llama.cpp's CPU backend) does before its matmuls, so that golden tests can tell rounding
 // differences from bugs:
 //  - F16 weights: the activation row is rounded to f16;
-//  - Q4_0 / Q8_0 weights: the activation row is quantized to Q8_0 blocks (fp16 scale);
+//  - Q4_0 / Q8_0 / MXFP4 weights: the activation row is quantized to Q8_0 blocks (fp16 scale);
 //  - K-quant weights (Q4_K, Q6_K, ...): the row is quantized to Q8_K blocks (f32 scale).
 // Optionally K and V are rounded to f16 when written (the reference's default f16 KV cache).
 // Everything else is forwarded unchanged to the wrapped backend. It also shows the seam at work:
@@ -72,6 +72,14 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->swiglu(g, u, out);
   }
   void sigmoid(kernels::Matrix x, kernels::Matrix out) override { inner_->sigmoid(x, out); }
+  void swiglu_clamped(kernels::Matrix g, kernels::Matrix u, float alpha, float limit,
+                      kernels::Matrix out) override {
+    inner_->swiglu_clamped(g, u, alpha, limit, out);
+  }
+  void add_expert_bias(kernels::Matrix y, const kernels::Weight& b,
+                       kernels::IndexMatrix ids) override {
+    inner_->add_expert_bias(y, b, ids);
+  }
   void rope(kernels::Matrix x, int32_t heads, int32_t dim, kernels::IndexMatrix pos,
             const kernels::RopeParams& p) override {
     inner_->rope(x, heads, dim, pos, p);
@@ -86,8 +94,8 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->kv_write(kv, kernels::Matrix::of(keep.data(), k.rows, k.cols), v16, slots);
   }
   void attention(kernels::Matrix q, const kernels::KvLayer& kv, const kernels::AttentionBatch& b,
-                 int32_t heads, float scale, kernels::Matrix out) override {
-    inner_->attention(q, kv, b, heads, scale, out);
+                 int32_t heads, const kernels::AttentionParams& p, kernels::Matrix out) override {
+    inner_->attention(q, kv, b, heads, p, out);
   }
   void route_experts(kernels::Matrix logits, const kernels::RoutingParams& p,
                      kernels::IndexMatrix ids, kernels::Matrix weights) override {
@@ -119,7 +127,8 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
       case DType::Q4_1:
       case DType::Q5_0:
       case DType::Q5_1:
-      case DType::Q8_0: {
+      case DType::Q8_0:
+      case DType::MXFP4: {
         std::vector<uint8_t> q(static_cast<size_t>(*row_bytes(DType::Q8_0, n)));
         quantize_row(DType::Q8_0, src, q.data(), n);
         dequantize_row(DType::Q8_0, q.data(), dst, n);

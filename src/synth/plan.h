@@ -26,7 +26,14 @@ struct TypeScheme {
   DType base;
   bool k_mix = false;  // q4_k_m
   uint32_t file_type = 1;
+  // The routed experts' matrices, when not `base` ("mxfp4": MXFP4 experts, F16 elsewhere, as the
+  // released gpt-oss files); DType::F32 here means "same as base".
+  DType experts = DType::F32;
+  bool own_expert_type = false;
 };
+
+// The type of the routed experts' matrices.
+inline DType expert_type(const TypeScheme& s) { return s.own_expert_type ? s.experts : s.base; }
 
 // The type a K-quant falls back to when a row is not a multiple of its block (what the reference
 // quantizer does, so file sizes match its output).
@@ -52,5 +59,10 @@ struct PlanBuilder {
 std::vector<TensorPlan> plan_deepseek2(const ModelShape& m, const TypeScheme& scheme,
                                        int64_t n_vocab);
 void set_deepseek2_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
+// gpt-oss (plan_gpt_oss.cpp): likewise.
+std::vector<TensorPlan> plan_gpt_oss(const ModelShape& m, const TypeScheme& scheme,
+                                     int64_t n_vocab);
+void set_gpt_oss_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
 }  // namespace cadenza::synth

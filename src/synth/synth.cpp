@@ -81,6 +81,8 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
   std::string n = name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
   if (n == "q4_k_m") return TypeScheme{DType::Q4_K, true, 15};
+  // MXFP4 experts, F16 elsewhere (the reference's file type MOSTLY_MXFP4_MOE).
+  if (n == "mxfp4") return TypeScheme{DType::F16, false, 38, DType::MXFP4, true};
   struct Known { const char* name; DType t; uint32_t ftype; };
   static const Known kKnown[] = {
       {"f32", DType::F32, 0},   {"f16", DType::F16, 1},   {"bf16", DType::BF16, 32},
@@ -91,12 +93,13 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
   for (const auto& k : kKnown)
     if (n == k.name) return TypeScheme{k.t, false, k.ftype};
   return make_error("unknown weight type '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
-                    "q5_1, q4_k, q5_k, q6_k or q4_k_m)", name);
+                    "q5_1, q4_k, q5_k, q6_k, q4_k_m or mxfp4)", name);
 }
 
 std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,
                                      int64_t n_vocab) {
   if (m.arch == "deepseek2") return plan_deepseek2(m, scheme, n_vocab);
+  if (m.arch == "gpt-oss") return plan_gpt_oss(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
   auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
@@ -128,7 +131,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
     vec(p + "ffn_norm.weight", m.n_embd, Init::kOnes);
     if (m.n_expert > 0) {
       t.push_back({p + "ffn_gate_inp.weight", {m.n_embd, m.n_expert}, DType::F32, Init::kNormal});
-      const DType e = scheme.base;
+      const DType e = expert_type(scheme);
       t.push_back({p + "ffn_gate_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
                    fit_row(e, m.n_embd), Init::kNormal});
       t.push_back({p + "ffn_up_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
@@ -242,6 +245,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
     w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
   }
   if (m.arch == "deepseek2") set_deepseek2_metadata(w, m);
+  if (m.arch == "gpt-oss") set_gpt_oss_metadata(w, m);
   if (m.n_expert > 0) {
     w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));

@@ -40,6 +40,7 @@ with tempfile.TemporaryDirectory() as tmp:
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cases = []
     for c in prompts:
+        # Bytes: a greedy continuation may end inside a UTF-8 sequence (greedy_text).
         out = subprocess.run([a.refdump, model, c["prompt"], "16", "8", "1", "2"], check=True,
                              capture_output=True).stdout.decode("utf-8", "replace")
         d = json.loads(out)

@@ -96,7 +96,8 @@ Command synth_command() {
     sub->add_option("--preset", args->preset, "Architecture preset (see --list)");
     sub->add_option("-o,--output", args->output, "Output GGUF file");
     sub->add_option("--type", args->type,
-                    "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m")
+                    "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m, "
+                    "mxfp4 (MXFP4 experts, F16 elsewhere)")
         ->capture_default_str();
     sub->add_option("--vocab-from", args->vocab_from,
                     "Copy the tokenizer from this GGUF (default: built-in byte-level)");

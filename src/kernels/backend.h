@@ -189,14 +189,30 @@ struct AttentionBatch {
   IndexMatrix block_tables;  // [n_seqs][max_blocks_per_seq]; entries past a sequence's end unused
 };
 
-enum class ExpertGating { Softmax, Sigmoid };
+// How attention weighs the positions of AttentionBatch (beyond the query . key scores).
+//  - scale: multiplies q . k (usually 1/sqrt(head_dim_k)).
+//  - sinks (gpt-oss's attention sinks): a vector of n_heads learned logits (this call's heads);
+//    head h's sink joins its softmax denominator only:
+//      out = sum_p exp(s_p - m) V[p] / (sum_p exp(s_p - m) + exp(sink_h - m)),
+//    m = max(max_p s_p, sink_h). Null: none (the plain softmax, bit for bit as before).
+//  - window > 0 (sliding-window attention): a token at position p attends to positions
+//    max(0, p - window + 1) .. p only (the last `window` positions, itself included); 0: all.
+struct AttentionParams {
+  float scale = 1.0f;
+  const Weight* sinks = nullptr;
+  int32_t window = 0;
+};
+
+// Softmax: over all E router logits; Sigmoid: per expert; SoftmaxTopK: experts chosen by their
+// raw logits, then a softmax over the k chosen logits only (gpt-oss).
+enum class ExpertGating { Softmax, Sigmoid, SoftmaxTopK };
 
 // Mixture-of-experts routing (kernels/moe_routing.h route_token is the rule, step by step):
-// scores = gating(router logits); experts are chosen by scores + selection_bias (DeepSeek-V3's
-// bias-corrected selection), optionally only from the n_groups_used best of n_groups equal
-// expert groups (a group scored by its two best biased scores); the top-k (largest first; ties:
-// lower expert id first) get their unbiased scores as weights, optionally renormalised to sum to
-// 1 over the k chosen, then multiplied by `scale`.
+// scores = gating(router logits) (SoftmaxTopK: the logits themselves); experts are chosen by
+// scores + selection_bias (DeepSeek-V3's bias-corrected selection), optionally only from the
+// n_groups_used best of n_groups equal expert groups (a group scored by its two best biased scores); the top-k (largest first; ties:
+// lower expert id first) get their unbiased scores as weights (SoftmaxTopK: the softmax of their
+// k logits), optionally renormalised to sum to 1 over the k chosen, then multiplied by `scale`.
 struct RoutingParams {
   ExpertGating gating = ExpertGating::Softmax;
   bool normalize_top_k = true;
@@ -268,6 +284,10 @@ class Backend {
   virtual void matmul_experts(const Weight& w, Matrix x, IndexMatrix expert_ids, Matrix y) = 0;
   // out[t] = x[t] + bias. bias: vector of x.cols. out may alias x.
   virtual void add_bias(Matrix x, const Weight& bias, Matrix out) = 0;
+  // The bias of each (token, slot)'s expert, in place: y[t*K + s] += bias[expert_ids[t][s]];
+  // rows whose id is -1 (another rank's expert) are left as they are. bias: [E][m] (one matrix
+  // of E rows, any weight type); expert_ids: [n][K]; y: [n*K][m].
+  virtual void add_expert_bias(Matrix y, const Weight& bias, IndexMatrix expert_ids) = 0;
 
   // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight. weight: vector of x.cols. out may alias x.
   virtual void rms_norm(Matrix x, const Weight& weight, float eps, Matrix out) = 0;
@@ -278,6 +298,9 @@ class Backend {
   virtual void swiglu(Matrix gate, Matrix up, Matrix out) = 0;
   // out = sigmoid(x) = 1 / (1 + exp(-x)), elementwise. out may alias x.
   virtual void sigmoid(Matrix x, Matrix out) = 0;
+  // gpt-oss's clamped SwiGLU, elementwise: g = min(gate, limit), u = clamp(up, -limit, limit),
+  // out = (u + 1) * g * sigmoid(alpha * g). out may alias gate or up.
+  virtual void swiglu_clamped(Matrix gate, Matrix up, float alpha, float limit, Matrix out) = 0;
 
   // Rotates, in place, the first params.n_dims elements of each head of x at the positions of
   // its row. Head h of a row starts at element h * head_dim; x.cols >= (n_heads - 1) * head_dim
@@ -292,9 +315,10 @@ class Backend {
   virtual void kv_write(const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) = 0;
   // Paged causal attention with grouped-query heads: query head h uses KV head
   // h / (n_heads / n_kv_heads). out[t][h] = sum_p softmax_p(scale * q[t][h] . K[p]) * V[p] over
-  // the positions p of AttentionBatch. q: [n][n_heads*head_dim_k]; out: [n][n_heads*head_dim_v].
+  // the positions p of AttentionBatch (within params.window; with params.sinks in the
+  // denominator: AttentionParams). q: [n][n_heads*head_dim_k]; out: [n][n_heads*head_dim_v].
   virtual void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
-                         float scale, Matrix out) = 0;
+                         const AttentionParams& params, Matrix out) = 0;
 
   // Mixture-of-experts routing (see RoutingParams). router_logits: [n][E]; expert_ids: [n][K];
   // expert_weights: [n][K].

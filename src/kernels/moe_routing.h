@@ -22,6 +22,7 @@ namespace cadenza::kernels {
 // The rule, in plain values (RoutingParams without the Weight handle).
 struct RouteRule {
   bool sigmoid = false;           // gating: sigmoid per expert, else softmax over the experts
+  bool softmax_top_k = false;     // gating: none for the choice; softmax over the k chosen logits
   const float* bias = nullptr;    // [n_experts] added to the scores for selection only, or null
   int64_t n_groups = 1;           // experts split into this many equal groups
   int64_t n_groups_used = 1;      // only experts of the best groups may be chosen
@@ -34,14 +35,16 @@ CADENZA_HOST_DEVICE inline int64_t route_scratch_floats(int64_t n_experts, int64
   return 2 * n_experts + n_groups;
 }
 
-// 1. scores = softmax(logits) or sigmoid(logits); choice = scores + bias (bias absent: scores).
+// 1. scores = softmax(logits) or sigmoid(logits), or the logits themselves (softmax_top_k);
+//    choice = scores + bias (bias absent: scores).
 // 2. With groups (n_groups > 1): a group's score is the sum of its two largest choice values
 //    (DeepSeek-V3's rule; the largest alone when a group has one expert); the n_groups_used best
 //    groups stay eligible (ties: lower group id), the others' experts are excluded.
 // 3. The k eligible experts of largest choice, largest first; a tie keeps the lower expert id
 //    first (strict '>' while scanning ids upwards).
-// 4. Their weights are their scores (without the bias); optionally renormalised to sum to 1, then
-//    multiplied by `scale`.
+// 4. Their weights are their scores (without the bias); with softmax_top_k the softmax of the k
+//    chosen logits (exp(l_s - max) over their sum, summed in rank order). Optionally
+//    renormalised to sum to 1, then multiplied by `scale`.
 //   logits: [n_experts] router logits of the token
 //   scratch: route_scratch_floats(n_experts, n_groups) floats (overwritten)
 //   ids: [k] chosen experts, weights: [k] their weights; 1 <= k <= eligible experts
@@ -51,7 +54,9 @@ CADENZA_HOST_DEVICE inline void route_token(const float* logits, int64_t n_exper
   float* scores = scratch;
   float* choice = scratch + n_experts;
   float* group_score = scratch + 2 * n_experts;
-  if (rule.sigmoid) {
+  if (rule.softmax_top_k) {
+    for (int64_t e = 0; e < n_experts; ++e) scores[e] = logits[e];
+  } else if (rule.sigmoid) {
     for (int64_t e = 0; e < n_experts; ++e) scores[e] = 1.0f / (1.0f + expf(-logits[e]));
   } else {
     float max_logit = logits[0];
@@ -106,6 +111,16 @@ CADENZA_HOST_DEVICE inline void route_token(const float* logits, int64_t n_exper
     }
     ids[s] = static_cast<int32_t>(best);
     weights[s] = scores[best];
+  }
+  if (rule.softmax_top_k) {
+    float max_logit = weights[0];
+    for (int64_t s = 1; s < k; ++s) max_logit = max_logit < weights[s] ? weights[s] : max_logit;
+    float sum = 0.0f;
+    for (int64_t s = 0; s < k; ++s) {
+      weights[s] = expf(weights[s] - max_logit);
+      sum += weights[s];
+    }
+    for (int64_t s = 0; s < k; ++s) weights[s] /= sum;
   }
   if (rule.normalize_top_k) {
     float total = 0.0f;

@@ -245,6 +245,12 @@ std::string ModelConfig::summary() const {
   }
   if (qkv_bias) s += ", qkv bias";
   if (qk_norm) s += ", qk norm";
+  if (attn_sinks) s += ", attention sinks";
+  if (attn_window > 0) {
+    int64_t windowed = 0;
+    for (int64_t il = 0; il < n_layers; ++il) windowed += attention_window(il) > 0 ? 1 : 0;
+    s += fmt::format(", window {} on {} of {} layers", attn_window, windowed, n_layers);
+  }
   if (tied_output) s += ", tied output";
   return s;
 }

@@ -63,6 +63,20 @@ struct ModelConfig {
   bool qkv_bias = false;  // attn_{q,k,v}.bias in every layer (qwen2*; llama: when layer 0 has them)
   bool qk_norm = false;   // attn_{q,k}_norm.weight: RMS norm per head before RoPE (qwen3*)
   bool output_bias = false;  // attn_output.bias loaded in the layers that have it (llama)
+  // Attention sinks (gpt-oss): `blk.N.attn_sinks.weight` [H], one learned logit per head that
+  // joins its softmax denominator (kernels::AttentionParams::sinks).
+  bool attn_sinks = false;
+  // Sliding-window attention (gpt-oss): the layers marked in attn_window_layers attend to the
+  // last attn_window positions only (`attention.sliding_window`); empty / 0: every layer full.
+  int64_t attn_window = 0;
+  std::vector<bool> attn_window_layers;
+  // The window of layer `layer`'s attention (0: all positions).
+  int32_t attention_window(int64_t layer) const {
+    return layer < static_cast<int64_t>(attn_window_layers.size()) &&
+                   attn_window_layers[static_cast<size_t>(layer)]
+               ? static_cast<int32_t>(attn_window)
+               : 0;
+  }
   // Multi-head latent attention (deepseek2; blocks/latent_attention.h); all 0 otherwise. The KV
   // cache then has one "head" of head_dim_k = kv_rank + rope elements whose first head_dim_v =
   // kv_rank are the value (kv_values_in_keys).
@@ -84,7 +98,8 @@ struct ModelConfig {
   int64_t n_ff_expert = 0;          // expert FFN width
   bool moe_normalize_top_k = true;  // renormalise the chosen experts' weights to sum to 1
   float moe_weights_scale = 1.0f;
-  // Expert selection (deepseek2, glm4moe): sigmoid gating (`expert_gating_func` 2), a per-expert
+  // Expert selection (deepseek2, glm4moe): sigmoid gating (`expert_gating_func` 2; 3: softmax
+  // over the chosen k, gpt-oss), a per-expert
   // selection bias tensor (`exp_probs_b.bias`), groups (`expert_group_count`,
   // `expert_group_used_count`); see kernels::RoutingParams.
   kernels::ExpertGating moe_gating = kernels::ExpertGating::Softmax;
@@ -96,6 +111,12 @@ struct ModelConfig {
   // Shared expert (qwen2moe): a dense SwiGLU FFN of this width that every token runs, scaled by
   // sigmoid(h . ffn_gate_inp_shexp) and added to the routed experts' output. 0: none.
   int64_t n_ff_shared_expert = 0;
+  // gpt-oss experts: a router bias (`ffn_gate_inp.bias` [E]) and per-expert biases
+  // (`ffn_{gate,up}_exps.bias` [E][f], `ffn_down_exps.bias` [E][d]).
+  bool moe_expert_bias = false;
+  // gpt-oss's clamped SwiGLU in the experts (kernels::Backend::swiglu_clamped) when limit > 0.
+  float moe_swiglu_alpha = 0.0f;
+  float moe_swiglu_limit = 0.0f;
 
   bool tied_output = false;  // no output.weight: logits use token_embd.weight
 

@@ -81,14 +81,18 @@ Status read_feed_forward(const MetadataReader& md, ModelConfig& c, const FeedFor
   Result<bool> norm = md.flag_or("expert_weights_norm", keys.normalize_top_k);
   if (!norm) return norm.error_value();
   c.moe_normalize_top_k = *norm;
-  // Gating function as the reference numbers it: 1 = softmax, 2 = sigmoid (default: the family's).
-  Result<int64_t> gating = md.count_or("expert_gating_func", keys.sigmoid_gating ? 2 : 1, 0, 16);
+  // Gating function as the reference numbers it: 1 = softmax, 2 = sigmoid, 3 = softmax over the
+  // k experts chosen by their logits (gpt-oss); the family says which is the default.
+  Result<int64_t> gating = md.count_or("expert_gating_func", keys.gating_func, 0, 16);
   if (!gating) return gating.error_value();
-  if (*gating != 1 && *gating != 2) {
-    return make_error("{}: key '{}' = {}: only softmax (1) and sigmoid (2) gating are supported",
+  if (*gating != 1 && *gating != 2 && *gating != 3) {
+    return make_error("{}: key '{}' = {}: only softmax (1), sigmoid (2) and softmax over the "
+                      "chosen experts (3) gating are supported",
                       file, md.key("expert_gating_func"), *gating);
   }
-  c.moe_gating = *gating == 2 ? kernels::ExpertGating::Sigmoid : kernels::ExpertGating::Softmax;
+  c.moe_gating = *gating == 2   ? kernels::ExpertGating::Sigmoid
+                 : *gating == 3 ? kernels::ExpertGating::SoftmaxTopK
+                                : kernels::ExpertGating::Softmax;
   // Expert groups: the experts split into equal groups, the top-k chosen from the best ones.
   Result<int64_t> groups = md.count_or("expert_group_count", 1, 1, c.n_experts);
   if (!groups) return groups.error_value();

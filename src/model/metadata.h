@@ -66,14 +66,13 @@ struct FeedForwardKeys {
   Experts experts = Experts::None;
   // Default of `expert_weights_norm` (renormalise the top-k weights to sum to 1).
   bool normalize_top_k = true;
-  // Default of `expert_gating_func`: sigmoid (2) instead of softmax (1) when the key is missing
-  // (glm4moe).
-  bool sigmoid_gating = false;
+  // Default of `expert_gating_func` (1 softmax, 2 sigmoid, 3 softmax over the chosen k).
+  int64_t gating_func = 1;
 };
 
 // Reads feed_forward_length and, when the model has experts, expert_count, expert_used_count,
 // expert_feed_forward_length (default feed_forward_length), expert_weights_norm,
-// expert_gating_func (1 softmax, 2 sigmoid), expert_group_count / expert_group_used_count (the
+// expert_gating_func (1 softmax, 2 sigmoid, 3 softmax over the k chosen by their logits), expert_group_count / expert_group_used_count (the
 // groups must divide the experts and the used ones hold at least expert_used_count) and
 // expert_weights_scale into `c`.
 Status read_feed_forward(const MetadataReader& md, ModelConfig& c, const FeedForwardKeys& keys);

@@ -13,7 +13,8 @@ namespace cadenza::model {
   CADENZA_FAMILY(qwen3moe)                       \
   CADENZA_FAMILY(qwen2moe)                       \
   CADENZA_FAMILY(deepseek2)                      \
-  CADENZA_FAMILY(glm4moe)
+  CADENZA_FAMILY(glm4moe)                        \
+  CADENZA_FAMILY(gpt_oss)
 
 namespace arch {
 #define CADENZA_DECLARE_FAMILY(x) extern const ArchitectureFamily x##_family;

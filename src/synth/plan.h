@@ -26,7 +26,14 @@ struct TypeScheme {
   DType base;
   bool k_mix = false;  // q4_k_m
   uint32_t file_type = 1;
+  // The routed experts' matrices, when not `base` ("mxfp4_moe": MXFP4 experts, F16 elsewhere, as the
+  // released gpt-oss files); DType::F32 here means "same as base".
+  DType experts = DType::F32;
+  bool own_expert_type = false;
 };
+
+// The type of the routed experts' matrices.
+inline DType expert_type(const TypeScheme& s) { return s.own_expert_type ? s.experts : s.base; }
 
 // The type a K-quant falls back to when a row is not a multiple of its block (what the reference
 // quantizer does, so file sizes match its output).
@@ -62,5 +69,10 @@ void set_deepseek2_metadata(gguf::GgufWriter& w, const ModelShape& m);
 std::vector<TensorPlan> plan_glm4moe(const ModelShape& m, const TypeScheme& scheme,
                                      int64_t n_vocab);
 void set_glm4moe_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
+// gpt-oss (plan_gpt_oss.cpp): likewise.
+std::vector<TensorPlan> plan_gpt_oss(const ModelShape& m, const TypeScheme& scheme,
+                                     int64_t n_vocab);
+void set_gpt_oss_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
 }  // namespace cadenza::synth

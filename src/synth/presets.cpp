@@ -180,6 +180,30 @@ std::vector<ModelShape> make_presets() {
   out.push_back(glm45("glm4.5-small", "GLM-4.5-style MoE (small)", 256, 3, 4, 2, 512, 16, 4, 128));
   out.push_back(glm45("glm4.5-mid", "GLM-4.5-style MoE (mid)", 1536, 16, 16, 2, 4096, 64, 8, 256));
 
+  // gpt-oss-20b layout (gpt-oss architecture) scaled down: head dim 64 with 8 query heads per KV
+  // head, q/k/v/output biases, attention sinks, a 128-position sliding window on every other
+  // layer, experts with biases (top 4, softmax over the chosen), YaRN x32 from 4096, the real
+  // vocabulary size and context. small: for tests (embd 256, 4 layers: both kinds of attention
+  // layer; MXFP4 rows are multiples of 32); mid: ~1 GB with MXFP4 experts (gpt-oss-20b: embd
+  // 2880, 24 layers, 64/8 heads, 32 experts of width 2880).
+  auto gpt_oss = [](std::string preset, std::string display, int64_t embd, int64_t layers,
+                    int64_t heads, int64_t kv_heads, int64_t experts, int64_t ff_expert) {
+    ModelShape s = dense(std::move(preset), std::move(display), "gpt-oss", 201088, 131072, embd,
+                         layers, heads, kv_heads, ff_expert, 150000.0, 1e-5, false);
+    s.head_dim = 64;
+    s.qkv_bias = true;
+    s.n_expert = experts;
+    s.n_expert_used = 4;
+    s.n_ff_expert = ff_expert;
+    s.sliding_window = 128;
+    s.yarn_factor = 32;
+    s.yarn_original_ctx = 4096;
+    s.vocab_style = "o200k_harmony byte-level BPE";
+    return s;
+  };
+  out.push_back(gpt_oss("gpt-oss-small", "gpt-oss-style MoE (small)", 256, 4, 8, 2, 16, 256));
+  out.push_back(gpt_oss("gpt-oss-mid", "gpt-oss-style MoE (mid)", 768, 12, 16, 2, 32, 768));
+
   // A tiny model for quick starts and tests: runs instantly anywhere.
   ModelShape demo = dense("demo", "Cadenza demo (tiny)", "llama", 0, 2048, 256, 4, 8, 2, 768,
                           10000.0, 1e-5, true);

@@ -14,7 +14,7 @@ struct ModelShape {
   std::string preset;          // preset name, e.g. "qwen2.5-0.5b"
   std::string display_name;    // e.g. "Qwen2.5-0.5B"
   std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe, qwen2moe,
-                               // deepseek2, glm4moe
+                               // deepseek2, glm4moe, gpt-oss
   int64_t n_vocab = 0;
   int64_t n_ctx = 0;
   int64_t n_embd = 0;
@@ -62,6 +62,8 @@ struct ModelShape {
   double yarn_factor = 0;
   int64_t yarn_original_ctx = 4096;
   double yarn_log_multiplier = 0;
+  // gpt-oss: sliding-window attention on alternating layers (0: none).
+  int64_t sliding_window = 0;
 };
 
 const std::vector<ModelShape>& presets();

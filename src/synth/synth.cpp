@@ -91,6 +91,9 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
   std::string n = name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
   if (n == "q4_k_m") return TypeScheme{DType::Q4_K, true, 15};
+  // mxfp4_moe: MXFP4 experts, F16 elsewhere (the released gpt-oss files; the reference calls the
+  // file type MXFP4_MOE). "mxfp4" below: every matrix MXFP4.
+  if (n == "mxfp4_moe") return TypeScheme{DType::F16, false, 38, DType::MXFP4, true};
   struct Known { const char* name; DType t; uint32_t ftype; };
   static const Known kKnown[] = {
       {"f32", DType::F32, 0},   {"f16", DType::F16, 1},   {"bf16", DType::BF16, 32},
@@ -114,6 +117,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
                                      int64_t n_vocab) {
   if (m.arch == "deepseek2") return plan_deepseek2(m, scheme, n_vocab);
   if (m.arch == "glm4moe") return plan_glm4moe(m, scheme, n_vocab);
+  if (m.arch == "gpt-oss") return plan_gpt_oss(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
   auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
@@ -145,7 +149,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
     vec(p + "ffn_norm.weight", m.n_embd, Init::kOnes);
     if (m.n_expert > 0) {
       t.push_back({p + "ffn_gate_inp.weight", {m.n_embd, m.n_expert}, DType::F32, Init::kNormal});
-      const DType e = scheme.base;
+      const DType e = expert_type(scheme);
       t.push_back({p + "ffn_gate_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
                    fit_row(e, m.n_embd), Init::kNormal});
       t.push_back({p + "ffn_up_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
@@ -260,6 +264,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   }
   if (m.arch == "deepseek2") set_deepseek2_metadata(w, m);
   if (m.arch == "glm4moe") set_glm4moe_metadata(w, m);
+  if (m.arch == "gpt-oss") set_gpt_oss_metadata(w, m);
   if (m.n_expert > 0) {
     w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));

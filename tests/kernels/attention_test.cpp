@@ -81,7 +81,7 @@ struct TypedRows {
 };
 
 using AttendFn = void (*)(const float* const*, int, const void* const*, const void* const*, DType,
-                          int64_t, int, int, float, float* const*, float*);
+                          int64_t, int, int, float, const float*, float* const*, float*);
 
 // Runs `fn` for nq query heads over the given rows; returns [nq][dv].
 std::vector<float> run_attend(AttendFn fn, const std::vector<const float*>& q,
@@ -93,7 +93,7 @@ std::vector<float> run_attend(AttendFn fn, const std::vector<const float*>& q,
   for (int h = 0; h < nq; ++h) o[static_cast<size_t>(h)] = out.data() + h * dv;
   std::vector<float> scratch(static_cast<size_t>(attend_scratch_floats(nq, dk, dv)), NAN);
   fn(q.data(), nq, k.data(), v.data(), type, static_cast<int64_t>(k.size()), dk, dv, scale,
-     o.data(), scratch.data());
+     nullptr, o.data(), scratch.data());
   return out;
 }
 

@@ -104,7 +104,7 @@ std::vector<float> run(Backend& be, DType type, const Layout& l, const std::vect
   DevMatrix dq = put(be, qs, count, kHeads * kDk);
   DevMatrix out = test::zeros(be, count, kHeads * kDv);
   AttentionBatch batch{.positions = dpos.m, .seq_index = dseq.m, .block_tables = dtab.m};
-  be.attention(dq.m, kv, batch, kHeads, 0.125f, out.m);
+  be.attention(dq.m, kv, batch, kHeads, {.scale = 0.125f}, out.m);
   return get(be, out);
 }
 

@@ -76,6 +76,13 @@ constexpr Allowance kAllowances[] = {
     // layers), f32: 76-77 of 2912 top-k logits (2.6%) over the bound, first at positions 11, 23,
     // 30 and 222 of four cases; greedy: all 6 match.
     {"deepseek2-v2-lite-small", 0.05, 1},
+    // 4 layers (2 with the 128-position window), f16 experts: 146 / 145 / 154 / 154 of 2912
+    // top-k logits (at most 5.3%) over the bound at scalar / avx2 / avx512 / avx512_vnni (max
+    // |diff| 0.957), at positions 20-21 of the Chinese case (31 tokens) and
+    // from position 54 of the 265-token case on (a flip well before the window matters; later
+    // tokens attend to it; not every position past 128 differs, so the window agrees); position 0
+    // emulated 1.66e-3 (scalar, avx2) / 1.25e-3 (avx512*); greedy: all 6 match.
+    {"gpt-oss-small", 0.06, 0},
     // Strict files, for the record: glm4moe-small (3 decoder layers + the skipped nextn layer,
     // f16): top-k max 0.0059 at every level, 0 over the bound, greedy 6 of 6; position 0 with the
     // emulated rounding 4e-4 (avx2) to 1.1e-3 (scalar), from the expert layers (the dense layer

@@ -227,8 +227,8 @@ TEST(Model, LoadErrorsNameTheTensorOrKey) {
   s = {};
   s.experts = 4;
   s.experts_used = 2;
-  s.extra = {{"llama.expert_gating_func", gguf::Value::u32(3)}};
-  expect_error(s, "only softmax (1) and sigmoid (2) gating");
+  s.extra = {{"llama.expert_gating_func", gguf::Value::u32(4)}};
+  expect_error(s, "only softmax (1), sigmoid (2) and softmax over the chosen experts (3) gating");
   s = {};
   s.experts = 4;
   s.experts_used = 2;

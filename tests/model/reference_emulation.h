@@ -74,6 +74,14 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->swiglu(g, u, out);
   }
   void sigmoid(kernels::Matrix x, kernels::Matrix out) override { inner_->sigmoid(x, out); }
+  void swiglu_clamped(kernels::Matrix g, kernels::Matrix u, float alpha, float limit,
+                      kernels::Matrix out) override {
+    inner_->swiglu_clamped(g, u, alpha, limit, out);
+  }
+  void add_expert_bias(kernels::Matrix y, const kernels::Weight& b,
+                       kernels::IndexMatrix ids) override {
+    inner_->add_expert_bias(y, b, ids);
+  }
   void rope(kernels::Matrix x, int32_t heads, int32_t dim, kernels::IndexMatrix pos,
             const kernels::RopeParams& p) override {
     inner_->rope(x, heads, dim, pos, p);
@@ -88,8 +96,8 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->kv_write(kv, kernels::Matrix::of(keep.data(), k.rows, k.cols), v16, slots);
   }
   void attention(kernels::Matrix q, const kernels::KvLayer& kv, const kernels::AttentionBatch& b,
-                 int32_t heads, float scale, kernels::Matrix out) override {
-    inner_->attention(q, kv, b, heads, scale, out);
+                 int32_t heads, const kernels::AttentionParams& p, kernels::Matrix out) override {
+    inner_->attention(q, kv, b, heads, p, out);
   }
   void route_experts(kernels::Matrix logits, const kernels::RoutingParams& p,
                      kernels::IndexMatrix ids, kernels::Matrix weights) override {

@@ -72,8 +72,8 @@ TEST(Synth, EveryPresetWritesAValidFile) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "tinyllama-1.1b",
                              "llama-2-7b", "mixtral-small", "qwen3moe-small", "qwen2moe-small",
                              "deepseek-v3-small", "deepseek-v3-mid", "deepseek-v2-lite-small",
-                             "glm4.5-small", "glm4.5-mid", "demo"})
-    for (const char* type : {"f16", "q4_k_m"}) check_preset(preset, type);
+                             "glm4.5-small", "glm4.5-mid", "gpt-oss-small", "gpt-oss-mid", "demo"})
+    for (const char* type : {"f16", "q4_k_m", "mxfp4"}) check_preset(preset, type);
 }
 
 // glm4moe: the decoder layers, then the multi-token-prediction layer (a full MoE layer plus its
@@ -208,6 +208,40 @@ TEST(Synth, KQuantRowsThatDoNotFitFallBack) {
   EXPECT_EQ((*file)->find_tensor("blk.0.attn_q.weight")->type, DType::Q5_0);
   EXPECT_EQ((*file)->find_tensor("blk.0.ffn_down.weight")->type, DType::Q4_K);  // 4864 = 19 x 256
   EXPECT_EQ((*file)->find_tensor("token_embd.weight")->type, DType::Q8_0);      // tied: Q6_K -> Q8_0
+  std::filesystem::remove(path);
+}
+
+// gpt-oss as the released files store it: MXFP4 experts, F16 elsewhere, f32 biases and sinks,
+// the sliding window and YaRN keys, the reference's file type MOSTLY_MXFP4_MOE (38).
+TEST(Synth, GptOssWithMxfp4Experts) {
+  SynthOptions opts;
+  opts.shape = small("gpt-oss-small");
+  opts.weight_type = "mxfp4_moe";
+  const std::string path = temp_path("synth-gpt-oss");
+  ASSERT_TRUE(write_synthetic_model(opts, path).ok());
+  auto file = gguf::GgufFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.error();
+  auto tensor = [&](const std::string& name) { return (*file)->find_tensor(name); };
+  for (const char* name : {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight",
+                           "blk.1.ffn_down_exps.weight"}) {
+    ASSERT_NE(tensor(name), nullptr) << name;
+    EXPECT_EQ(tensor(name)->type, DType::MXFP4) << name;
+  }
+  EXPECT_EQ(tensor("blk.0.ffn_down_exps.weight")->shape, (std::vector<int64_t>{256, 256, 16}));
+  EXPECT_EQ(tensor("blk.0.attn_q.weight")->type, DType::F16);
+  EXPECT_EQ(tensor("token_embd.weight")->type, DType::F16);
+  EXPECT_EQ(tensor("blk.0.attn_sinks.weight")->shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(tensor("blk.0.attn_sinks.weight")->type, DType::F32);
+  EXPECT_EQ(tensor("blk.1.ffn_gate_exps.bias")->shape, (std::vector<int64_t>{256, 16}));
+  EXPECT_EQ(tensor("blk.1.ffn_down_exps.bias")->shape, (std::vector<int64_t>{256, 16}));
+  EXPECT_EQ(tensor("blk.1.ffn_gate_inp.bias")->shape, (std::vector<int64_t>{16}));
+  EXPECT_NE(tensor("blk.1.post_attention_norm.weight"), nullptr);
+  EXPECT_NE(tensor("blk.0.attn_output.bias"), nullptr);
+  EXPECT_EQ(tensor("blk.0.ffn_norm.weight"), nullptr);
+  EXPECT_EQ(*(*file)->get_uint("gpt-oss.attention.sliding_window"), 128u);
+  EXPECT_EQ(*(*file)->get_string("gpt-oss.rope.scaling.type"), "yarn");
+  EXPECT_EQ(*(*file)->get_uint("gpt-oss.rope.scaling.original_context_length"), 4096u);
+  EXPECT_EQ(*(*file)->get_uint("general.file_type"), 38u);
   std::filesystem::remove(path);
 }
 

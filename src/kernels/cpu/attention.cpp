@@ -3,7 +3,9 @@
 // an online (flash-style) softmax over fixed chunks of positions (simd/attention.h: the AVX-512
 // path, or the scalar reference below avx512 / for head sizes it does not take). The chunks do
 // not follow KV blocks, so the result depends neither on the block size nor on the block table,
-// only on the values and the number of positions.
+// only on the values and the number of positions. A sliding window (AttentionParams::window)
+// passes only the window's rows, so its chunks start at the window's first position; sinks are
+// folded into each head's denominator at the end (simd/attention.h).
 #include <algorithm>
 #include <cassert>
 #include <cstring>
@@ -54,7 +56,7 @@ void kv_write(ThreadPool& pool, const KvLayer& kv, Matrix k, Matrix v, IndexMatr
 }
 
 void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBatch& batch,
-               int32_t n_heads, float scale, Matrix out) {
+               int32_t n_heads, const AttentionParams& params, const float* sinks, Matrix out) {
   const int32_t n_kv = kv.n_kv_heads;
   const int32_t dk = kv.head_dim_k;
   const int32_t dv = kv.head_dim_v;
@@ -69,30 +71,37 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
   const size_t k_head_bytes = kv_row_bytes(kv.type, dk);
   const size_t v_head_bytes = kv_row_bytes(kv.type, dv);
   const bool vectorised = simd::attend_available(dk, dv);
+  const float scale = params.scale;
+  assert(params.window >= 0);
 
   // One work item per (token, KV head): the group's query heads share the K/V rows, which are
   // resolved through the block table once per item.
   pool.parallel_for(q.rows * n_kv, [&](int64_t item, int) {
     const int64_t t = item / n_kv;
     const int32_t kv_head = static_cast<int32_t>(item % n_kv);
-    const int64_t n_positions = static_cast<int64_t>(batch.positions.data[t]) + 1;
+    const int64_t pos = batch.positions.data[t];
+    // Positions first .. pos: all of them, or the last `window`.
+    const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+    const int64_t n_positions = pos - first + 1;
     const int32_t seq = batch.seq_index.data[t];
     const int32_t* table = batch.block_tables.data + static_cast<int64_t>(seq) * batch.block_tables.cols;
     thread_local std::vector<const void*> rows;
     rows.resize(static_cast<size_t>(2 * n_positions));
     const void** k_rows = rows.data();
     const void** v_rows = rows.data() + n_positions;
-    for (int64_t p = 0; p < n_positions; ++p) {
+    for (int64_t i = 0; i < n_positions; ++i) {
+      const int64_t p = first + i;
       const int64_t block = table[p / block_size];
       assert(block >= 0 && block < kv.num_blocks);
       const size_t head_row = static_cast<size_t>((block * block_size + p % block_size) * n_kv + kv_head);
-      k_rows[p] = keys + head_row * k_head_bytes;
+      k_rows[i] = keys + head_row * k_head_bytes;
       // The compressed (latent) cache: the value is the start of the key row.
-      v_rows[p] = kv.values_in_keys ? k_rows[p] : values + head_row * v_head_bytes;
+      v_rows[i] = kv.values_in_keys ? k_rows[i] : values + head_row * v_head_bytes;
     }
     for (int32_t h0 = 0; h0 < group; h0 += simd::kAttendMaxHeads) {
       const int nq = std::min<int32_t>(group - h0, simd::kAttendMaxHeads);
       const float* q_rows[simd::kAttendMaxHeads];
+      const float* head_sinks = sinks ? sinks + static_cast<int64_t>(kv_head) * group + h0 : nullptr;
       float* out_rows[simd::kAttendMaxHeads];
       for (int i = 0; i < nq; ++i) {
         const int64_t h = static_cast<int64_t>(kv_head) * group + h0 + i;
@@ -102,9 +111,11 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
       float* scratch = thread_scratch(Scratch::Attention,
                                       static_cast<size_t>(simd::attend_scratch_floats(nq, dk, dv)));
       if (vectorised) {
-        simd::attend(q_rows, nq, k_rows, v_rows, kv.type, n_positions, dk, dv, scale, out_rows, scratch);
+        simd::attend(q_rows, nq, k_rows, v_rows, kv.type, n_positions, dk, dv, scale, head_sinks,
+                     out_rows, scratch);
       } else {
-        simd::attend_ref(q_rows, nq, k_rows, v_rows, kv.type, n_positions, dk, dv, scale, out_rows, scratch);
+        simd::attend_ref(q_rows, nq, k_rows, v_rows, kv.type, n_positions, dk, dv, scale,
+                         head_sinks, out_rows, scratch);
       }
     }
   });

@@ -157,6 +157,14 @@ class CpuBackend final : public Backend {
   void mul(Matrix a, Matrix b, Matrix out) override { cpu::mul(pool_, a, b, out); }
   void swiglu(Matrix gate, Matrix up, Matrix out) override { cpu::swiglu(pool_, gate, up, out); }
   void sigmoid(Matrix x, Matrix out) override { cpu::sigmoid(pool_, x, out); }
+  void swiglu_clamped(Matrix gate, Matrix up, float alpha, float limit, Matrix out) override {
+    cpu::swiglu_clamped(pool_, gate, up, alpha, limit, out);
+  }
+  void add_expert_bias(Matrix y, const Weight& bias, IndexMatrix expert_ids) override {
+    assert(bias.cols() == y.cols && bias.matrices() == 1);
+    assert(y.rows == expert_ids.rows * expert_ids.cols);
+    cpu::add_expert_bias(pool_, y, cpu_weight(bias), expert_ids);
+  }
   void rope(Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
             const RopeParams& params) override {
     const float* factors = nullptr;
@@ -170,8 +178,13 @@ class CpuBackend final : public Backend {
     cpu::kv_write(pool_, kv, k, v, slots);
   }
   void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
-                 float scale, Matrix out) override {
-    cpu::attention(pool_, q, kv, batch, n_heads, scale, out);
+                 const AttentionParams& params, Matrix out) override {
+    const float* sinks = nullptr;
+    if (params.sinks) {
+      assert(params.sinks->cols() == n_heads);
+      sinks = vector_values(*params.sinks);
+    }
+    cpu::attention(pool_, q, kv, batch, n_heads, params, sinks, out);
   }
   void route_experts(Matrix router_logits, const RoutingParams& params, IndexMatrix expert_ids,
                      Matrix expert_weights) override {

@@ -100,6 +100,9 @@ void add(ThreadPool& pool, Matrix a, Matrix b, Matrix out);
 void mul(ThreadPool& pool, Matrix a, Matrix b, Matrix out);
 void swiglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out);
 void sigmoid(ThreadPool& pool, Matrix x, Matrix out);
+void swiglu_clamped(ThreadPool& pool, Matrix gate, Matrix up, float alpha, float limit, Matrix out);
+// y[t*K + s] += the bias row of expert_ids[t][s] (skipped for -1).
+void add_expert_bias(ThreadPool& pool, Matrix y, const CpuWeight& bias, IndexMatrix expert_ids);
 // freq_factors: n_dims/2 values or nullptr.
 void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
           const RopeParams& params, const float* freq_factors);
@@ -115,7 +118,8 @@ void weighted_sum_slots(ThreadPool& pool, Matrix slot_rows, Matrix weights, Matr
 // value store: kv_write stores k only and attention reads each value row from its key row.
 bool kv_type_supported(DType type);
 void kv_write(ThreadPool& pool, const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots);
+// sinks: params.sinks decoded (n_heads values) or nullptr.
 void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBatch& batch,
-               int32_t n_heads, float scale, Matrix out);
+               int32_t n_heads, const AttentionParams& params, const float* sinks, Matrix out);
 
 }  // namespace cadenza::kernels::cpu

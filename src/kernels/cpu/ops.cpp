@@ -94,6 +94,40 @@ void sigmoid(ThreadPool& pool, Matrix x, Matrix out) {
   });
 }
 
+// Scalar: std::exp per element (the expert FFN widths it runs on are small next to the matmuls).
+void swiglu_clamped(ThreadPool& pool, Matrix gate, Matrix up, float alpha, float limit, Matrix out) {
+  assert(same_shape(gate, up) && same_shape(gate, out));
+  for_each_row(pool, gate.rows, gate.cols, [&](int64_t r) {
+    const float* g = gate.data + r * gate.stride;
+    const float* u = up.data + r * up.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < gate.cols; ++i) {
+      const float x = std::min(g[i], limit);
+      const float y = std::clamp(u[i], -limit, limit);
+      o[i] = (y + 1.0f) * (x / (1.0f + std::exp(-alpha * x)));
+    }
+  });
+}
+
+void add_expert_bias(ThreadPool& pool, Matrix y, const CpuWeight& bias, IndexMatrix expert_ids) {
+  assert(y.rows == expert_ids.rows * expert_ids.cols && bias.cols() == y.cols);
+  for_each_row(pool, y.rows, y.cols, [&](int64_t r) {
+    const int32_t e = expert_ids.data[r];  // row t*K + s is element (t, s)
+    if (e < 0) return;
+    assert(e < bias.rows());
+    float* o = y.data + r * y.stride;
+    const float* b;
+    if (bias.type() == DType::F32) {
+      b = reinterpret_cast<const float*>(bias.row(0, e));
+    } else {
+      float* decoded = thread_scratch(Scratch::RowTemp, static_cast<size_t>(y.cols));
+      decode_row(bias.type(), bias.row(0, e), decoded, y.cols);
+      b = decoded;
+    }
+    for (int64_t i = 0; i < y.cols; ++i) o[i] += b[i];
+  });
+}
+
 void rope(ThreadPool& pool, Matrix x, int32_t n_heads, int32_t head_dim, IndexMatrix positions,
           const RopeParams& params, const float* freq_factors) {
   assert(n_heads >= 1 && x.cols >= static_cast<int64_t>(n_heads - 1) * head_dim + params.n_dims);
@@ -143,6 +177,7 @@ void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& 
   assert(params.n_groups >= 1 && n_experts % params.n_groups == 0);
   assert(params.n_groups_used >= 1 && params.n_groups_used <= params.n_groups);
   const RouteRule rule{.sigmoid = params.gating == ExpertGating::Sigmoid,
+                       .softmax_top_k = params.gating == ExpertGating::SoftmaxTopK,
                        .bias = bias,
                        .n_groups = params.n_groups,
                        .n_groups_used = params.n_groups_used,

@@ -17,6 +17,10 @@
 //     acc[i] = fma chain over j of p_j * v_j[i], starting from acc[i] * corr
 //   out[i] = acc[i] * (1 / sum)
 // so the result is batch, tile and block-size invariant (chunks follow positions, not KV blocks).
+// A sliding window (window > 0) limits a row to positions lo = max(0, pos - window + 1) .. pos:
+// the chunks stay aligned to multiples of 32, positions below lo are masked, and the row's first
+// chunk is the one holding lo. Sinks: out[i] = acc[i] * (c / (sum * c + exp(sink - m'))), with
+// m' = max(m, sink) and c = exp(m - m'), the CPU backend's formula.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -101,7 +105,15 @@ struct AttnArgs {
   DevIdx positions, seq_index, block_tables;
   int32_t n_heads, group, heads_per_block, tile_tokens;
   float scale;
+  const float* sinks;  // [n_heads] or null
+  int32_t window;      // 0: all positions
 };
+
+// The first position row token t attends to.
+__device__ __forceinline__ int64_t first_position(const AttnArgs& a, int64_t t) {
+  const int64_t pos = a.positions.data[t * a.positions.cols];
+  return a.window > 0 ? max(static_cast<int64_t>(0), pos - a.window + 1) : 0;
+}
 
 // Shared memory layout (floats): q [R][dk], k [32][dk + 1], v [32][dv], p [R][32],
 // row_max [R], row_sum [R], row_corr [R]; then slots [32] (int64).
@@ -149,9 +161,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a) {
     const int rows = u_count * n_h;  // row r: token u_begin + r / n_h, head h_first + r % n_h
     const int64_t seq = a.seq_index.data[(t0 + u_begin) * a.seq_index.cols];
     const int32_t* table = a.block_tables.data + seq * a.block_tables.cols;
-    int64_t max_pos = 0;
+    int64_t max_pos = 0, min_first = INT64_MAX;
     for (int u = 0; u < u_count; ++u) {
       max_pos = max(max_pos, static_cast<int64_t>(a.positions.data[(t0 + u_begin + u) * a.positions.cols]) + 1);
+      min_first = min(min_first, first_position(a, t0 + u_begin + u));
     }
     // Queries into shared memory.
     for (int e = tid; e < rows * dk; e += kThreads) {
@@ -163,7 +176,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a) {
 #pragma unroll
     for (int i = 0; i < kAccPerThread; ++i) acc[i] = 0.0f;
 
-    for (int64_t start = 0; start < max_pos; start += kPosChunk) {
+    for (int64_t start = min_first / kPosChunk * kPosChunk; start < max_pos; start += kPosChunk) {
       const int chunk = static_cast<int>(min(static_cast<int64_t>(kPosChunk), max_pos - start));
       if (tid < chunk) {
         const int64_t p = start + tid;
@@ -182,8 +195,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a) {
       // Scores of (row, position) pairs.
       for (int e = tid; e < rows * kPosChunk; e += kThreads) {
         const int r = e / kPosChunk, j = e % kPosChunk;
-        const int64_t n_pos = static_cast<int64_t>(a.positions.data[(t0 + u_begin + r / n_h) * a.positions.cols]) + 1;
-        if (start + j < n_pos) {
+        const int64_t t = t0 + u_begin + r / n_h;
+        const int64_t n_pos = static_cast<int64_t>(a.positions.data[t * a.positions.cols]) + 1;
+        if (start + j < n_pos && start + j >= first_position(a, t)) {
           const float* qr = q_s + r * dk;
           const float* kr = k_s + j * (dk + 1);
           float s = 0.0f;
@@ -195,17 +209,20 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a) {
       // Softmax statistics: one thread per row, positions in order.
       if (tid < rows) {
         const int r = tid;
-        const int64_t n_pos = static_cast<int64_t>(a.positions.data[(t0 + u_begin + r / n_h) * a.positions.cols]) + 1;
+        const int64_t t = t0 + u_begin + r / n_h;
+        const int64_t n_pos = static_cast<int64_t>(a.positions.data[t * a.positions.cols]) + 1;
+        const int64_t lo = first_position(a, t);
+        const int j0 = static_cast<int>(max(static_cast<int64_t>(0), lo - start));
         const int count = static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(kPosChunk), n_pos - start)));
-        if (count > 0) {
+        if (count > j0) {
           float* pr = p_s + r * kPosChunk;
-          float chunk_max = pr[0];
-          for (int j = 1; j < count; ++j) chunk_max = fmaxf(chunk_max, pr[j]);
-          const bool first = start == 0;
+          float chunk_max = pr[j0];
+          for (int j = j0 + 1; j < count; ++j) chunk_max = fmaxf(chunk_max, pr[j]);
+          const bool first = start <= lo;  // the row's first chunk (start == 0 without a window)
           const float new_max = first ? chunk_max : fmaxf(row_max[r], chunk_max);
           const float corr = first ? 0.0f : expf(row_max[r] - new_max);
           float sum = first ? 0.0f : row_sum[r] * corr;
-          for (int j = 0; j < count; ++j) {
+          for (int j = j0; j < count; ++j) {
             const float p = expf(pr[j] - new_max);
             pr[j] = p;
             sum += p;
@@ -222,12 +239,14 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a) {
         const int e = tid + i * kThreads;
         if (e < rows * dv) {
           const int r = e / dv, d = e % dv;
-          const int64_t n_pos = static_cast<int64_t>(a.positions.data[(t0 + u_begin + r / n_h) * a.positions.cols]) + 1;
+          const int64_t t = t0 + u_begin + r / n_h;
+          const int64_t n_pos = static_cast<int64_t>(a.positions.data[t * a.positions.cols]) + 1;
+          const int j0 = static_cast<int>(max(static_cast<int64_t>(0), first_position(a, t) - start));
           const int count = static_cast<int>(max(static_cast<int64_t>(0), min(static_cast<int64_t>(kPosChunk), n_pos - start)));
-          if (count > 0) {
+          if (count > j0) {
             const float* pr = p_s + r * kPosChunk;
             float v = acc[i] * row_corr[r];
-            for (int j = 0; j < count; ++j) v = __fmaf_rn(pr[j], v_s[j * dv + d], v);
+            for (int j = j0; j < count; ++j) v = __fmaf_rn(pr[j], v_s[j * dv + d], v);
             acc[i] = v;
           }
         }
@@ -240,8 +259,16 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(AttnArgs a) {
       if (e < rows * dv) {
         const int r = e / dv, d = e % dv;
         const int64_t t = t0 + u_begin + r / n_h;
-        a.out.data[t * a.out.stride + static_cast<int64_t>(h_first + r % n_h) * dv + d] =
-            acc[i] * (1.0f / row_sum[r]);
+        float f;
+        if (a.sinks) {
+          const float sink = a.sinks[h_first + r % n_h];
+          const float m = fmaxf(row_max[r], sink);
+          const float c = expf(row_max[r] - m);
+          f = c / (row_sum[r] * c + expf(sink - m));
+        } else {
+          f = 1.0f / row_sum[r];
+        }
+        a.out.data[t * a.out.stride + static_cast<int64_t>(h_first + r % n_h) * dv + d] = acc[i] * f;
       }
     }
     __syncthreads();  // q_s and the row statistics are rewritten by the next pass
@@ -264,7 +291,8 @@ void kv_write(const DevKv& kv, DevMat k, DevMat v, DevIdx slots, cudaStream_t st
 }
 
 void attention(DevMat q, const DevKv& kv, DevIdx positions, DevIdx seq_index, DevIdx block_tables,
-               int32_t n_heads, float scale, DevMat out, cudaStream_t stream) {
+               int32_t n_heads, float scale, const float* sinks, int32_t window, DevMat out,
+               cudaStream_t stream) {
   if (q.rows == 0) return;
   AttnArgs a;
   a.q = q;
@@ -280,6 +308,8 @@ void attention(DevMat q, const DevKv& kv, DevIdx positions, DevIdx seq_index, De
   // single tokens from many sequences gets one token per block. The results are the same bits.
   a.tile_tokens = q.rows >= 64 ? std::max(1, kMaxRows / a.heads_per_block) : 1;
   a.scale = scale;
+  a.sinks = sinks;
+  a.window = window;
   const int rows_max = a.tile_tokens * a.heads_per_block;
   const size_t smem = attn_smem_floats(rows_max, kv.head_dim_k, kv.head_dim_v) * sizeof(float);
   static size_t raised = 48 * 1024;

@@ -227,6 +227,18 @@ class CudaBackend final : public Backend {
     cuda::swiglu(dm(gate), dm(up), dm(out), stream_);
     check_launch("swiglu");
   }
+  void swiglu_clamped(Matrix gate, Matrix up, float alpha, float limit, Matrix out) override {
+    select();
+    cuda::swiglu_clamped(dm(gate), dm(up), alpha, limit, dm(out), stream_);
+    check_launch("swiglu_clamped");
+  }
+  void add_expert_bias(Matrix y, const Weight& bias, IndexMatrix expert_ids) override {
+    assert(bias.cols() == y.cols && bias.matrices() == 1);
+    assert(y.rows == expert_ids.rows * expert_ids.cols);
+    select();
+    cuda::add_expert_bias(dm(y), cw(bias).dev, di(expert_ids), stream_);
+    check_launch("add_expert_bias");
+  }
   void sigmoid(Matrix x, Matrix out) override {
     assert(x.rows == out.rows && x.cols == out.cols);
     select();
@@ -263,7 +275,7 @@ class CudaBackend final : public Backend {
     check_launch("kv_write");
   }
   void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
-                 float scale, Matrix out) override {
+                 const AttentionParams& params, Matrix out) override {
     assert(supports_kv_type(kv.type));
     check_q8_dims(kv);
     assert(kv.n_kv_heads > 0 && n_heads % kv.n_kv_heads == 0);
@@ -274,9 +286,15 @@ class CudaBackend final : public Backend {
     }
     assert(q.cols == static_cast<int64_t>(n_heads) * kv.head_dim_k);
     assert(out.cols == static_cast<int64_t>(n_heads) * kv.head_dim_v && out.rows == q.rows);
+    const float* sinks = nullptr;
+    if (params.sinks) {
+      assert(params.sinks->cols() == n_heads && cw(*params.sinks).is_vector());
+      sinks = cw(*params.sinks).vector_f32();
+    }
     select();
     cuda::attention(dm(q), dkv(kv), di(batch.positions), di(batch.seq_index),
-                    di(batch.block_tables), n_heads, scale, dm(out), stream_);
+                    di(batch.block_tables), n_heads, params.scale, sinks, params.window, dm(out),
+                    stream_);
     check_launch("attention");
   }
   void route_experts(Matrix router_logits, const RoutingParams& params, IndexMatrix expert_ids,
@@ -286,6 +304,7 @@ class CudaBackend final : public Backend {
            expert_ids.cols <= router_logits.cols);
     assert(params.n_groups >= 1 && router_logits.cols % params.n_groups == 0);
     RouteRule rule{.sigmoid = params.gating == ExpertGating::Sigmoid,
+                   .softmax_top_k = params.gating == ExpertGating::SoftmaxTopK,
                    .bias = nullptr,
                    .n_groups = params.n_groups,
                    .n_groups_used = params.n_groups_used,

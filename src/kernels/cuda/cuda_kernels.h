@@ -84,6 +84,11 @@ void add(DevMat a, DevMat b, DevMat out, cudaStream_t stream);
 void mul(DevMat a, DevMat b, DevMat out, cudaStream_t stream);
 void swiglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream);
 void sigmoid(DevMat x, DevMat out, cudaStream_t stream);
+// The CPU backend's formula: g = fminf(gate, limit), u = clamp(up), (u + 1) * g / (1 + expf(-alpha g)).
+void swiglu_clamped(DevMat gate, DevMat up, float alpha, float limit, DevMat out,
+                    cudaStream_t stream);
+// y[t*K + s] += row expert_ids[t][s] of matrix 0 of bias (decoded like get_rows); -1: skipped.
+void add_expert_bias(DevMat y, const DevWeight& bias, DevIdx expert_ids, cudaStream_t stream);
 // freq_factors: n_dims/2 f32 values or nullptr. Angles in double as the CPU backend computes them
 // (kernels/rope_frequency.h); the rotated pair times attn_factor.
 void rope(DevMat x, int32_t n_heads, int32_t head_dim, DevIdx positions,
@@ -115,7 +120,9 @@ constexpr int kMaxAttentionHeadDim = 256;  // head_dim_k and head_dim_v limit of
 void kv_write(const DevKv& kv, DevMat k, DevMat v, DevIdx slots, cudaStream_t stream);
 // Online softmax over fixed chunks of 32 positions (independent of block size and batch); tiles
 // of tokens of one sequence share each K/V chunk through shared memory. See attention.cu.
+// sinks: n_heads f32 logits (device) or null; window > 0: the last `window` positions only.
 void attention(DevMat q, const DevKv& kv, DevIdx positions, DevIdx seq_index, DevIdx block_tables,
-               int32_t n_heads, float scale, DevMat out, cudaStream_t stream);
+               int32_t n_heads, float scale, const float* sinks, int32_t window, DevMat out,
+               cudaStream_t stream);
 
 }  // namespace cadenza::kernels::cuda

@@ -1,4 +1,5 @@
-// CUDA row-wise ops: row lookups, bias, RMS norm, elementwise add/mul, SwiGLU, RoPE.
+// CUDA row-wise ops: row lookups, bias, expert biases, RMS norm, elementwise add/mul, SwiGLU
+// (plain and gpt-oss's clamped one), RoPE.
 // Each output element is computed from its own row only, with the CPU backend's formulas; RMS
 // norm reduces each row with a fixed tree in double (independent of the number of rows).
 #include "kernels/cuda/matmul_common.cuh"
@@ -99,6 +100,31 @@ __global__ void copy_matrix_kernel(DevMat src, DevMat out) {
   out.data[r * out.stride + c] = src.data[r * src.stride + c];
 }
 
+__global__ void swiglu_clamped_kernel(DevMat gate, DevMat up, float alpha, float limit, DevMat out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= out.rows * out.cols) return;
+  const int64_t r = i / out.cols, c = i % out.cols;
+  const float x = fminf(gate.data[r * gate.stride + c], limit);
+  const float y = fminf(fmaxf(up.data[r * up.stride + c], -limit), limit);
+  out.data[r * out.stride + c] = (y + 1.0f) * (x / (1.0f + expf(-alpha * x)));
+}
+
+// One thread per group of 8 elements of a (token, slot) row; the expert's bias row decoded with
+// decode8 (any stored type).
+__global__ void add_expert_bias_kernel(DevMat y, DevWeight bias, DevIdx ids) {
+  const int64_t groups = (y.cols + 7) / 8;
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (g >= groups * y.rows) return;
+  const int64_t r = g / groups, k0 = (g % groups) * 8;
+  const int32_t e = ids.data[r];  // row t*K + s is element (t, s) of the contiguous ids
+  if (e < 0) return;
+  float v[8];
+  decode8(bias, 0, e, k0, v);
+  const int cnt = static_cast<int>(min(static_cast<int64_t>(8), y.cols - k0));
+  float* o = y.data + r * y.stride + k0;
+  for (int i = 0; i < cnt; ++i) o[i] += v[i];
+}
+
 void elementwise(DevMat a, DevMat b, DevMat out, int op, cudaStream_t stream) {
   const int64_t n = out.rows * out.cols;
   if (n == 0) return;
@@ -135,6 +161,19 @@ void swiglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream) {
 }
 
 void sigmoid(DevMat x, DevMat out, cudaStream_t stream) { elementwise(x, x, out, 4, stream); }
+
+void swiglu_clamped(DevMat gate, DevMat up, float alpha, float limit, DevMat out,
+                    cudaStream_t stream) {
+  const int64_t n = out.rows * out.cols;
+  if (n == 0) return;
+  swiglu_clamped_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, alpha, limit, out);
+}
+
+void add_expert_bias(DevMat y, const DevWeight& bias, DevIdx expert_ids, cudaStream_t stream) {
+  const int64_t n = (y.cols + 7) / 8 * y.rows;
+  if (n == 0) return;
+  add_expert_bias_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(y, bias, expert_ids);
+}
 
 void rope(DevMat x, int32_t n_heads, int32_t head_dim, DevIdx positions,
           const RopeFrequency& freq, bool neox, float attn_factor, const float* freq_factors,

@@ -43,17 +43,26 @@ bool attend_type_supported(DType type, int dk, int dv) {
 }
 
 void attend(const float* const* q, int nq, const void* const* k_rows, const void* const* v_rows,
-            DType type, int64_t n, int dk, int dv, float scale, float* const* out, float* scratch) {
+            DType type, int64_t n, int dk, int dv, float scale, const float* sinks,
+            float* const* out, float* scratch) {
   assert(attend_available(dk, dv) && attend_type_supported(type, dk, dv));
   assert(nq >= 1 && nq <= kAttendMaxHeads && n >= 1);
-  detail::attend_avx512(q, nq, k_rows, v_rows, type, n, dk, dv, scale, out, scratch);
+  detail::attend_avx512(q, nq, k_rows, v_rows, type, n, dk, dv, scale, sinks, out, scratch);
+}
+
+float attend_final_scale(float running_max, float running_sum, const float* sinks, int h) {
+  if (!sinks) return 1.0f / running_sum;
+  const float sink = sinks[h];
+  const float m = std::max(running_max, sink);
+  const float c = std::exp(running_max - m);
+  return c / (running_sum * c + std::exp(sink - m));
 }
 
 // Chunk by chunk: the chunk's K/V rows are decoded once (F16/Q8_0) for all nq heads; then per
 // head the scores, the online-softmax update and the weighted value sum, element by element.
 void attend_ref(const float* const* q, int nq, const void* const* k_rows,
                 const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
-                float* const* out, float* scratch) {
+                const float* sinks, float* const* out, float* scratch) {
   assert(attend_type_supported(type, dk, dv) && nq >= 1 && nq <= kAttendMaxHeads && n >= 1);
   float* scores = scratch;                                  // [kAttendChunk]
   float* acc = scores + kAttendChunk;                       // [nq][dv]
@@ -102,7 +111,7 @@ void attend_ref(const float* const* q, int nq, const void* const* k_rows,
     }
   }
   for (int h = 0; h < nq; ++h) {
-    const float inv_sum = 1.0f / running_sum[h];
+    const float inv_sum = attend_final_scale(running_max[h], running_sum[h], sinks, h);
     const float* ah = acc + static_cast<int64_t>(h) * dv;
     for (int i = 0; i < dv; ++i) out[h][i] = ah[i] * inv_sum;
   }

@@ -5,7 +5,11 @@
 // attend(): the heads of one GQA group of one token (nq query rows sharing one KV head) over the
 // token's n positions, whose K and V rows the caller has resolved through the block table:
 //   out_h = sum_p softmax_p(scale * q_h . k_p) * v_p
-// as an online softmax over fixed chunks of kAttendChunk positions, in position order.
+// as an online softmax over fixed chunks of kAttendChunk positions, in position order. With
+// `sinks` (nq logits, or null) head h's sink joins the denominator only, after the last chunk:
+// with m = max(running max, sink_h) and c = exp(running max - m),
+//   out_h = acc_h * (c / (running_sum_h * c + exp(sink_h - m)))      (std::exp, both paths)
+// and without sinks out_h = acc_h * (1 / running_sum_h) as before.
 //
 // K/V element types (`type`; the row of one head of one token, n elements):
 //   F32   n floats
@@ -47,12 +51,16 @@ inline int64_t attend_scratch_floats(int nq, int dk, int dv) {
 
 // The vector path (requires attend_available(dk, dv) and attend_type_supported(type, dk, dv)).
 void attend(const float* const* q, int nq, const void* const* k_rows, const void* const* v_rows,
-            DType type, int64_t n, int dk, int dv, float scale, float* const* out, float* scratch);
+            DType type, int64_t n, int dk, int dv, float scale, const float* sinks,
+            float* const* out, float* scratch);
 // The scalar reference (any level): scores by dot products of 8 interleaved partial sums
 // (element i to sum i % 8, combined pairwise), std::exp, values accumulated element by element.
 void attend_ref(const float* const* q, int nq, const void* const* k_rows,
                 const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
-                float* const* out, float* scratch);
+                const float* sinks, float* const* out, float* scratch);
+// The factor of head h's accumulator at the end (shared by both paths): 1 / running_sum without
+// a sink, else as above.
+float attend_final_scale(float running_max, float running_sum, const float* sinks, int h);
 
 // out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i] with a vector exp
 // (relative error ~3e-7), for i < n. Available when attend_available(16, 16) (avx512 and above).
@@ -63,7 +71,7 @@ namespace detail {
 void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n);
 void attend_avx512(const float* const* q, int nq, const void* const* k_rows,
                    const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
-                   float* const* out, float* scratch);
+                   const float* sinks, float* const* out, float* scratch);
 }  // namespace detail
 
 }  // namespace cadenza::simd

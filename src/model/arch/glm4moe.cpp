@@ -55,7 +55,7 @@ Status configure(const MetadataReader& md, ModelConfig& c) {
 
   Status st = read_feed_forward(md, c, {.experts = FeedForwardKeys::Experts::Required,
                                         .normalize_top_k = true,
-                                        .sigmoid_gating = true});
+                                        .gating_func = 2});
   if (!st) return st;
   if (v = md.count_or("leading_dense_block_count", 0, 0, c.n_layers); !v) return v.error_value();
   c.n_leading_dense = *v;

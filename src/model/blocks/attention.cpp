@@ -38,6 +38,7 @@ Status Attention::load(WeightLoader& loader, int64_t layer, Weights& w) const {
   const Slice k_bias = {k_rows.dim < 0 ? -1 : 0, k_rows.begin, k_rows.count};
   const Slice v_bias = {v_rows.dim < 0 ? -1 : 0, v_rows.begin, v_rows.count};
   const Slice o_cols = sliced(columns_of({heads_.begin * dv, heads_.count * dv}));
+  const Slice q_sinks = sliced(columns_of(heads_));  // this rank's heads' sinks
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
   return loader.load({
       {w.wq, name("attn_q.weight"), {d, q_cols}, Load::Required, q_rows},
@@ -50,6 +51,7 @@ Status Attention::load(WeightLoader& loader, int64_t layer, Weights& w) const {
       {w.bo, name("attn_output.bias"), {d}, c_.output_bias ? Load::IfPresent : Load::Skip},
       {w.q_norm, name("attn_q_norm.weight"), {c_.head_dim_k}, required_if(c_.qk_norm)},
       {w.k_norm, name("attn_k_norm.weight"), {c_.head_dim_k}, required_if(c_.qk_norm)},
+      {w.sinks, name("attn_sinks.weight"), {c_.n_heads}, required_if(c_.attn_sinks), q_sinks},
   });
 }
 
@@ -96,8 +98,11 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
 
   const kernels::KvLayer& kv = ctx.kv.layer(layer);
   be.kv_write(kv, k, v, ctx.inputs.slots);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim_k));
-  be.attention(q, kv, batch, static_cast<int32_t>(heads_.count), scale, attn);  // [n][H*dv]
+  kernels::AttentionParams params;
+  params.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim_k));
+  params.sinks = w.sinks.get();
+  params.window = c_.attention_window(layer);
+  be.attention(q, kv, batch, static_cast<int32_t>(heads_.count), params, attn);  // [n][H*dv]
   be.matmul(*w.wo, attn, out);  // [n][d]; under tensor parallelism this rank's heads' share
   tp_all_reduce(ctx, out);
   if (w.bo) be.add_bias(out, *w.bo, out);

@@ -1,18 +1,23 @@
 // Attention block: grouped-query self-attention with RoPE over the paged KV cache, with the
-// options of the llama family (QKV biases, an output bias, per-head Q/K RMS norm).
+// options of the llama family (QKV biases, an output bias, per-head Q/K RMS norm) and of gpt-oss
+// (attention sinks, a sliding window on some layers).
 //
 //   q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)     [n][H*dk], [n][KV*dk], [n][KV*dv]
 //   q, k    = rms_norm per head * q_norm, k_norm      [config.qk_norm: qwen3*], as [n*H][dk]
 //   q, k    = rope(q, k, positions)                   layout and scaling from the config
 //   kv[slot(token)] = k, v                            this layer's paged store
 //   a       = causal attention(q, K/V of the token's sequence), GQA, scale 1/sqrt(dk)   [n][H*dv]
+//             (config.attn_sinks: each head's sink logit in its softmax denominator;
+//             config.attention_window(layer) > 0: the last that many positions only)
 //   out     = a Wo (+bo)                              [n][d]
 //
 // Shapes: n = tokens of the step, d = n_embd, H / KV = query / KV heads, dk / dv = head dims.
 // Tensors: `rope_freqs.weight` [dk/2] once per model (Llama 3 divisors; or computed from the
 // rope.scaling.* keys); per layer `blk.N.attn_{q,k,v,output}.weight`, `blk.N.attn_{q,k,v}.bias`
 // (when config.qkv_bias), `blk.N.attn_output.bias` (where present, when config.output_bias),
-// `blk.N.attn_{q,k}_norm.weight` [dk] (when config.qk_norm).
+// `blk.N.attn_{q,k}_norm.weight` [dk] (when config.qk_norm), `blk.N.attn_sinks.weight` [H] (when
+// config.attn_sinks). Windowed layers keep a full-size KV cache (a follow-up: a ring of `window`
+// slots per sequence).
 //
 // One Attention object per model holds the shape, the RoPE table and the step's scratch; the
 // per-layer tensors are in one Weights per layer. Not thread-safe (scratch).
@@ -35,6 +40,7 @@ class Attention {
     std::unique_ptr<kernels::Weight> wq, wk, wv, wo;  // [H*dk][d], [KV*dk][d], [KV*dv][d], [d][H*dv]
     std::unique_ptr<kernels::Weight> bq, bk, bv, bo;  // biases, or null
     std::unique_ptr<kernels::Weight> q_norm, k_norm;  // [dk], or null
+    std::unique_ptr<kernels::Weight> sinks;           // [H], or null
   };
 
   // `config` must outlive the block. Under tensor parallelism (config.shard) the block holds

@@ -114,7 +114,7 @@ void LatentAttention::forward(const ForwardContext& ctx, int64_t layer, const We
 
   const kernels::KvLayer& cache = ctx.kv.layer(layer);
   be.kv_write(cache, kv, Matrix{}, ctx.inputs.slots);
-  be.attention(q_full, cache, batch, static_cast<int32_t>(heads), scale_, out_latent);
+  be.attention(q_full, cache, batch, static_cast<int32_t>(heads), {.scale = scale_}, out_latent);
 
   be.matmul_experts(*w.wv_b, out_latent.reshaped(n * heads, m.kv_rank), head_ids,
                     o.reshaped(n * heads, m.v));  // [n][H*dv]

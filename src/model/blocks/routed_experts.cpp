@@ -35,7 +35,16 @@ Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) cons
   const Slice cols = split ? columns_of(columns_) : Slice{};
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
   kernels::Backend* placed = c_.expert_offload.holds(layer) ? c_.expert_offload.backend : nullptr;
+  const Load bias = required_if(c_.moe_expert_bias);
+  if (c_.moe_expert_bias && shard.tensor_parallel()) {
+    return make_error("blk.{}: experts with biases (gpt-oss) are not supported in a split model "
+                      "yet", layer);
+  }
   return loader.load({
+      {w.router_bias, name("ffn_gate_inp.bias"), {e}, bias, {}, {}, {}, placed},
+      {w.gate_bias, name("ffn_gate_exps.bias"), {f, e}, bias, {}, {}, {}, placed},
+      {w.up_bias, name("ffn_up_exps.bias"), {f, e}, bias, {}, {}, {}, placed},
+      {w.down_bias, name("ffn_down_exps.bias"), {d, e}, bias, {}, {}, {}, placed},
       {w.router, name("ffn_gate_inp.weight"), {d, e}, Load::Required, {}, {}, {}, placed},
       {w.selection_bias, name("exp_probs_b.bias"), {e}, Load::IfPresent, {}, {}, {}, placed},
       {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows, pick, placed},
@@ -107,6 +116,7 @@ void RoutedExperts::run(const ForwardContext& ctx, kernels::Backend& be, Scratch
   routing.n_groups_used = static_cast<int32_t>(c_.moe_groups_used);
 
   be.matmul(*w.router, h, router);  // [n][E]
+  if (w.router_bias) be.add_bias(router, *w.router_bias, router);
   be.route_experts(router, routing, ids, weights);
   if (ctx.expert_counts != nullptr) {
     ids_host_.resize(static_cast<size_t>(n * k));  // within the reserved capacity
@@ -117,8 +127,17 @@ void RoutedExperts::run(const ForwardContext& ctx, kernels::Backend& be, Scratch
   if (c_.shard.expert_parallel) localize(be, s, w, n * k);
   be.matmul_experts(*w.gate, h, ids, gate);  // [n*K][f]
   be.matmul_experts(*w.up, h, ids, up);      // [n*K][f]
-  be.swiglu(gate, up, gate);
+  if (w.gate_bias) {
+    be.add_expert_bias(gate, *w.gate_bias, ids);
+    be.add_expert_bias(up, *w.up_bias, ids);
+  }
+  if (c_.moe_swiglu_limit > 0) {
+    be.swiglu_clamped(gate, up, c_.moe_swiglu_alpha, c_.moe_swiglu_limit, gate);
+  } else {
+    be.swiglu(gate, up, gate);
+  }
   be.matmul_experts(*w.down, gate, ids, slots);  // [n*K][d]
+  if (w.down_bias) be.add_expert_bias(slots, *w.down_bias, ids);
   be.weighted_sum_slots(slots, weights, out);    // [n][d]
   tp_all_reduce(ctx, out);  // the other ranks' experts, or the other columns of every expert
 }

@@ -1,17 +1,21 @@
-// Routed-experts block: a mixture-of-experts SwiGLU FFN (Mixtral-style llama, qwen3moe, qwen2moe).
+// Routed-experts block: a mixture-of-experts SwiGLU FFN (Mixtral-style llama, qwen3moe, qwen2moe,
+// deepseek2, gpt-oss).
 //
-//   router   = h Wrouter                                        [n][E]
+//   router   = h Wrouter (+ b_router)                           [n][E]
 //   ids, w   = top-K of gating(router) (+ selection bias, within the best expert groups), ties
 //              to the lower id; weights renormalised to sum 1 when config.moe_normalize_top_k,
 //              times moe_weights_scale (kernels::RoutingParams)   [n][K]
-//   gate, up = matmul_experts(Wgate_exps / Wup_exps, h, ids)    [n*K][f]
-//   slots    = matmul_experts(Wdown_exps, silu(gate) * up, ids) [n*K][d]
+//   gate, up = matmul_experts(Wgate_exps / Wup_exps, h, ids)    [n*K][f]   (+ the expert's bias)
+//   slots    = matmul_experts(Wdown_exps, silu(gate) * up, ids) [n*K][d]   (+ the expert's bias)
+//              (config.moe_swiglu_limit > 0: gpt-oss's clamped SwiGLU instead of silu(gate) * up)
 //   out      = sum over s of w[t][s] * slots[t*K + s], in slot order   [n][d]
 //
 // Shapes: n = tokens of the step, d = n_embd, E / K = n_experts / n_experts_used, f = n_ff_expert.
 // Tensors, per layer: `blk.N.ffn_gate_inp.weight` [E][d], `blk.N.ffn_{gate,up}_exps.weight`
 // [E][f][d], `blk.N.ffn_down_exps.weight` [E][d][f]; `blk.N.exp_probs_b.bias` [E] (the selection
-// bias, deepseek2 / glm4moe) where present.
+// bias, deepseek2 / glm4moe) where present; with config.moe_expert_bias (gpt-oss)
+// `blk.N.ffn_gate_inp.bias` [E], `blk.N.ffn_{gate,up}_exps.bias` [E][f], `blk.N.ffn_down_exps.bias`
+// [E][d] (not split: such a model runs in one process).
 // Routing statistics: when ctx.expert_counts is set, the step's ids are read back and counted per
 // (layer, expert).
 //
@@ -44,6 +48,8 @@ class RoutedExperts {
     std::unique_ptr<kernels::Weight> router;             // [E][d]
     std::unique_ptr<kernels::Weight> gate, up, down;     // [E][f][d], [E][f][d], [E][d][f]
     std::unique_ptr<kernels::Weight> selection_bias;     // [E], or null
+    std::unique_ptr<kernels::Weight> router_bias;        // [E], or null
+    std::unique_ptr<kernels::Weight> gate_bias, up_bias, down_bias;  // [E][f], [E][f], [E][d], or null
     // Expert parallel: global expert id -> index among this rank's experts of the layer, -1
     // for another rank's ([E]; empty otherwise).
     std::vector<int32_t> local_of;

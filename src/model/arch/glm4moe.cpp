@@ -25,9 +25,8 @@
 
 #include "gguf/gguf.h"
 #include "model/blocks/attention.h"
-#include "model/blocks/dense_ffn.h"
 #include "model/blocks/embedding.h"
-#include "model/blocks/routed_experts.h"
+#include "model/blocks/mixture_ffn.h"
 #include "model/metadata.h"
 #include "model/registry.h"
 
@@ -72,8 +71,7 @@ Status configure(const MetadataReader& md, ModelConfig& c) {
 class Glm4Moe final : public Network {
  public:
   explicit Glm4Moe(const ModelConfig& c)
-      : c_(c), embedding_(c), attention_(c), dense_(c, c.n_ff), experts_(c),
-        shared_(c, c.n_ff_shared_expert, "_shexp"), head_(c) {}
+      : c_(c), embedding_(c), attention_(c), ffn_(c), head_(c) {}
 
   Status load(WeightLoader& loader) {
     Status st = embedding_.load(loader);
@@ -85,9 +83,7 @@ class Glm4Moe final : public Network {
       st = loader.load({{L.attn_norm, layer_tensor(il, "attn_norm.weight"), {c_.n_embd}},
                         {L.ffn_norm, layer_tensor(il, "post_attention_norm.weight"), {c_.n_embd}}});
       if (st) st = attention_.load(loader, il, L.attention);
-      if (st && dense_layer(il)) st = dense_.load(loader, il, L.dense);
-      if (st && !dense_layer(il)) st = experts_.load(loader, il, L.experts);
-      if (st && !dense_layer(il) && has_shared()) st = shared_.load(loader, il, L.shared);
+      if (st) st = ffn_.load(loader, il, L.ffn);
     }
     return st;
   }
@@ -96,10 +92,7 @@ class Glm4Moe final : public Network {
     Status st = x_.reserve(be, cap.max_tokens, c_.n_embd);
     if (st) st = h_.reserve(be, cap.max_tokens, c_.n_embd);
     if (st) st = attention_.reserve(be, cap);
-    if (st && c_.n_leading_dense > 0) st = dense_.reserve(be, cap);
-    if (st && c_.n_leading_dense < c_.n_layers) st = experts_.reserve(be, cap);
-    if (st && has_shared()) st = shared_.reserve(be, cap);
-    if (st && has_shared()) st = shared_out_.reserve(be, cap.max_tokens, c_.n_embd);
+    if (st) st = ffn_.reserve(be, cap);
     if (st) st = head_.reserve(be, cap);
     return st;
   }
@@ -116,16 +109,7 @@ class Glm4Moe final : public Network {
       attention_.forward(ctx, il, L.attention, h, h);
       be.add(x, h, x);
       be.rms_norm(x, *L.ffn_norm, c_.rms_norm_eps, h);
-      if (dense_layer(il)) {
-        dense_.forward(ctx, L.dense, h, h);
-      } else {
-        // The shared experts read h before the routed experts overwrite it.
-        const Matrix shared = has_shared() ? shared_out_.rows(n) : Matrix{};
-        if (has_shared()) shared_.forward(ctx, L.shared, h, shared);
-        experts_.forward(ctx, il, L.experts, h, h);
-        if (has_shared()) be.add(x, shared, x);
-      }
-      be.add(x, h, x);
+      ffn_.forward(ctx, il, L.ffn, h, x);
     }
     blocks::stage_output(ctx, c_, head_, embedding_, x);
   }
@@ -134,23 +118,16 @@ class Glm4Moe final : public Network {
   struct Layer {
     std::unique_ptr<kernels::Weight> attn_norm, ffn_norm;  // [d]; ffn_norm: post_attention_norm
     blocks::Attention::Weights attention;
-    blocks::DenseFfn::Weights dense;          // leading dense layers
-    blocks::RoutedExperts::Weights experts;   // the others
-    blocks::DenseFfn::Weights shared;         // with expert_shared_count > 0
+    blocks::MixtureFfn::Weights ffn;
   };
-  bool dense_layer(int64_t il) const { return il < c_.n_leading_dense; }
-  bool has_shared() const { return c_.n_ff_shared_expert > 0; }
 
   const ModelConfig& c_;
   blocks::TokenEmbedding embedding_;
   blocks::Attention attention_;
-  blocks::DenseFfn dense_;
-  blocks::RoutedExperts experts_;
-  blocks::DenseFfn shared_;
+  blocks::MixtureFfn ffn_;
   blocks::OutputHead head_;
   std::vector<Layer> layers_;
   ScratchMatrix x_, h_;
-  ScratchMatrix shared_out_;  // [n][d] the shared experts' output, added after the routed sum
 };
 
 }  // namespace

@@ -1,0 +1,42 @@
+#include "model/blocks/mixture_ffn.h"
+
+namespace cadenza::model::blocks {
+
+using kernels::Matrix;
+
+MixtureFfn::MixtureFfn(const ModelConfig& config)
+    : c_(config), dense_(config, config.n_ff), experts_(config),
+      shared_(config, config.n_ff_shared_expert, "_shexp") {}
+
+Status MixtureFfn::load(WeightLoader& loader, int64_t layer, Weights& w) const {
+  if (dense_layer(layer)) return dense_.load(loader, layer, w.dense);
+  Status st = experts_.load(loader, layer, w.experts);
+  if (st && has_shared()) st = shared_.load(loader, layer, w.shared);
+  return st;
+}
+
+Status MixtureFfn::reserve(kernels::Backend& be, const StepCapacity& cap) {
+  Status st;
+  if (c_.n_leading_dense > 0) st = dense_.reserve(be, cap);
+  if (st && c_.n_experts > 0 && c_.n_leading_dense < c_.n_layers) st = experts_.reserve(be, cap);
+  if (st && has_shared()) st = shared_.reserve(be, cap);
+  if (st && has_shared()) st = shared_out_.reserve(be, cap.max_tokens, c_.n_embd);
+  return st;
+}
+
+void MixtureFfn::forward(const ForwardContext& ctx, int64_t layer, const Weights& w, Matrix h,
+                         Matrix x) {
+  kernels::Backend& be = ctx.backend;
+  if (dense_layer(layer)) {
+    dense_.forward(ctx, w.dense, h, h);
+  } else {
+    // The shared experts read h before the routed experts overwrite it.
+    const Matrix shared = has_shared() ? shared_out_.rows(ctx.inputs.n_tokens) : Matrix{};
+    if (has_shared()) shared_.forward(ctx, w.shared, h, shared);
+    experts_.forward(ctx, layer, w.experts, h, h);
+    if (has_shared()) be.add(x, shared, x);
+  }
+  be.add(x, h, x);
+}
+
+}  // namespace cadenza::model::blocks

@@ -34,6 +34,7 @@ struct KernelTable {
   GemmQFn gemm_iq4_xs;
   GemmQFn gemm_iq4_nl;
   GemmQFn gemm_mxfp4;
+  GemmQFn gemm_iq2_xxs;
 };
 
 // One table per level that has its own code; each lives in its own translation unit.

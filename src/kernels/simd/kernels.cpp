@@ -42,6 +42,7 @@ CADENZA_SIMD_GEMM(q3_k, void, kQK_K)
 CADENZA_SIMD_GEMM(iq4_xs, void, kQK_K)
 CADENZA_SIMD_GEMM(iq4_nl, void, kQK)
 CADENZA_SIMD_GEMM(mxfp4, void, kQK)
+CADENZA_SIMD_GEMM(iq2_xxs, void, kQK_K)
 #undef CADENZA_SIMD_GEMM
 
 std::optional<DType> activation_dtype(DType weight) {
@@ -54,7 +55,8 @@ std::optional<DType> activation_dtype(DType weight) {
     case DType::Q6_K:
     case DType::Q2_K:
     case DType::Q3_K:
-    case DType::IQ4_XS: return DType::Q8_K;
+    case DType::IQ4_XS:
+    case DType::IQ2_XXS: return DType::Q8_K;
     case DType::F16:
     case DType::BF16: return DType::F32;
     default: return std::nullopt;
@@ -107,6 +109,7 @@ Status gemm(DType weight, const void* weights, int64_t rows, int64_t k, const vo
     case DType::IQ4_XS: gemm_iq4_xs(weights, rows, k, act, n, out, ldo); break;
     case DType::IQ4_NL: gemm_iq4_nl(weights, rows, k, act, n, out, ldo); break;
     case DType::MXFP4: gemm_mxfp4(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ2_XXS: gemm_iq2_xxs(weights, rows, k, act, n, out, ldo); break;
     default: return make_error("simd: no kernel for weight type {}", dtype_name(weight));
   }
   return {};

@@ -3,13 +3,13 @@
 //
 // Weight/activation pairs (out = W x, one dot product per weight row):
 //   weights Q8_0, Q4_0   x activations Q8_0 (quantize_q8_0)
-//   weights Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS   x activations Q8_K (quantize_q8_k)
+//   weights Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS   x activations Q8_K (quantize_q8_k)
 //   weights IQ4_NL, MXFP4                     x activations Q8_0
 //   weights F16, BF16    x activations f32
 //
 // Common contracts (asserted in debug builds; violating them is a bug in the caller):
 //  - k is the row length in elements: a multiple of 32 (Q8_0, Q4_0, IQ4_NL, MXFP4), of 256
-//    (Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS), any
+//    (Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS), any
 //    k >= 1 for F16/BF16. rows >= 0, n >= 1.
 //  - `weights` holds `rows` consecutive rows in GGUF layout (tensor/blocks.h), row r starting at
 //    r * row_bytes(type, k). No alignment is required for any pointer.
@@ -58,6 +58,7 @@ void gemv_q6_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_
 void gemv_f16(const void* weights, int64_t rows, int64_t k, const float* x, float* out);
 void gemv_bf16(const void* weights, int64_t rows, int64_t k, const float* x, float* out);
 void gemv_q2_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq2_xxs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq4_xs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq4_nl(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, float* out);
@@ -76,6 +77,8 @@ void gemm_f16(const void* weights, int64_t rows, int64_t k, const float* x, int6
               int64_t ldo);
 void gemm_bf16(const void* weights, int64_t rows, int64_t k, const float* x, int64_t n,
                float* out, int64_t ldo);
+void gemm_iq2_xxs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+                  float* out, int64_t ldo);
 void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
                float* out, int64_t ldo);
 void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
@@ -119,6 +122,8 @@ void gemm_f16(const void* weights, int64_t rows, int64_t k, const float* x, int6
               int64_t ldo);
 void gemm_bf16(const void* weights, int64_t rows, int64_t k, const float* x, int64_t n,
                float* out, int64_t ldo);
+void gemm_iq2_xxs(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+                  float* out, int64_t ldo);
 void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
                float* out, int64_t ldo);
 void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,

@@ -103,6 +103,35 @@ float dot_q6_k(const void* w, const void* a, int64_t nb) {
   return sum;
 }
 
+// IQ2_XXS (tensor/blocks.h): per super-block sumi = sum_j (2 ls_j + 1) * dot(grid values with
+// their signs, a over 32-element sub-block j); term = ((da * d) * 0.125) * sumi (the decoded
+// scale d * (0.5 + ls) * 0.25 is d * (2 ls + 1) / 8).
+float dot_iq2_xxs(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockIQ2_XXS wb = load_block<BlockIQ2_XXS>(w, b);
+    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
+    int32_t sumi = 0;
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t* q = wb.qs + 8 * j;
+      uint32_t s;
+      std::memcpy(&s, q + 4, sizeof s);
+      int32_t dot = 0;
+      for (int g = 0; g < 4; ++g) {
+        const uint8_t* grid = iq::kIq2xxs.v[q[g]];
+        const uint8_t signs = iq::kSigns.v[(s >> (7 * g)) & 127];
+        for (int t = 0; t < 8; ++t) {
+          const int32_t v = (signs >> t) & 1 ? -int32_t{grid[t]} : int32_t{grid[t]};
+          dot += v * int32_t{ab.qs[32 * j + 8 * g + t]};
+        }
+      }
+      sumi += (2 * static_cast<int32_t>(s >> 28) + 1) * dot;
+    }
+    sum += ((ab.d * half_to_float(wb.d)) * 0.125f) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
 // Per super-block: sumq = sum_j sc[j] * dot(q, a over 16-element sub-block j),
 // summ = sum_j mn[j] * bsums[j]; term = (da * d) * sumq - (da * dmin) * summ.
 float dot_q2_k(const void* w, const void* a, int64_t nb) {
@@ -287,6 +316,13 @@ void gemm_iq4_nl(const void* w, int64_t rows, int64_t k, const void* act, int64_
                                      sizeof(BlockQ8_0), n, out, ldo);
 }
 
+void gemm_iq2_xxs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+                  int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_iq2_xxs>(w, rows, k / kQK_K, sizeof(BlockIQ2_XXS), act, sizeof(BlockQ8_K), n,
+                           out, ldo);
+}
+
 void gemm_mxfp4(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
                 int64_t ldo) {
   assert(k % kQK == 0);
@@ -318,7 +354,7 @@ const KernelTable& scalar_table() {
                              ref::gemm_q8_0,  ref::gemm_q4_0,     ref::gemm_q4_k,
                              ref::gemm_q6_k,  ref::gemm_f16,      ref::gemm_bf16,
                              ref::gemm_q2_k,  ref::gemm_q3_k,     ref::gemm_iq4_xs,
-                             ref::gemm_iq4_nl, ref::gemm_mxfp4};
+                             ref::gemm_iq4_nl, ref::gemm_mxfp4,   ref::gemm_iq2_xxs};
   return t;
 }
 

@@ -40,6 +40,10 @@ const TypeCase kCases[] = {
     {DType::IQ4_NL, {32, 64, 96, 160, 512, 1056}},
     {DType::MXFP4, {32, 64, 96, 160, 512, 1056}},
     {DType::IQ2_XXS, {256, 512, 768, 2304}},
+    {DType::IQ2_XS, {256, 512, 768, 2304}},
+    {DType::IQ2_S, {256, 512, 768, 2304}},
+    {DType::IQ3_XXS, {256, 512, 768, 2304}},
+    {DType::IQ3_S, {256, 512, 768, 2304}},
     {DType::F16, {1, 7, 15, 16, 17, 31, 33, 48, 100, 256, 1000}},
     {DType::BF16, {1, 7, 15, 16, 17, 31, 33, 48, 100, 256, 1000}},
 };
@@ -86,6 +90,10 @@ void call_gemm(DType t, const void* w, int64_t rows, int64_t k, const void* a, i
     case DType::IQ4_NL: gemm_iq4_nl(w, rows, k, a, n, out, ldo); break;
     case DType::MXFP4: gemm_mxfp4(w, rows, k, a, n, out, ldo); break;
     case DType::IQ2_XXS: gemm_iq2_xxs(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ3_S: gemm_iq3_s(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ3_XXS: gemm_iq3_xxs(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ2_S: gemm_iq2_s(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ2_XS: gemm_iq2_xs(w, rows, k, a, n, out, ldo); break;
     case DType::F16: gemm_f16(w, rows, k, x, n, out, ldo); break;
     case DType::BF16: gemm_bf16(w, rows, k, x, n, out, ldo); break;
     default: FAIL();
@@ -105,6 +113,10 @@ void call_gemv(DType t, const void* w, int64_t rows, int64_t k, const void* a, f
     case DType::IQ4_NL: gemv_iq4_nl(w, rows, k, a, out); break;
     case DType::MXFP4: gemv_mxfp4(w, rows, k, a, out); break;
     case DType::IQ2_XXS: gemv_iq2_xxs(w, rows, k, a, out); break;
+    case DType::IQ3_S: gemv_iq3_s(w, rows, k, a, out); break;
+    case DType::IQ3_XXS: gemv_iq3_xxs(w, rows, k, a, out); break;
+    case DType::IQ2_S: gemv_iq2_s(w, rows, k, a, out); break;
+    case DType::IQ2_XS: gemv_iq2_xs(w, rows, k, a, out); break;
     case DType::F16: gemv_f16(w, rows, k, x, out); break;
     case DType::BF16: gemv_bf16(w, rows, k, x, out); break;
     default: FAIL();
@@ -124,6 +136,10 @@ void call_ref(DType t, const void* w, int64_t rows, int64_t k, const void* a, fl
     case DType::IQ4_NL: ref::gemm_iq4_nl(w, rows, k, a, 1, out, rows); break;
     case DType::MXFP4: ref::gemm_mxfp4(w, rows, k, a, 1, out, rows); break;
     case DType::IQ2_XXS: ref::gemm_iq2_xxs(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ3_S: ref::gemm_iq3_s(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ3_XXS: ref::gemm_iq3_xxs(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ2_S: ref::gemm_iq2_s(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ2_XS: ref::gemm_iq2_xs(w, rows, k, a, 1, out, rows); break;
     case DType::F16: ref::gemm_f16(w, rows, k, x, 1, out, rows); break;
     case DType::BF16: ref::gemm_bf16(w, rows, k, x, 1, out, rows); break;
     default: FAIL();
@@ -231,6 +247,10 @@ Exact exact_dot(DType t, const uint8_t* w, const uint8_t* a, const float* xf, in
       break;
     }
     case DType::IQ2_XXS:  // one float term per super-block; |decoded w| |a| from the decoded rows
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
       e.terms = k / 256;
       for (int64_t i = 0; i < k; ++i) e.abs_sum += std::abs(double(wd[i]) * ad[i]);
       break;
@@ -368,7 +388,8 @@ TEST(SimdByType, QuantizeAndGemmByDType) {
   EXPECT_EQ(activation_dtype(DType::MXFP4), DType::Q8_0);
   EXPECT_EQ(activation_dtype(DType::IQ4_NL), DType::Q8_0);
   EXPECT_EQ(activation_dtype(DType::IQ2_XXS), DType::Q8_K);
-  EXPECT_FALSE(activation_dtype(DType::IQ2_XS).has_value());
+  EXPECT_EQ(activation_dtype(DType::IQ3_S), DType::Q8_K);
+  EXPECT_FALSE(activation_dtype(DType::IQ1_S).has_value());
   ASSERT_FALSE(bad_type.ok());
   EXPECT_NE(bad_type.error().find("q5_K"), std::string::npos) << bad_type.error();
   Status bad_k = gemm(DType::Q4_K, nullptr, 1, 100, nullptr, 1, &out, 1);

@@ -147,9 +147,13 @@ inline std::vector<uint8_t> random_weights(Rng& rng, DType t, int64_t rows, int6
       case DType::MXFP4:
         p[0] = static_cast<uint8_t>(110 + rng() % 20);  // scales 2^-17 .. 2^2
         break;
-      case DType::IQ2_XXS:  // random grid indices, signs and 4-bit scales; a random fp16 d
+      case DType::IQ2_XXS:  // random grid indices, signs and scales; a random fp16 d (at 0)
+      case DType::IQ2_XS:
+      case DType::IQ2_S:
+      case DType::IQ3_XXS:
+      case DType::IQ3_S:
         d = rand_scale(rng, 1e-5f, 1e-3f, true);
-        std::memcpy(p + offsetof(BlockIQ2_XXS, d), &d, 2);
+        std::memcpy(p, &d, 2);
         break;
       default: ADD_FAILURE() << "no random weights for " << dtype_name(t);
     }

@@ -35,6 +35,10 @@ struct KernelTable {
   GemmQFn gemm_iq4_nl;
   GemmQFn gemm_mxfp4;
   GemmQFn gemm_iq2_xxs;
+  GemmQFn gemm_iq2_xs;
+  GemmQFn gemm_iq2_s;
+  GemmQFn gemm_iq3_xxs;
+  GemmQFn gemm_iq3_s;
 };
 
 // One table per level that has its own code; each lives in its own translation unit.

@@ -43,6 +43,10 @@ CADENZA_SIMD_GEMM(iq4_xs, void, kQK_K)
 CADENZA_SIMD_GEMM(iq4_nl, void, kQK)
 CADENZA_SIMD_GEMM(mxfp4, void, kQK)
 CADENZA_SIMD_GEMM(iq2_xxs, void, kQK_K)
+CADENZA_SIMD_GEMM(iq2_xs, void, kQK_K)
+CADENZA_SIMD_GEMM(iq2_s, void, kQK_K)
+CADENZA_SIMD_GEMM(iq3_xxs, void, kQK_K)
+CADENZA_SIMD_GEMM(iq3_s, void, kQK_K)
 #undef CADENZA_SIMD_GEMM
 
 std::optional<DType> activation_dtype(DType weight) {
@@ -56,7 +60,11 @@ std::optional<DType> activation_dtype(DType weight) {
     case DType::Q2_K:
     case DType::Q3_K:
     case DType::IQ4_XS:
-    case DType::IQ2_XXS: return DType::Q8_K;
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S: return DType::Q8_K;
     case DType::F16:
     case DType::BF16: return DType::F32;
     default: return std::nullopt;
@@ -110,6 +118,10 @@ Status gemm(DType weight, const void* weights, int64_t rows, int64_t k, const vo
     case DType::IQ4_NL: gemm_iq4_nl(weights, rows, k, act, n, out, ldo); break;
     case DType::MXFP4: gemm_mxfp4(weights, rows, k, act, n, out, ldo); break;
     case DType::IQ2_XXS: gemm_iq2_xxs(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ2_XS: gemm_iq2_xs(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ2_S: gemm_iq2_s(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ3_XXS: gemm_iq3_xxs(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ3_S: gemm_iq3_s(weights, rows, k, act, n, out, ldo); break;
     default: return make_error("simd: no kernel for weight type {}", dtype_name(weight));
   }
   return {};

@@ -3,13 +3,14 @@
 //
 // Weight/activation pairs (out = W x, one dot product per weight row):
 //   weights Q8_0, Q4_0   x activations Q8_0 (quantize_q8_0)
-//   weights Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS   x activations Q8_K (quantize_q8_k)
+//   weights Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S
+//                                             x activations Q8_K (quantize_q8_k)
 //   weights IQ4_NL, MXFP4                     x activations Q8_0
 //   weights F16, BF16    x activations f32
 //
 // Common contracts (asserted in debug builds; violating them is a bug in the caller):
 //  - k is the row length in elements: a multiple of 32 (Q8_0, Q4_0, IQ4_NL, MXFP4), of 256
-//    (Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS), any
+//    (Q4_K, Q6_K, Q2_K, Q3_K and the IQ2/IQ3/IQ4_XS types), any
 //    k >= 1 for F16/BF16. rows >= 0, n >= 1.
 //  - `weights` holds `rows` consecutive rows in GGUF layout (tensor/blocks.h), row r starting at
 //    r * row_bytes(type, k). No alignment is required for any pointer.
@@ -59,6 +60,10 @@ void gemv_f16(const void* weights, int64_t rows, int64_t k, const float* x, floa
 void gemv_bf16(const void* weights, int64_t rows, int64_t k, const float* x, float* out);
 void gemv_q2_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq2_xxs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq2_xs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq2_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq3_xxs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq3_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq4_xs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq4_nl(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, float* out);
@@ -79,6 +84,14 @@ void gemm_bf16(const void* weights, int64_t rows, int64_t k, const float* x, int
                float* out, int64_t ldo);
 void gemm_iq2_xxs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
                   float* out, int64_t ldo);
+void gemm_iq2_xs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+              float* out, int64_t ldo);
+void gemm_iq2_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+              float* out, int64_t ldo);
+void gemm_iq3_xxs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+              float* out, int64_t ldo);
+void gemm_iq3_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+              float* out, int64_t ldo);
 void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
                float* out, int64_t ldo);
 void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
@@ -124,6 +137,14 @@ void gemm_bf16(const void* weights, int64_t rows, int64_t k, const float* x, int
                float* out, int64_t ldo);
 void gemm_iq2_xxs(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
                   float* out, int64_t ldo);
+void gemm_iq2_xs(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+              float* out, int64_t ldo);
+void gemm_iq2_s(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+              float* out, int64_t ldo);
+void gemm_iq3_xxs(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+              float* out, int64_t ldo);
+void gemm_iq3_s(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+              float* out, int64_t ldo);
 void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
                float* out, int64_t ldo);
 void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,

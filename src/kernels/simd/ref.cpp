@@ -103,6 +103,97 @@ float dot_q6_k(const void* w, const void* a, int64_t nb) {
   return sum;
 }
 
+// The grid types IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (tensor/blocks.h): per 32-element sub-block the
+// signed integer values (grid magnitude times sign) and the integer scales of its two halves
+// (elements 0-15, 16-31); the decoded value is d * kFactor * scale * v.
+struct GridSub {
+  int32_t v[32];
+  int32_t scale[2];
+};
+
+uint16_t grid_le16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+
+void put_group(int32_t* v, const uint8_t* magnitudes, int n, uint8_t signs, int first) {
+  for (int t = 0; t < n; ++t)
+    v[t] = (signs >> (first + t)) & 1 ? -int32_t{magnitudes[t]} : int32_t{magnitudes[t]};
+}
+
+struct Iq2xsGrid {  // d at 0, qs[32] uint16 at 2, scales[8] at 66; db = d * (2 ls + 1) / 8
+  static constexpr int kBytes = 74;
+  static constexpr float kFactor = 0.125f;
+  static void sub(const uint8_t* b, int sb, GridSub& out) {
+    for (int k = 0; k < 4; ++k) {
+      const uint16_t q = grid_le16(b + 2 + 2 * (4 * sb + k));
+      put_group(out.v + 8 * k, iq::kIq2xs.v[q & 511], 8, iq::kSigns.v[q >> 9], 0);
+    }
+    out.scale[0] = 2 * (b[66 + sb] & 0xF) + 1;
+    out.scale[1] = 2 * (b[66 + sb] >> 4) + 1;
+  }
+};
+struct Iq2sGrid {  // d, qs[32] at 2, signs[32] at 34, qh[8] at 66, scales[8] at 74
+  static constexpr int kBytes = 82;
+  static constexpr float kFactor = 0.125f;
+  static void sub(const uint8_t* b, int sb, GridSub& out) {
+    for (int k = 0; k < 4; ++k) {
+      const int idx = b[2 + 4 * sb + k] | (((b[66 + sb] >> (2 * k)) & 3) << 8);
+      put_group(out.v + 8 * k, iq::kIq2s.v[idx], 8, b[34 + 4 * sb + k], 0);
+    }
+    out.scale[0] = 2 * (b[74 + sb] & 0xF) + 1;
+    out.scale[1] = 2 * (b[74 + sb] >> 4) + 1;
+  }
+};
+struct Iq3xxsGrid {  // d, qs[64] at 2, sas[32] at 66; db = d * (2 ls + 1) / 4
+  static constexpr int kBytes = 98;
+  static constexpr float kFactor = 0.25f;
+  static void sub(const uint8_t* b, int sb, GridSub& out) {
+    uint32_t s;
+    std::memcpy(&s, b + 66 + 4 * sb, sizeof s);
+    for (int k = 0; k < 4; ++k) {
+      const uint8_t signs = iq::kSigns.v[(s >> (7 * k)) & 127];
+      put_group(out.v + 8 * k, iq::kIq3xxs.v[b[2 + 8 * sb + 2 * k]], 4, signs, 0);
+      put_group(out.v + 8 * k + 4, iq::kIq3xxs.v[b[2 + 8 * sb + 2 * k + 1]], 4, signs, 4);
+    }
+    out.scale[0] = out.scale[1] = 2 * static_cast<int32_t>(s >> 28) + 1;
+  }
+};
+struct Iq3sGrid {  // d, qs[64] at 2, qh[8] at 66, signs[32] at 74, scales[4] at 106; db = d (2 ls + 1)
+  static constexpr int kBytes = 110;
+  static constexpr float kFactor = 1.0f;
+  static void sub(const uint8_t* b, int sb, GridSub& out) {
+    for (int k = 0; k < 4; ++k) {
+      for (int h = 0; h < 2; ++h) {
+        const int m = 8 * sb + 2 * k + h;
+        const int idx = b[2 + m] | (((b[66 + m / 8] >> (m % 8)) & 1) << 8);
+        put_group(out.v + 8 * k + 4 * h, iq::kIq3s.v[idx], 4, b[74 + 4 * sb + k], 4 * h);
+      }
+    }
+    out.scale[0] = out.scale[1] = 2 * ((b[106 + sb / 2] >> (4 * (sb % 2))) & 0xF) + 1;
+  }
+};
+
+// Per super-block sumi = sum over sub-blocks and halves of scale * dot(v, a); term
+// ((da * d) * kFactor) * sumi.
+template <class G>
+float dot_grid(const void* w, const void* a, int64_t nb) {
+  float sum = 0.0f;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* wb = static_cast<const uint8_t*>(w) + b * G::kBytes;
+    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
+    int32_t sumi = 0;
+    for (int sb = 0; sb < 8; ++sb) {
+      GridSub sub;
+      G::sub(wb, sb, sub);
+      for (int h = 0; h < 2; ++h) {
+        int32_t dot = 0;
+        for (int e = 16 * h; e < 16 * h + 16; ++e) dot += sub.v[e] * int32_t{ab.qs[32 * sb + e]};
+        sumi += sub.scale[h] * dot;
+      }
+    }
+    sum += ((ab.d * half_to_float(grid_le16(wb))) * G::kFactor) * static_cast<float>(sumi);
+  }
+  return sum;
+}
+
 // IQ2_XXS (tensor/blocks.h): per super-block sumi = sum_j (2 ls_j + 1) * dot(grid values with
 // their signs, a over 32-element sub-block j); term = ((da * d) * 0.125) * sumi (the decoded
 // scale d * (0.5 + ls) * 0.25 is d * (2 ls + 1) / 8).
@@ -316,6 +407,30 @@ void gemm_iq4_nl(const void* w, int64_t rows, int64_t k, const void* act, int64_
                                      sizeof(BlockQ8_0), n, out, ldo);
 }
 
+void gemm_iq2_xs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+              int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_grid<Iq2xsGrid>>(w, rows, k / kQK_K, Iq2xsGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+}
+
+void gemm_iq2_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+              int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_grid<Iq2sGrid>>(w, rows, k / kQK_K, Iq2sGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+}
+
+void gemm_iq3_xxs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+              int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_grid<Iq3xxsGrid>>(w, rows, k / kQK_K, Iq3xxsGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+}
+
+void gemm_iq3_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+              int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_grid<Iq3sGrid>>(w, rows, k / kQK_K, Iq3sGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+}
+
 void gemm_iq2_xxs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
                   int64_t ldo) {
   assert(k % kQK_K == 0);
@@ -354,7 +469,9 @@ const KernelTable& scalar_table() {
                              ref::gemm_q8_0,  ref::gemm_q4_0,     ref::gemm_q4_k,
                              ref::gemm_q6_k,  ref::gemm_f16,      ref::gemm_bf16,
                              ref::gemm_q2_k,  ref::gemm_q3_k,     ref::gemm_iq4_xs,
-                             ref::gemm_iq4_nl, ref::gemm_mxfp4,   ref::gemm_iq2_xxs};
+                             ref::gemm_iq4_nl, ref::gemm_mxfp4,   ref::gemm_iq2_xxs,
+                             ref::gemm_iq2_xs, ref::gemm_iq2_s,   ref::gemm_iq3_xxs,
+                             ref::gemm_iq3_s};
   return t;
 }
 

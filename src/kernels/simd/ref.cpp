@@ -103,7 +103,7 @@ float dot_q6_k(const void* w, const void* a, int64_t nb) {
   return sum;
 }
 
-// The grid types IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (tensor/blocks.h): per 32-element sub-block the
+// The grid types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (tensor/blocks.h): per 32-element sub-block the
 // signed integer values (grid magnitude times sign) and the integer scales of its two halves
 // (elements 0-15, 16-31); the decoded value is d * kFactor * scale * v.
 struct GridSub {
@@ -118,6 +118,19 @@ void put_group(int32_t* v, const uint8_t* magnitudes, int n, uint8_t signs, int 
     v[t] = (signs >> (first + t)) & 1 ? -int32_t{magnitudes[t]} : int32_t{magnitudes[t]};
 }
 
+struct Iq2xxsGrid {  // d, qs[64] at 2: per sub-block 4 grid indices, then 4 x 7 sign bits + ls
+  static constexpr int kBytes = 66;
+  static constexpr float kFactor = 0.125f;  // db = d * (0.5 + ls) * 0.25 = d * (2 ls + 1) / 8
+  static void sub(const uint8_t* b, int sb, GridSub& out) {
+    const uint8_t* q = b + 2 + 8 * sb;
+    uint32_t s;
+    std::memcpy(&s, q + 4, sizeof s);
+    for (int k = 0; k < 4; ++k) {
+      put_group(out.v + 8 * k, iq::kIq2xxs.v[q[k]], 8, iq::kSigns.v[(s >> (7 * k)) & 127], 0);
+    }
+    out.scale[0] = out.scale[1] = 2 * static_cast<int32_t>(s >> 28) + 1;
+  }
+};
 struct Iq2xsGrid {  // d at 0, qs[32] uint16 at 2, scales[8] at 66; db = d * (2 ls + 1) / 8
   static constexpr int kBytes = 74;
   static constexpr float kFactor = 0.125f;
@@ -190,35 +203,6 @@ float dot_grid(const void* w, const void* a, int64_t nb) {
       }
     }
     sum += ((ab.d * half_to_float(grid_le16(wb))) * G::kFactor) * static_cast<float>(sumi);
-  }
-  return sum;
-}
-
-// IQ2_XXS (tensor/blocks.h): per super-block sumi = sum_j (2 ls_j + 1) * dot(grid values with
-// their signs, a over 32-element sub-block j); term = ((da * d) * 0.125) * sumi (the decoded
-// scale d * (0.5 + ls) * 0.25 is d * (2 ls + 1) / 8).
-float dot_iq2_xxs(const void* w, const void* a, int64_t nb) {
-  float sum = 0.0f;
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockIQ2_XXS wb = load_block<BlockIQ2_XXS>(w, b);
-    const BlockQ8_K ab = load_block<BlockQ8_K>(a, b);
-    int32_t sumi = 0;
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t* q = wb.qs + 8 * j;
-      uint32_t s;
-      std::memcpy(&s, q + 4, sizeof s);
-      int32_t dot = 0;
-      for (int g = 0; g < 4; ++g) {
-        const uint8_t* grid = iq::kIq2xxs.v[q[g]];
-        const uint8_t signs = iq::kSigns.v[(s >> (7 * g)) & 127];
-        for (int t = 0; t < 8; ++t) {
-          const int32_t v = (signs >> t) & 1 ? -int32_t{grid[t]} : int32_t{grid[t]};
-          dot += v * int32_t{ab.qs[32 * j + 8 * g + t]};
-        }
-      }
-      sumi += (2 * static_cast<int32_t>(s >> 28) + 1) * dot;
-    }
-    sum += ((ab.d * half_to_float(wb.d)) * 0.125f) * static_cast<float>(sumi);
   }
   return sum;
 }
@@ -434,8 +418,8 @@ void gemm_iq3_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t
 void gemm_iq2_xxs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
                   int64_t ldo) {
   assert(k % kQK_K == 0);
-  gemm_blocks<dot_iq2_xxs>(w, rows, k / kQK_K, sizeof(BlockIQ2_XXS), act, sizeof(BlockQ8_K), n,
-                           out, ldo);
+  gemm_blocks<dot_grid<Iq2xxsGrid>>(w, rows, k / kQK_K, Iq2xxsGrid::kBytes, act, sizeof(BlockQ8_K),
+                                    n, out, ldo);
 }
 
 void gemm_mxfp4(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,

@@ -325,7 +325,10 @@ void Session<Stream>::send(std::string bytes, bool last) {
   if (ended()) return;
   const bool idle = out_.empty();  // else a write is in flight and on_write continues
   out_.push_back(std::move(bytes));
-  if (last) enter(in_generation() ? State::kFinishing : State::kReplying);
+  if (last) {
+    enter(in_generation() ? State::kFinishing : State::kReplying);
+    final_queued_ = true;
+  }
   if (idle) do_write();
 }
 
@@ -340,9 +343,17 @@ template <class Stream>
 void Session<Stream>::on_write(beast::error_code ec, size_t) {
   if (ec) {
     client_gone();
+    if (final_queued_) log_access(499);  // the end of the response never reached the client
     return;
   }
   out_.pop_front();
+  if (state_ == State::kGone) {
+    // The client hung up while this completion was queued. With several I/O threads the end of
+    // the disconnect watch (the client read its whole answer, then closed) can run before it.
+    // Everything written went out: the response counts as delivered unless bytes are left.
+    if (final_queued_) log_access(out_.empty() ? status_ : 499);
+    return;
+  }
   if (!out_.empty()) {
     do_write();
     return;
@@ -407,6 +418,7 @@ template <class Stream>
 void Session<Stream>::log_access(int status) {
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started_).count();
+  final_queued_ = false;
   ctx_.metrics->add_http_request(route_, status);
   spdlog::info("[{}] {} {} {} {:.1f} ms", request_id_, std::string(req_.method_string()),
                std::string(req_.target()), status, ms);

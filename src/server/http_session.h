@@ -134,6 +134,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   // Writing: a write is in flight exactly when out_ is not empty (and the session has not ended).
   std::deque<std::string> out_;
+  // The response's last bytes are queued and its access log line (and HTTP counter) is not yet
+  // written: log_access clears it, so each response is counted once.
+  bool final_queued_ = false;
 
   // The disconnect watch's buffer (a read pending while a generation runs; see State).
   char watch_buf_[512];

@@ -1,4 +1,4 @@
-// The repacked Q8_0/Q4_0/Q5_0 kernels (kernels/simd/repack.h): the scalar reference against the
+// The repacked Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K kernels (kernels/simd/repack.h): the scalar reference against the
 // exact dot product, the VNNI kernel bit for bit against the reference (any n, any row range), and
 // the activation format against tensor/quant.h's Q8_0 quantizer.
 #include <cmath>
@@ -14,8 +14,9 @@
 namespace cadenza::simd::testing {
 namespace {
 
-constexpr DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K};
-constexpr DType kBlock32Types[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0};
+constexpr DType kTypes[] = {DType::Q8_0,   DType::Q4_0,  DType::Q5_0, DType::IQ4_NL,
+                            DType::MXFP4, DType::Q4_K, DType::Q6_K};
+constexpr DType kBlock32Types[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::MXFP4};
 
 std::vector<uint8_t> quantize_acts(DType t, const std::vector<float>& x, int64_t n, int64_t k) {
   const int64_t ab = repack_act_row_bytes(t, k);
@@ -59,7 +60,7 @@ TEST(Repack, ActivationFormatIsQ8_0WithOffsetSums) {
   quantize_row(DType::Q8_0, x.data(), q.data(), k);
   for (DType t : kBlock32Types) {
     const std::vector<uint8_t> a = quantize_acts(t, x, 1, k);
-    const int32_t offset = t == DType::Q8_0 ? 128 : t == DType::Q4_0 ? 8 : 16;
+    const int32_t offset = t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 128;  // Q8_0, IQ4_NL, MXFP4
     for (int64_t b = 0; b < k / 32; ++b) {
       float da;
       int32_t corr;
@@ -149,6 +150,28 @@ TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
       }
     }
   }
+}
+
+// MXFP4's E8M0 scales at the ends of their range (the subnormal 2^-128 and 2^-127, the smallest
+// normal, 2^127): the VNNI kernel's in-register conversion against the reference's ldexp.
+TEST(Repack, VnniMxfp4ScaleExponentsAtTheEnds) {
+  if (detected_isa() < Isa::avx512_vnni) GTEST_SKIP() << "SKIPPED: no avx512_vnni on this CPU";
+  IsaScope scope(Isa::avx512_vnni);
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 4);
+  const int64_t rows = 16, k = 32 * 6, n = 3;
+  std::vector<uint8_t> w = random_weights(rng, DType::MXFP4, rows, k, false);
+  const uint8_t exps[] = {0, 1, 2, 3, 127, 128, 200, 254, 255};
+  for (int64_t b = 0; b < rows * k / 32; ++b) w[17 * b] = exps[b % 9];
+  const std::vector<float> x = random_activations(rng, n, k);
+  const std::vector<uint8_t> a = quantize_acts(DType::MXFP4, x, n, k);
+  std::vector<uint8_t> packed(static_cast<size_t>(repack_bytes(DType::MXFP4, rows, k)));
+  repack_weights(DType::MXFP4, w.data(), rows, k, packed.data());
+  std::vector<float> want(static_cast<size_t>(n * rows)), got(want.size());
+  ref::repack_gemm(DType::MXFP4, w.data(), rows, k, a.data(), n, want.data(), rows);
+  repack_gemm(DType::MXFP4, packed.data(), rows, k, 0, rows, a.data(), n, got.data(), rows);
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_EQ(0, std::memcmp(&got[i], &want[i], 4)) << i << ": " << got[i] << " vs " << want[i];
 }
 
 }  // namespace

@@ -281,7 +281,7 @@ void log_matmul_path_once() {
     spdlog::info("cpu backend: matmul kernels at ISA level {} ({}); {}",
                  simd::isa_name(simd::active_isa()),
                  simd::repack_usable(DType::Q8_0, simd::active_isa())
-                     ? "Q8_0/Q4_0/Q5_0/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM"
+                     ? "Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM"
                      : "row-major SIMD kernels",
                  simd::isa_report());
   });

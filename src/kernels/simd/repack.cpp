@@ -1,4 +1,4 @@
-// Repacking of Q8_0/Q4_0/Q5_0 rows into 16-row groups, the activation format of the repacked
+// Repacking of Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K rows into 16-row groups, the activation format of the repacked
 // kernels, their scalar reference and the dispatch (see repack.h). Baseline x86-64 code.
 #include "kernels/simd/repack.h"
 
@@ -10,6 +10,7 @@
 #include "kernels/simd/internal.h"
 #include "kernels/simd/kernels.h"
 #include "tensor/blocks.h"
+#include "tensor/iq_grids.h"
 #include "tensor/quant.h"
 
 namespace cadenza::simd {
@@ -22,6 +23,8 @@ int type_code(DType t) {
     case DType::Q5_0: return 2;
     case DType::Q4_K: return 3;
     case DType::Q6_K: return 4;
+    case DType::IQ4_NL: return 5;
+    case DType::MXFP4: return 6;
     default: return -1;
   }
 }
@@ -35,6 +38,8 @@ int64_t packed_block_bytes(DType t) {
     case DType::Q5_0: return 32 + 256 + 64;
     case DType::Q4_K: return 64 + 128 + 128 + 2048;
     case DType::Q6_K: return 32 + 256 + 2048 + 1024;
+    case DType::IQ4_NL: return 32 + 256;
+    case DType::MXFP4: return 16 + 256;
     default: return 0;
   }
 }
@@ -120,13 +125,45 @@ int32_t code_offset(DType t) {
     case DType::Q8_0: return 128;
     case DType::Q4_0: return 8;
     case DType::Q5_0: return 16;
+    case DType::IQ4_NL:
+    case DType::MXFP4: return 128;  // the table value + 128 (code_value)
     default: return 0;  // K-quants handle their offsets/mins per sub-block
   }
 }
 
-// Unsigned codes q[32] and the fp16 scale of block b of a GGUF row (see repack.h for the offsets).
+// Bytes of the 16 row scales at the start of a 32-element type's block.
+int64_t scale_bytes(DType t) { return t == DType::MXFP4 ? 16 : 32; }
+
+// The unsigned value (format value + code_offset) of a stored code: the code itself, except for
+// the table types, whose 4-bit code indexes the format's value table.
+int32_t code_value(DType t, uint8_t code) {
+  if (t == DType::IQ4_NL) return iq::kIq4nlValues[code] + 128;
+  if (t == DType::MXFP4) return iq::kMxfp4Values[code] + 128;
+  return code;
+}
+
+// The stored codes q[32] and the raw scale of block b of a GGUF row (fp16 bits; MXFP4: the
+// E8M0 byte). See repack.h for the codes and offsets.
 uint16_t block_codes(DType t, const uint8_t* row, int64_t b, uint8_t q[32]) {
   switch (t) {
+    case DType::IQ4_NL: {
+      BlockIQ4_NL blk;
+      std::memcpy(&blk, row + b * sizeof(BlockIQ4_NL), sizeof blk);
+      for (int i = 0; i < 16; ++i) {
+        q[i] = blk.qs[i] & 0x0f;
+        q[i + 16] = blk.qs[i] >> 4;
+      }
+      return blk.d;
+    }
+    case DType::MXFP4: {
+      BlockMXFP4 blk;
+      std::memcpy(&blk, row + b * sizeof(BlockMXFP4), sizeof blk);
+      for (int i = 0; i < 16; ++i) {
+        q[i] = blk.qs[i] & 0x0f;
+        q[i + 16] = blk.qs[i] >> 4;
+      }
+      return blk.e;
+    }
     case DType::Q8_0: {
       BlockQ8_0 blk;
       std::memcpy(&blk, row + b * sizeof(BlockQ8_0), sizeof blk);
@@ -208,14 +245,18 @@ void repack_weights(DType type, const void* src, int64_t rows, int64_t k, void* 
           continue;
         }
         const uint16_t scale = block_codes(type, s + row * rb, b, q);
-        std::memcpy(blk + 2 * r, &scale, 2);
+        if (type == DType::MXFP4)
+          blk[r] = static_cast<uint8_t>(scale);
+        else
+          std::memcpy(blk + 2 * r, &scale, 2);
         if (type == DType::Q8_0) {
           for (int s8 = 0; s8 < 8; ++s8) std::memcpy(blk + 32 + s8 * 64 + r * 4, q + 4 * s8, 4);
           continue;
         }
+        const int64_t nib = scale_bytes(type);
         for (int t = 0; t < 4; ++t) {
           for (int i = 0; i < 4; ++i) {
-            blk[32 + t * 64 + r * 4 + i] =
+            blk[nib + t * 64 + r * 4 + i] =
                 static_cast<uint8_t>((q[4 * t + i] & 0x0f) | ((q[16 + 4 * t + i] & 0x0f) << 4));
           }
         }
@@ -376,12 +417,13 @@ void repack_gemm(DType type, const void* weights, int64_t rows, int64_t k, const
       const uint8_t* aj = a + j * ab;
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        const float dw = fp16_to_fp32(block_codes(type, w + r * rb, b, q));
+        const uint16_t scale = block_codes(type, w + r * rb, b, q);
+        const float dw = type == DType::MXFP4 ? std::ldexp(1.0f, int{scale} - 128) : fp16_to_fp32(scale);
         float da;
         std::memcpy(&da, aj + 4 * b, 4);
         int32_t sumi = 0;
         for (int i = 0; i < 32; ++i) {
-          sumi += (int32_t{q[i]} - offset) * int32_t{static_cast<int8_t>(aj[8 * nb + 32 * b + i])};
+          sumi += (code_value(type, q[i]) - offset) * int32_t{static_cast<int8_t>(aj[8 * nb + 32 * b + i])};
         }
         acc = std::fma(static_cast<float>(sumi), dw * da, acc);
       }

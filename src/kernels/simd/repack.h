@@ -1,4 +1,4 @@
-// Repacked ("interleaved") weights for Q8_0, Q4_0, Q5_0, Q4_K and Q6_K, and the AVX-512 VNNI GEMM/GEMV
+// Repacked ("interleaved") weights for Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_K and Q6_K, and the AVX-512 VNNI GEMM/GEMV
 // that runs on them (prefill and decode share one kernel).
 //
 // Why: the row-major kernels (kernels.h) reduce each dot product horizontally and spend a sign
@@ -13,8 +13,13 @@
 //   Q8_0: u8 q[8][16][4]   q[s][r][i] = w[r][4s+i] + 128                      (512 bytes)
 //   Q4_0, Q5_0: u8 n[4][16][4], low nibble = q[r][4t+i], high nibble = q[r][16+4t+i] (256 bytes)
 //   Q5_0 only: u64 h[8], bit 4r+i of h[s] = fifth bit of q[r][4s+i]                 (64 bytes)
+//   IQ4_NL: as Q4_0, n[] holding the 4-bit table codes                         (32 + 256 bytes)
+//   MXFP4: u8 e[16] (the rows' E8M0 scale bytes) instead of d[16], then n[] of the 4-bit E2M1
+//          codes                                                               (16 + 256 bytes)
 // where q is the unsigned code (Q4_0: 0..15, offset 8; Q5_0: 0..31, offset 16; Q8_0: w + 128,
-// offset 128), so a block's integer dot product is  sum(q * a) - offset * sum(a).
+// offset 128; IQ4_NL/MXFP4: the kernel maps the stored code c through the format's value table
+// to q = value(c) + 128, offset 128), so a block's integer dot product is
+// sum(q * a) - offset * sum(a). MXFP4's block scale is 2^(e - 128) (tensor/blocks.h), exact.
 // The repacked matrix has exactly the bytes of the original rows (padding rows aside).
 // Q4_K, per 16-row group and 256-element super-block (2368 bytes; the rows' 16 x 144 = 2304):
 //   fp16 d[16], fp16 dmin[16], u8 sc[8][16], u8 mn[4][16][2] (mn[p][r][e] = min of sub-block
@@ -58,7 +63,7 @@ namespace cadenza::simd {
 
 inline constexpr int64_t kRepackRows = 16;
 
-// Q8_0, Q4_0, Q5_0, Q4_K, Q6_K.
+// Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_K, Q6_K.
 bool repack_supported(DType type);
 // Whether rows of k elements of this type can be repacked (k a multiple of the block size).
 bool repack_fits(DType type, int64_t k);

@@ -96,8 +96,11 @@ Command synth_command() {
     sub->add_option("--preset", args->preset, "Architecture preset (see --list)");
     sub->add_option("-o,--output", args->output, "Output GGUF file");
     sub->add_option("--type", args->type,
-                    "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k q4_k_m, "
-                    "mxfp4 (MXFP4 experts, F16 elsewhere)")
+                    "Weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q4_k q5_k q6_k, the "
+                    "low-bit q2_k q3_k iq4_nl iq4_xs mxfp4 iq2_xxs iq2_xs iq2_s iq3_xxs iq3_s "
+                    "iq1_s iq1_m (every matrix), or a mixture: q4_k_m (the reference tool's), "
+                    "mxfp4_moe (MXFP4 experts, Q8_0 elsewhere, as gpt-oss is released), mxfp4_moe_f16 "
+                    "(F16 elsewhere)")
         ->capture_default_str();
     sub->add_option("--vocab-from", args->vocab_from,
                     "Copy the tokenizer from this GGUF (default: built-in byte-level)");

@@ -103,7 +103,7 @@ Status WeightLoader::load(std::initializer_list<TensorSpec> specs) {
       return make_error("{}: tensor '{}' is missing", file_->name(), spec.name);
     }
     Result<std::unique_ptr<kernels::Weight>> w =
-        upload(*t, spec.shape, spec.slice, spec.slice2, spec.pick_matrices,
+        upload(*t, spec.shape, spec.slice, spec.slice2, spec.pick,
                spec.backend != nullptr ? *spec.backend : backend_);
     if (!w) return w.error_value();
     spec.dst = std::move(*w);
@@ -165,21 +165,23 @@ Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::Tensor
   desc.keep_alive = file_;
   std::vector<uint8_t> copied;  // a slice that is not contiguous in the file
   if (!pick.empty()) {
-    const size_t matrix = static_cast<size_t>(*row_bytes(desc.type, desc.cols)) *
-                          static_cast<size_t>(desc.rows);
+    const bool by_rows = actual.size() < 3;  // the outermost dimension: rows of a 2-d tensor
+    const int64_t extent = by_rows ? desc.rows : desc.matrices;
+    const size_t unit = static_cast<size_t>(*row_bytes(desc.type, desc.cols)) *
+                        static_cast<size_t>(by_rows ? 1 : desc.rows);
     std::vector<uint8_t> out;
-    out.reserve(matrix * pick.size());
+    out.reserve(unit * pick.size());
     for (const int32_t m : pick) {
-      if (m < 0 || m >= desc.matrices) {
-        return make_error("{}: tensor '{}': matrix {} is outside its {}", file_->name(), t.name,
-                          m, desc.matrices);
+      if (m < 0 || m >= extent) {
+        return make_error("{}: tensor '{}': {} {} is outside its {}", file_->name(), t.name,
+                          by_rows ? "row" : "matrix", m, extent);
       }
-      const uint8_t* first = static_cast<const uint8_t*>(desc.data) + matrix * static_cast<size_t>(m);
-      out.insert(out.end(), first, first + matrix);
+      const uint8_t* first = static_cast<const uint8_t*>(desc.data) + unit * static_cast<size_t>(m);
+      out.insert(out.end(), first, first + unit);
     }
     copied = std::move(out);
     desc.data = copied.data();
-    desc.matrices = static_cast<int64_t>(pick.size());
+    (by_rows ? desc.rows : desc.matrices) = static_cast<int64_t>(pick.size());
     desc.keep_alive.reset();
   }
   for (const Slice& s : {slice, slice2}) {

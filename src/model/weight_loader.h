@@ -67,9 +67,10 @@ struct TensorSpec {
   Load load = Load::Required;
   Slice slice = {};
   Slice slice2 = {};
-  // Non-empty: keep only these matrices (dimension 2), in this order, copied (an expert
-  // placement that is not one contiguous range). Applied before the slices.
-  std::vector<int32_t> pick_matrices = {};
+  // Non-empty: keep only these entries of the outermost dimension, in this order, copied (an
+  // expert placement that is not one contiguous range): matrices of a 3-d tensor (the experts'
+  // weights), rows of a 2-d one (their biases, [E][f]). Applied before the slices.
+  std::vector<int32_t> pick = {};
   // The backend that holds the weight; null: the loader's (the model's). Experts kept on the CPU
   // beside a GPU model (ModelConfig::expert_offload) name the CPU backend here.
   kernels::Backend* backend = nullptr;

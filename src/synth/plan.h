@@ -26,8 +26,8 @@ struct TypeScheme {
   DType base;
   bool k_mix = false;  // q4_k_m
   uint32_t file_type = 1;
-  // The routed experts' matrices, when not `base` ("mxfp4_moe": MXFP4 experts, F16 elsewhere, as the
-  // released gpt-oss files); DType::F32 here means "same as base".
+  // The routed experts' matrices, when not `base` ("mxfp4_moe": MXFP4 experts, Q8_0 elsewhere, as
+  // the released gpt-oss files); DType::F32 here means "same as base".
   DType experts = DType::F32;
   bool own_expert_type = false;
 };

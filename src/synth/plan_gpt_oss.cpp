@@ -2,7 +2,7 @@
 // writes gpt-oss-20b / 120b: q/k/v/output biases, one attention-sink logit per head
 // (`attn_sinks.weight`), `post_attention_norm` before the experts, a router bias and per-expert
 // gate/up/down biases; the sliding window and YaRN keys. With the "mxfp4_moe" scheme the expert
-// matrices are MXFP4 (as in the released files) and the rest F16.
+// matrices are MXFP4 (as in the released files) and the rest Q8_0 ("mxfp4_moe_f16": F16).
 #include <string>
 
 #include "synth/plan.h"

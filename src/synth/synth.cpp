@@ -91,9 +91,11 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
   std::string n = name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
   if (n == "q4_k_m") return TypeScheme{DType::Q4_K, true, 15};
-  // mxfp4_moe: MXFP4 experts, F16 elsewhere (the released gpt-oss files; the reference calls the
-  // file type MXFP4_MOE). "mxfp4" below: every matrix MXFP4.
-  if (n == "mxfp4_moe") return TypeScheme{DType::F16, false, 38, DType::MXFP4, true};
+  // mxfp4_moe: MXFP4 experts, Q8_0 elsewhere, as the gpt-oss GGUF releases (ggml-org's 12.1 GB
+  // gpt-oss-20b file; the reference calls the file type MXFP4_MOE). mxfp4_moe_f16: F16 elsewhere,
+  // as the "F16" conversions are. "mxfp4" below: every matrix MXFP4.
+  if (n == "mxfp4_moe") return TypeScheme{DType::Q8_0, false, 38, DType::MXFP4, true};
+  if (n == "mxfp4_moe_f16") return TypeScheme{DType::F16, false, 38, DType::MXFP4, true};
   struct Known { const char* name; DType t; uint32_t ftype; };
   static const Known kKnown[] = {
       {"f32", DType::F32, 0},   {"f16", DType::F16, 1},   {"bf16", DType::BF16, 32},
@@ -110,7 +112,7 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
     if (n == k.name) return TypeScheme{k.t, false, k.ftype};
   return make_error("unknown weight type '{}' (expected f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, "
                     "q5_1, q4_k, q5_k, q6_k, q4_k_m, q2_k, q3_k, iq4_nl, iq4_xs, mxfp4, iq2_xxs, "
-                    "iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s or iq1_m)", name);
+                    "iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, mxfp4_moe or mxfp4_moe_f16)", name);
 }
 
 std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,

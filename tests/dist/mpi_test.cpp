@@ -8,6 +8,7 @@
 //    decodes and a copied (forked) block; batch invariance at the fixed split; bad launches
 //    (a rank with another file, more ranks than heads) are clear errors on every rank.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,6 +27,8 @@
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "shared_data.h"
+#include "synth/presets.h"
+#include "synth/synth.h"
 
 namespace cadenza {
 namespace {
@@ -365,6 +368,50 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SplitSynthetic, ::testing::ValuesIn(synthetic_c
                            return n;
                          });
 
+// The giant-MoE families, from their `cadenza synth` presets with a 300-token vocabulary: multi-head
+// latent attention with its compressed cache, expert groups and a shared expert (deepseek2);
+// partial RoPE, QK norm and the nextn layer (glm4moe); sinks, alternating sliding windows and the
+// per-expert biases (gpt-oss: gate/up biases split by columns, the down bias added once). Each rank
+// writes the same file (fixed seed) to its own path.
+class SplitFamily : public ::testing::TestWithParam<std::string> {};
+
+// A `cadenza synth` preset with a 300-token vocabulary (seed 5), written to this rank's own path.
+std::shared_ptr<const gguf::GgufFile> preset_file(const std::string& preset) {
+  std::optional<synth::ModelShape> shape = synth::find_preset(preset);
+  EXPECT_TRUE(shape) << preset;
+  if (!shape) return nullptr;
+  synth::SynthOptions options;
+  options.shape = *shape;
+  options.shape.n_vocab = 300;
+  options.seed = 5;
+  options.threads = 1;
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+      fmt::format("split-{}-{}-{}.gguf", preset, ::getpid(), rank());
+  Result<synth::SynthSummary> written = synth::write_synthetic_model(options, path.string());
+  EXPECT_TRUE(written) << written.error();
+  if (!written) return nullptr;
+  auto file = gguf::GgufFile::open(path.string());
+  std::filesystem::remove(path);  // the mapping stays valid
+  EXPECT_TRUE(file) << file.error();
+  if (!file) return nullptr;
+  return std::shared_ptr<const gguf::GgufFile>(std::move(*file));
+}
+
+TEST_P(SplitFamily, MatchesOneProcess) {
+  auto file = preset_file(GetParam());
+  ASSERT_TRUE(file);
+  compare_split_with_one_process(GetParam(), file);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, SplitFamily,
+                         ::testing::Values("deepseek-v3-small", "glm4.5-small", "gpt-oss-small"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n)
+                             if (c == '-' || c == '.') c = '_';
+                           return n;
+                         });
+
 TEST(SplitModel, IsBatchInvariantAtAFixedSplit) {
   test::SyntheticSpec spec;
   spec.seed = 3;
@@ -490,13 +537,14 @@ TEST(SplitModel, KeepsSeveralKvCachesApart) {
   step(**kv1, **ref1, {5}, 4);
 }
 
-TEST(SplitModel, ExpertPlacementFileMatchesOneProcess) {
-  // 8 experts round-robin over the ranks (not contiguous), and layer 1 the other way round.
+// `experts` experts round-robin over the ranks (not contiguous), and layer 1 the other way round;
+// the split model against one process.
+void compare_placed_experts(std::shared_ptr<const gguf::GgufFile> file, int experts) {
   std::vector<std::string> ranks, reversed;
   for (int r = 0; r < size(); ++r) {
     std::vector<int> a, b;
-    for (int e = r; e < 8; e += size()) a.push_back(e);
-    for (int e = size() - 1 - r; e < 8; e += size()) b.push_back(e);
+    for (int e = r; e < experts; e += size()) a.push_back(e);
+    for (int e = size() - 1 - r; e < experts; e += size()) b.push_back(e);
     ranks.push_back(fmt::format("[{}]", fmt::join(a, ",")));
     reversed.push_back(fmt::format("[{}]", fmt::join(b, ",")));
   }
@@ -504,15 +552,6 @@ TEST(SplitModel, ExpertPlacementFileMatchesOneProcess) {
                                        fmt::join(ranks, ","), fmt::join(reversed, ","));
   auto placement = dist::ExpertPlacement::parse(json, "placement.json");
   ASSERT_TRUE(placement) << placement.error();
-  test::SyntheticSpec spec;
-  spec.arch = "qwen3moe";
-  spec.qk_norm = true;
-  spec.experts = 8;
-  spec.experts_used = 2;
-  spec.ff_expert = 32;
-  spec.seed = 11;
-  auto file = synthetic_file(spec, "placed-moe");
-  ASSERT_TRUE(file);
   auto backend = kernels::make_cpu_backend({.n_threads = 1});
   dist::ParallelConfig pc{.tensor = size(), .pipeline = 1, .expert_parallel = true};
   pc.expert_placement = std::make_shared<const dist::ExpertPlacement>(std::move(*placement));
@@ -532,6 +571,26 @@ TEST(SplitModel, ExpertPlacementFileMatchesOneProcess) {
   // Every rank computed only its experts' pairs: the driver's own count is its share.
   EXPECT_GT((*split)->held_expert_tokens(), 0u);
   EXPECT_LT((*split)->held_expert_tokens(), (*whole)->held_expert_tokens());
+}
+
+TEST(SplitModel, ExpertPlacementFileMatchesOneProcess) {
+  test::SyntheticSpec spec;
+  spec.arch = "qwen3moe";
+  spec.qk_norm = true;
+  spec.experts = 8;
+  spec.experts_used = 2;
+  spec.ff_expert = 32;
+  spec.seed = 11;
+  auto file = synthetic_file(spec, "placed-moe");
+  ASSERT_TRUE(file);
+  compare_placed_experts(file, 8);
+}
+
+// gpt-oss's per-expert biases follow a placement that is not one range (rows picked per rank).
+TEST(SplitModel, ExpertPlacementWithExpertBiasesMatchesOneProcess) {
+  auto file = preset_file("gpt-oss-small");
+  ASSERT_TRUE(file);
+  compare_placed_experts(file, 16);
 }
 
 TEST(SplitModel, ARankWithAnotherFileIsAnErrorOnEveryRank) {

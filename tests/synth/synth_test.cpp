@@ -211,7 +211,7 @@ TEST(Synth, KQuantRowsThatDoNotFitFallBack) {
   std::filesystem::remove(path);
 }
 
-// gpt-oss as the released files store it: MXFP4 experts, F16 elsewhere, f32 biases and sinks,
+// gpt-oss as the released files store it: MXFP4 experts, Q8_0 elsewhere, f32 biases and sinks,
 // the sliding window and YaRN keys, the reference's file type MOSTLY_MXFP4_MOE (38).
 TEST(Synth, GptOssWithMxfp4Experts) {
   SynthOptions opts;
@@ -228,8 +228,9 @@ TEST(Synth, GptOssWithMxfp4Experts) {
     EXPECT_EQ(tensor(name)->type, DType::MXFP4) << name;
   }
   EXPECT_EQ(tensor("blk.0.ffn_down_exps.weight")->shape, (std::vector<int64_t>{256, 256, 16}));
-  EXPECT_EQ(tensor("blk.0.attn_q.weight")->type, DType::F16);
-  EXPECT_EQ(tensor("token_embd.weight")->type, DType::F16);
+  EXPECT_EQ(tensor("blk.0.attn_q.weight")->type, DType::Q8_0);
+  EXPECT_EQ(tensor("token_embd.weight")->type, DType::Q8_0);
+  EXPECT_EQ(tensor("output.weight")->type, DType::Q8_0);
   EXPECT_EQ(tensor("blk.0.attn_sinks.weight")->shape, (std::vector<int64_t>{4}));
   EXPECT_EQ(tensor("blk.0.attn_sinks.weight")->type, DType::F32);
   EXPECT_EQ(tensor("blk.1.ffn_gate_exps.bias")->shape, (std::vector<int64_t>{256, 16}));

@@ -9,7 +9,10 @@ using kernels::IndexMatrix;
 using kernels::Matrix;
 
 RoutedExperts::RoutedExperts(const ModelConfig& config)
-    : c_(config), columns_(config.shard.expert_columns(config.n_ff_expert)) {}
+    : c_(config),
+      columns_(config.shard.expert_columns(config.n_ff_expert)),
+      adds_down_bias_(!config.shard.tensor_parallel() || config.shard.expert_parallel ||
+                      config.shard.tp_rank == 0) {}
 
 Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) const {
   const int64_t d = c_.n_embd, f = c_.n_ff_expert, e = c_.n_experts;
@@ -33,18 +36,19 @@ Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) cons
   const bool split = shard.tensor_parallel() && !shard.expert_parallel;
   const Slice rows = split ? rows_of(columns_) : Slice{};
   const Slice cols = split ? columns_of(columns_) : Slice{};
+  // The per-expert biases ([E][f], [E][d]) follow their matrices: this rank's experts (rows of
+  // the 2-d tensor), or this rank's columns of every expert's gate/up bias. The down bias is
+  // whole; split by columns, only tensor-parallel rank 0 adds it (adds_down_bias_).
+  const Slice held_rows = held.dim < 0 ? Slice{} : rows_of({held.begin, held.count});
+  const Slice up_bias_part = split ? columns_of(columns_) : held_rows;
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
   kernels::Backend* placed = c_.expert_offload.holds(layer) ? c_.expert_offload.backend : nullptr;
   const Load bias = required_if(c_.moe_expert_bias);
-  if (c_.moe_expert_bias && shard.tensor_parallel()) {
-    return make_error("blk.{}: experts with biases (gpt-oss) are not supported in a split model "
-                      "yet", layer);
-  }
   return loader.load({
       {w.router_bias, name("ffn_gate_inp.bias"), {e}, bias, {}, {}, {}, placed},
-      {w.gate_bias, name("ffn_gate_exps.bias"), {f, e}, bias, {}, {}, {}, placed},
-      {w.up_bias, name("ffn_up_exps.bias"), {f, e}, bias, {}, {}, {}, placed},
-      {w.down_bias, name("ffn_down_exps.bias"), {d, e}, bias, {}, {}, {}, placed},
+      {w.gate_bias, name("ffn_gate_exps.bias"), {f, e}, bias, up_bias_part, {}, pick, placed},
+      {w.up_bias, name("ffn_up_exps.bias"), {f, e}, bias, up_bias_part, {}, pick, placed},
+      {w.down_bias, name("ffn_down_exps.bias"), {d, e}, bias, held_rows, {}, pick, placed},
       {w.router, name("ffn_gate_inp.weight"), {d, e}, Load::Required, {}, {}, {}, placed},
       {w.selection_bias, name("exp_probs_b.bias"), {e}, Load::IfPresent, {}, {}, {}, placed},
       {w.gate, name("ffn_gate_exps.weight"), {d, f, e}, Load::Required, held, rows, pick, placed},
@@ -137,7 +141,7 @@ void RoutedExperts::run(const ForwardContext& ctx, kernels::Backend& be, Scratch
     be.swiglu(gate, up, gate);
   }
   be.matmul_experts(*w.down, gate, ids, slots);  // [n*K][d]
-  if (w.down_bias) be.add_expert_bias(slots, *w.down_bias, ids);
+  if (w.down_bias && adds_down_bias_) be.add_expert_bias(slots, *w.down_bias, ids);
   be.weighted_sum_slots(slots, weights, out);    // [n][d]
   tp_all_reduce(ctx, out);  // the other ranks' experts, or the other columns of every expert
 }

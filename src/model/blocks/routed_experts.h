@@ -15,7 +15,8 @@
 // [E][f][d], `blk.N.ffn_down_exps.weight` [E][d][f]; `blk.N.exp_probs_b.bias` [E] (the selection
 // bias, deepseek2 / glm4moe) where present; with config.moe_expert_bias (gpt-oss)
 // `blk.N.ffn_gate_inp.bias` [E], `blk.N.ffn_{gate,up}_exps.bias` [E][f], `blk.N.ffn_down_exps.bias`
-// [E][d] (not split: such a model runs in one process).
+// [E][d] (split with their experts; tensor parallel: gate/up biases by columns, the down bias
+// added by tensor-parallel rank 0 alone, so the all-reduce sums it once).
 // Routing statistics: when ctx.expert_counts is set, the step's ids are read back and counted per
 // (layer, expert).
 //
@@ -83,6 +84,9 @@ class RoutedExperts {
 
   const ModelConfig& c_;
   dist::Range columns_;  // the columns of each held expert
+  // Whether this rank adds the experts' down bias (all ranks but tensor-parallel ranks > 0 of a
+  // column split, whose partial outputs the all-reduce adds to rank 0's).
+  bool adds_down_bias_;
   Scratch here_;         // on the model's backend
   Scratch offload_;      // on config.expert_offload.backend, when it holds layers
   std::vector<int32_t> ids_host_;  // the step's ids read back for the statistics (capacity n*K)

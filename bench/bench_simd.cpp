@@ -31,7 +31,8 @@ namespace {
 constexpr int64_t kRows = 4096, kK = 4096;
 constexpr int64_t kPoolBytes = int64_t{96} << 20;
 
-const DType kTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::F16, DType::BF16};
+const DType kTypes[] = {DType::Q8_0, DType::Q4_0,  DType::Q4_K,  DType::Q6_K,
+                        DType::F16,  DType::BF16,  DType::IQ1_S, DType::IQ1_M};
 const Isa kLevels[] = {Isa::scalar, Isa::avx2, Isa::avx512, Isa::avx512_vnni};
 
 uint64_t splitmix(uint64_t& s) {
@@ -67,6 +68,13 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t k) {
         std::memcpy(p, &d, 2);
       } else if (t == DType::Q6_K) {
         std::memcpy(p + 208, &d, 2);
+      } else if (t == DType::IQ1_M) {  // d's nibbles: the top nibbles of the scale words at 48
+        for (int i = 0; i < 4; ++i) {
+          uint16_t w16;
+          std::memcpy(&w16, p + 48 + 2 * i, 2);
+          w16 = static_cast<uint16_t>((w16 & 0x0FFF) | (((d >> (4 * i)) & 0xF) << 12));
+          std::memcpy(p + 48 + 2 * i, &w16, 2);
+        }
       } else {
         std::memcpy(p, &d, 2);
         if (t == DType::Q4_K) std::memcpy(p + 2, &d, 2);

@@ -44,6 +44,8 @@ const TypeCase kCases[] = {
     {DType::IQ2_S, {256, 512, 768, 2304}},
     {DType::IQ3_XXS, {256, 512, 768, 2304}},
     {DType::IQ3_S, {256, 512, 768, 2304}},
+    {DType::IQ1_S, {256, 512, 768, 2304}},
+    {DType::IQ1_M, {256, 512, 768, 2304}},
     {DType::F16, {1, 7, 15, 16, 17, 31, 33, 48, 100, 256, 1000}},
     {DType::BF16, {1, 7, 15, 16, 17, 31, 33, 48, 100, 256, 1000}},
 };
@@ -54,6 +56,21 @@ std::string case_name(const ::testing::TestParamInfo<std::tuple<Isa, int>>& info
 }
 
 bool is_half(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+// The grid types' kernels (GridKernel, ref.cpp's dot_grid) do the reference's float operations in
+// its order after exact integer sums: the same result bit for bit at every level.
+bool bit_exact_with_reference(DType t) {
+  switch (t) {
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M: return true;
+    default: return false;
+  }
+}
 
 // Activations in the weight type's activation format: quantized rows, or the f32 rows as bytes.
 struct Acts {
@@ -91,6 +108,8 @@ void call_gemm(DType t, const void* w, int64_t rows, int64_t k, const void* a, i
     case DType::MXFP4: gemm_mxfp4(w, rows, k, a, n, out, ldo); break;
     case DType::IQ2_XXS: gemm_iq2_xxs(w, rows, k, a, n, out, ldo); break;
     case DType::IQ3_S: gemm_iq3_s(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ1_S: gemm_iq1_s(w, rows, k, a, n, out, ldo); break;
+    case DType::IQ1_M: gemm_iq1_m(w, rows, k, a, n, out, ldo); break;
     case DType::IQ3_XXS: gemm_iq3_xxs(w, rows, k, a, n, out, ldo); break;
     case DType::IQ2_S: gemm_iq2_s(w, rows, k, a, n, out, ldo); break;
     case DType::IQ2_XS: gemm_iq2_xs(w, rows, k, a, n, out, ldo); break;
@@ -114,6 +133,8 @@ void call_gemv(DType t, const void* w, int64_t rows, int64_t k, const void* a, f
     case DType::MXFP4: gemv_mxfp4(w, rows, k, a, out); break;
     case DType::IQ2_XXS: gemv_iq2_xxs(w, rows, k, a, out); break;
     case DType::IQ3_S: gemv_iq3_s(w, rows, k, a, out); break;
+    case DType::IQ1_S: gemv_iq1_s(w, rows, k, a, out); break;
+    case DType::IQ1_M: gemv_iq1_m(w, rows, k, a, out); break;
     case DType::IQ3_XXS: gemv_iq3_xxs(w, rows, k, a, out); break;
     case DType::IQ2_S: gemv_iq2_s(w, rows, k, a, out); break;
     case DType::IQ2_XS: gemv_iq2_xs(w, rows, k, a, out); break;
@@ -137,6 +158,8 @@ void call_ref(DType t, const void* w, int64_t rows, int64_t k, const void* a, fl
     case DType::MXFP4: ref::gemm_mxfp4(w, rows, k, a, 1, out, rows); break;
     case DType::IQ2_XXS: ref::gemm_iq2_xxs(w, rows, k, a, 1, out, rows); break;
     case DType::IQ3_S: ref::gemm_iq3_s(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ1_S: ref::gemm_iq1_s(w, rows, k, a, 1, out, rows); break;
+    case DType::IQ1_M: ref::gemm_iq1_m(w, rows, k, a, 1, out, rows); break;
     case DType::IQ3_XXS: ref::gemm_iq3_xxs(w, rows, k, a, 1, out, rows); break;
     case DType::IQ2_S: ref::gemm_iq2_s(w, rows, k, a, 1, out, rows); break;
     case DType::IQ2_XS: ref::gemm_iq2_xs(w, rows, k, a, 1, out, rows); break;
@@ -251,6 +274,8 @@ Exact exact_dot(DType t, const uint8_t* w, const uint8_t* a, const float* xf, in
     case DType::IQ2_S:
     case DType::IQ3_XXS:
     case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
       e.terms = k / 256;
       for (int64_t i = 0; i < k; ++i) e.abs_sum += std::abs(double(wd[i]) * ad[i]);
       break;
@@ -300,6 +325,11 @@ TEST_P(GemvTest, MatchesReferenceWithinRoundingBound) {
           const double tol = dot_tolerance(e.terms, e.abs_sum);
           EXPECT_LE(std::abs(double(got[r]) - want[r]), tol)
               << "row " << r << ": " << isa_name(isa()) << " " << got[r] << " vs reference " << want[r];
+          if (bit_exact_with_reference(t)) {
+            EXPECT_EQ(std::memcmp(&got[r], &want[r], sizeof(float)), 0)
+                << "row " << r << ": " << isa_name(isa()) << " " << got[r] << " vs reference " << want[r]
+                << " (the grid kernels reproduce the reference bit for bit)";
+          }
           if (isa() == Isa::scalar) {
             EXPECT_EQ(got[r], want[r]) << "scalar level must be the reference";
             EXPECT_LE(std::abs(double(want[r]) - e.value), tol)
@@ -389,7 +419,9 @@ TEST(SimdByType, QuantizeAndGemmByDType) {
   EXPECT_EQ(activation_dtype(DType::IQ4_NL), DType::Q8_0);
   EXPECT_EQ(activation_dtype(DType::IQ2_XXS), DType::Q8_K);
   EXPECT_EQ(activation_dtype(DType::IQ3_S), DType::Q8_K);
-  EXPECT_FALSE(activation_dtype(DType::IQ1_S).has_value());
+  EXPECT_EQ(activation_dtype(DType::IQ1_S), DType::Q8_K);
+  EXPECT_EQ(activation_dtype(DType::IQ1_M), DType::Q8_K);
+  EXPECT_FALSE(activation_dtype(DType::Q5_K).has_value());
   ASSERT_FALSE(bad_type.ok());
   EXPECT_NE(bad_type.error().find("q5_K"), std::string::npos) << bad_type.error();
   Status bad_k = gemm(DType::Q4_K, nullptr, 1, 100, nullptr, 1, &out, 1);

@@ -152,9 +152,20 @@ inline std::vector<uint8_t> random_weights(Rng& rng, DType t, int64_t rows, int6
       case DType::IQ2_S:
       case DType::IQ3_XXS:
       case DType::IQ3_S:
+      case DType::IQ1_S:
         d = rand_scale(rng, 1e-5f, 1e-3f, true);
         std::memcpy(p, &d, 2);
         break;
+      case DType::IQ1_M: {  // d's 4 nibbles are the top nibbles of the scale words (at 48)
+        d = rand_scale(rng, 1e-5f, 1e-3f, true);
+        for (int i = 0; i < 4; ++i) {
+          uint16_t w16;
+          std::memcpy(&w16, p + offsetof(BlockIQ1_M, scales) + 2 * i, 2);
+          w16 = static_cast<uint16_t>((w16 & 0x0FFF) | (((d >> (4 * i)) & 0xF) << 12));
+          std::memcpy(p + offsetof(BlockIQ1_M, scales) + 2 * i, &w16, 2);
+        }
+        break;
+      }
       default: ADD_FAILURE() << "no random weights for " << dtype_name(t);
     }
   }

@@ -39,6 +39,8 @@ struct KernelTable {
   GemmQFn gemm_iq2_s;
   GemmQFn gemm_iq3_xxs;
   GemmQFn gemm_iq3_s;
+  GemmQFn gemm_iq1_s;
+  GemmQFn gemm_iq1_m;
 };
 
 // One table per level that has its own code; each lives in its own translation unit.

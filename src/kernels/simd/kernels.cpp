@@ -47,6 +47,8 @@ CADENZA_SIMD_GEMM(iq2_xs, void, kQK_K)
 CADENZA_SIMD_GEMM(iq2_s, void, kQK_K)
 CADENZA_SIMD_GEMM(iq3_xxs, void, kQK_K)
 CADENZA_SIMD_GEMM(iq3_s, void, kQK_K)
+CADENZA_SIMD_GEMM(iq1_s, void, kQK_K)
+CADENZA_SIMD_GEMM(iq1_m, void, kQK_K)
 #undef CADENZA_SIMD_GEMM
 
 std::optional<DType> activation_dtype(DType weight) {
@@ -64,7 +66,9 @@ std::optional<DType> activation_dtype(DType weight) {
     case DType::IQ2_XS:
     case DType::IQ2_S:
     case DType::IQ3_XXS:
-    case DType::IQ3_S: return DType::Q8_K;
+    case DType::IQ3_S:
+    case DType::IQ1_S:
+    case DType::IQ1_M: return DType::Q8_K;
     case DType::F16:
     case DType::BF16: return DType::F32;
     default: return std::nullopt;
@@ -122,6 +126,8 @@ Status gemm(DType weight, const void* weights, int64_t rows, int64_t k, const vo
     case DType::IQ2_S: gemm_iq2_s(weights, rows, k, act, n, out, ldo); break;
     case DType::IQ3_XXS: gemm_iq3_xxs(weights, rows, k, act, n, out, ldo); break;
     case DType::IQ3_S: gemm_iq3_s(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ1_S: gemm_iq1_s(weights, rows, k, act, n, out, ldo); break;
+    case DType::IQ1_M: gemm_iq1_m(weights, rows, k, act, n, out, ldo); break;
     default: return make_error("simd: no kernel for weight type {}", dtype_name(weight));
   }
   return {};

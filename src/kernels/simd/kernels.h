@@ -3,14 +3,14 @@
 //
 // Weight/activation pairs (out = W x, one dot product per weight row):
 //   weights Q8_0, Q4_0   x activations Q8_0 (quantize_q8_0)
-//   weights Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S
+//   weights Q4_K, Q6_K, Q2_K, Q3_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M
 //                                             x activations Q8_K (quantize_q8_k)
 //   weights IQ4_NL, MXFP4                     x activations Q8_0
 //   weights F16, BF16    x activations f32
 //
 // Common contracts (asserted in debug builds; violating them is a bug in the caller):
 //  - k is the row length in elements: a multiple of 32 (Q8_0, Q4_0, IQ4_NL, MXFP4), of 256
-//    (Q4_K, Q6_K, Q2_K, Q3_K and the IQ2/IQ3/IQ4_XS types), any
+//    (Q4_K, Q6_K, Q2_K, Q3_K and the IQ1/IQ2/IQ3/IQ4_XS types), any
 //    k >= 1 for F16/BF16. rows >= 0, n >= 1.
 //  - `weights` holds `rows` consecutive rows in GGUF layout (tensor/blocks.h), row r starting at
 //    r * row_bytes(type, k). No alignment is required for any pointer.
@@ -64,6 +64,8 @@ void gemv_iq2_xs(const void* weights, int64_t rows, int64_t k, const void* act_q
 void gemv_iq2_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq3_xxs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq3_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq1_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
+void gemv_iq1_m(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq4_xs(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, float* out);
 void gemv_iq4_nl(const void* weights, int64_t rows, int64_t k, const void* act_q8_0, float* out);
@@ -92,6 +94,10 @@ void gemm_iq3_xxs(const void* weights, int64_t rows, int64_t k, const void* act_
               float* out, int64_t ldo);
 void gemm_iq3_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
               float* out, int64_t ldo);
+void gemm_iq1_s(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+                float* out, int64_t ldo);
+void gemm_iq1_m(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
+                float* out, int64_t ldo);
 void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
                float* out, int64_t ldo);
 void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act_q8_k, int64_t n,
@@ -145,6 +151,10 @@ void gemm_iq3_xxs(const void* weights, int64_t rows, int64_t k, const void* act,
               float* out, int64_t ldo);
 void gemm_iq3_s(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
               float* out, int64_t ldo);
+void gemm_iq1_s(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+                float* out, int64_t ldo);
+void gemm_iq1_m(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+                float* out, int64_t ldo);
 void gemm_q2_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
                float* out, int64_t ldo);
 void gemm_q3_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,

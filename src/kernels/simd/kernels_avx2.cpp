@@ -352,7 +352,8 @@ const KernelTable& avx2_table() {
   static const KernelTable t{"avx2",      quantize_q8_0, quantize_q8_k, gemm_q8_0,   gemm_q4_0,
                              gemm_q4_k,   gemm_q6_k,     gemm_f16,      gemm_bf16,   gemm_q2_k,
                              gemm_q3_k,   gemm_iq4_xs,   gemm_iq4_nl,   gemm_mxfp4,
-                             gemm_iq2_xxs, gemm_iq2_xs, gemm_iq2_s, gemm_iq3_xxs, gemm_iq3_s};
+                             gemm_iq2_xxs, gemm_iq2_xs, gemm_iq2_s, gemm_iq3_xxs, gemm_iq3_s,
+                             gemm_iq1_s,   gemm_iq1_m};
   return t;
 }
 

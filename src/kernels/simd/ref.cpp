@@ -103,9 +103,10 @@ float dot_q6_k(const void* w, const void* a, int64_t nb) {
   return sum;
 }
 
-// The grid types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (tensor/blocks.h): per 32-element sub-block the
-// signed integer values (grid magnitude times sign) and the integer scales of its two halves
-// (elements 0-15, 16-31); the decoded value is d * kFactor * scale * v.
+// The grid types IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M (tensor/blocks.h): per
+// 32-element sub-block the signed integer values (grid magnitude times sign; IQ1: 8 g +- 1) and
+// the integer scales of its two halves (elements 0-15, 16-31); the decoded value is
+// d * kFactor * scale * v.
 struct GridSub {
   int32_t v[32];
   int32_t scale[2];
@@ -118,7 +119,12 @@ void put_group(int32_t* v, const uint8_t* magnitudes, int n, uint8_t signs, int 
     v[t] = (signs >> (first + t)) & 1 ? -int32_t{magnitudes[t]} : int32_t{magnitudes[t]};
 }
 
-struct Iq2xxsGrid {  // d, qs[64] at 2: per sub-block 4 grid indices, then 4 x 7 sign bits + ls
+// The fp16 super-scale d: at offset 0 for every grid type but IQ1_M (which spreads it, below).
+struct DAt0 {
+  static uint16_t d_bits(const uint8_t* b) { return grid_le16(b); }
+};
+
+struct Iq2xxsGrid : DAt0 {  // d, qs[64] at 2: per sub-block 4 grid indices, then 4 x 7 sign bits + ls
   static constexpr int kBytes = 66;
   static constexpr float kFactor = 0.125f;  // db = d * (0.5 + ls) * 0.25 = d * (2 ls + 1) / 8
   static void sub(const uint8_t* b, int sb, GridSub& out) {
@@ -131,7 +137,7 @@ struct Iq2xxsGrid {  // d, qs[64] at 2: per sub-block 4 grid indices, then 4 x 7
     out.scale[0] = out.scale[1] = 2 * static_cast<int32_t>(s >> 28) + 1;
   }
 };
-struct Iq2xsGrid {  // d at 0, qs[32] uint16 at 2, scales[8] at 66; db = d * (2 ls + 1) / 8
+struct Iq2xsGrid : DAt0 {  // d at 0, qs[32] uint16 at 2, scales[8] at 66; db = d * (2 ls + 1) / 8
   static constexpr int kBytes = 74;
   static constexpr float kFactor = 0.125f;
   static void sub(const uint8_t* b, int sb, GridSub& out) {
@@ -143,7 +149,7 @@ struct Iq2xsGrid {  // d at 0, qs[32] uint16 at 2, scales[8] at 66; db = d * (2 
     out.scale[1] = 2 * (b[66 + sb] >> 4) + 1;
   }
 };
-struct Iq2sGrid {  // d, qs[32] at 2, signs[32] at 34, qh[8] at 66, scales[8] at 74
+struct Iq2sGrid : DAt0 {  // d, qs[32] at 2, signs[32] at 34, qh[8] at 66, scales[8] at 74
   static constexpr int kBytes = 82;
   static constexpr float kFactor = 0.125f;
   static void sub(const uint8_t* b, int sb, GridSub& out) {
@@ -155,7 +161,7 @@ struct Iq2sGrid {  // d, qs[32] at 2, signs[32] at 34, qh[8] at 66, scales[8] at
     out.scale[1] = 2 * (b[74 + sb] >> 4) + 1;
   }
 };
-struct Iq3xxsGrid {  // d, qs[64] at 2, sas[32] at 66; db = d * (2 ls + 1) / 4
+struct Iq3xxsGrid : DAt0 {  // d, qs[64] at 2, sas[32] at 66; db = d * (2 ls + 1) / 4
   static constexpr int kBytes = 98;
   static constexpr float kFactor = 0.25f;
   static void sub(const uint8_t* b, int sb, GridSub& out) {
@@ -169,7 +175,7 @@ struct Iq3xxsGrid {  // d, qs[64] at 2, sas[32] at 66; db = d * (2 ls + 1) / 4
     out.scale[0] = out.scale[1] = 2 * static_cast<int32_t>(s >> 28) + 1;
   }
 };
-struct Iq3sGrid {  // d, qs[64] at 2, qh[8] at 66, signs[32] at 74, scales[4] at 106; db = d (2 ls + 1)
+struct Iq3sGrid : DAt0 {  // d, qs[64] at 2, qh[8] at 66, signs[32] at 74, scales[4] at 106; db = d (2 ls + 1)
   static constexpr int kBytes = 110;
   static constexpr float kFactor = 1.0f;
   static void sub(const uint8_t* b, int sb, GridSub& out) {
@@ -181,6 +187,43 @@ struct Iq3sGrid {  // d, qs[64] at 2, qh[8] at 66, signs[32] at 74, scales[4] at
       }
     }
     out.scale[0] = out.scale[1] = 2 * ((b[106 + sb / 2] >> (4 * (sb % 2))) & 0xF) + 1;
+  }
+};
+
+// IQ1_S / IQ1_M: x = dl (g + delta), dl = d (2 ls + 1), g in {-1, 0, 1}, delta = +-1/8. Times 8
+// it is an integer: 8 x = d (2 ls + 1) (8 g +- 1), so v = 8 g +- 1 (odd, |v| <= 9), scale 2 ls + 1
+// and kFactor 1/8: the delta term needs no separate activation sums.
+void put_iq1_group(int32_t* v, int index, int32_t delta) {
+  for (int t = 0; t < 8; ++t) v[t] = 8 * int32_t{iq::kIq1s.v[index][t]} + delta;
+}
+struct Iq1sGrid : DAt0 {  // d, qs[32] at 2, qh[8] uint16 at 34: 4 x 3 index bits, ls, delta sign
+  static constexpr int kBytes = 50;
+  static constexpr float kFactor = 0.125f;
+  static void sub(const uint8_t* b, int sb, GridSub& out) {
+    const uint16_t h = grid_le16(b + 34 + 2 * sb);
+    const int32_t delta = (h & 0x8000) ? -1 : 1;
+    for (int k = 0; k < 4; ++k)
+      put_iq1_group(out.v + 8 * k, b[2 + 4 * sb + k] | (((h >> (3 * k)) & 7) << 8), delta);
+    out.scale[0] = out.scale[1] = 2 * ((h >> 12) & 7) + 1;
+  }
+};
+struct Iq1mGrid {  // qs[32] at 0, qh[16] at 32 (a nibble per group), scales: 4 x uint16 at 48
+  static constexpr int kBytes = 56;
+  static constexpr float kFactor = 0.125f;
+  static uint16_t d_bits(const uint8_t* b) {  // the top nibbles of the 4 scale words
+    return static_cast<uint16_t>((grid_le16(b + 48) >> 12) | ((grid_le16(b + 50) >> 12) << 4) |
+                                 ((grid_le16(b + 52) >> 12) << 8) | ((grid_le16(b + 54) >> 12) << 12));
+  }
+  static void sub(const uint8_t* b, int sb, GridSub& out) {
+    for (int k = 0; k < 4; ++k) {
+      const int m = 4 * sb + k;  // group of 8
+      const int nibble = (b[32 + m / 2] >> (4 * (m % 2))) & 0xF;
+      put_iq1_group(out.v + 8 * k, b[m] | ((nibble & 7) << 8), (nibble & 8) ? -1 : 1);
+    }
+    for (int hh = 0; hh < 2; ++hh) {  // half h = 2 sb + hh of 16 elements
+      const int h = 2 * sb + hh;
+      out.scale[hh] = 2 * ((grid_le16(b + 48 + 2 * (h / 4)) >> (3 * (h % 4))) & 7) + 1;
+    }
   }
 };
 
@@ -202,7 +245,7 @@ float dot_grid(const void* w, const void* a, int64_t nb) {
         sumi += sub.scale[h] * dot;
       }
     }
-    sum += ((ab.d * half_to_float(grid_le16(wb))) * G::kFactor) * static_cast<float>(sumi);
+    sum += ((ab.d * half_to_float(G::d_bits(wb))) * G::kFactor) * static_cast<float>(sumi);
   }
   return sum;
 }
@@ -415,6 +458,18 @@ void gemm_iq3_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t
   gemm_blocks<dot_grid<Iq3sGrid>>(w, rows, k / kQK_K, Iq3sGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
 }
 
+void gemm_iq1_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+                int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_grid<Iq1sGrid>>(w, rows, k / kQK_K, Iq1sGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+}
+
+void gemm_iq1_m(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+                int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_grid<Iq1mGrid>>(w, rows, k / kQK_K, Iq1mGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+}
+
 void gemm_iq2_xxs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
                   int64_t ldo) {
   assert(k % kQK_K == 0);
@@ -455,7 +510,7 @@ const KernelTable& scalar_table() {
                              ref::gemm_q2_k,  ref::gemm_q3_k,     ref::gemm_iq4_xs,
                              ref::gemm_iq4_nl, ref::gemm_mxfp4,   ref::gemm_iq2_xxs,
                              ref::gemm_iq2_xs, ref::gemm_iq2_s,   ref::gemm_iq3_xxs,
-                             ref::gemm_iq3_s};
+                             ref::gemm_iq3_s,  ref::gemm_iq1_s,   ref::gemm_iq1_m};
   return t;
 }
 

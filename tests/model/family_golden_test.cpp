@@ -83,6 +83,13 @@ constexpr Allowance kAllowances[] = {
     // tokens attend to it; not every position past 128 differs, so the window agrees); position 0
     // emulated 1.66e-3 (scalar, avx2) / 1.25e-3 (avx512*); greedy: all 6 match.
     {"gpt-oss-small", 0.06, 0},
+    // The same model with f32 weights (the reference then multiplies in f32 too): 8 of 2912
+    // top-k logits (0.27%) over the bound, all at positions 20-21 of one case (max 0.277), at
+    // every level; every other position of every case within it, greedy 6 of 6, position 0
+    // emulated 3.4e-4. A local difference that does not spread is what an expert chosen
+    // differently at a near-tie of the router gives; a wrong formula would show everywhere. The
+    // f16 file's larger share comes on top of that from the reference's f16 rounding.
+    {"gpt-oss-small-f32", 0.005, 0},
     // Strict files, for the record: glm4moe-small (3 decoder layers + the skipped nextn layer,
     // f16): top-k max 0.0059 at every level, 0 over the bound, greedy 6 of 6; position 0 with the
     // emulated rounding 4e-4 (avx2) to 1.1e-3 (scalar), from the expert layers (the dense layer

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "quantize/mixture.h"
 #include "synth/presets.h"
 #include "tensor/dtype.h"
 
@@ -35,11 +36,10 @@ struct TypeScheme {
 // The type of the routed experts' matrices.
 inline DType expert_type(const TypeScheme& s) { return s.own_expert_type ? s.experts : s.base; }
 
-// The type a K-quant falls back to when a row is not a multiple of its block (what the reference
-// quantizer does, so file sizes match its output).
-DType fit_row(DType t, int64_t row);
-// Whether layer i gets more bits in the Q4_K_M mixture (first and last eighth, every third).
-bool use_more_bits(int64_t i, int64_t n);
+// The row fallback and the extra bits of the *_M mixtures are cadenza quantize's
+// (quantize/mixture.h), so a synthesized file is typed as a quantized one would be.
+using quantize::fit_row;
+using quantize::use_more_bits;
 // The type of the output projection (and of a tied embedding).
 DType output_type(const TypeScheme& s);
 // The type of an untied token embedding (only rows are looked up, never multiplied): the scheme's,

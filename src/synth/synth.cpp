@@ -49,21 +49,6 @@ void fill_normal(SplitMix& rng, float std_dev, float* out, int64_t n) {
 
 }  // namespace
 
-DType fit_row(DType t, int64_t row) {
-  if (row % traits(t).block_size == 0) return t;
-  switch (t) {
-    case DType::Q4_K: return DType::Q5_0;
-    case DType::Q5_K: return DType::Q5_1;
-    case DType::Q6_K: return DType::Q8_0;
-    default: break;
-  }
-  return row % 32 == 0 ? DType::Q8_0 : DType::F16;
-}
-
-bool use_more_bits(int64_t i, int64_t n) {
-  return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
-}
-
 namespace {
 
 bool is_quantized(DType t) { return traits(t).block_size > 1; }

@@ -1,0 +1,151 @@
+#include "quantize/quantize.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "gguf/gguf.h"
+#include "tensor/quant.h"
+#include "util/mapped_file.h"
+#include "util/thread_pool.h"
+
+namespace cadenza::quantize {
+namespace {
+
+bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
+// Rows per task: about 1 MiB of f32 input, at least one row.
+int64_t rows_per_task(int64_t row) { return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(row, 1)); }
+
+// The first error any thread met (tensor fills cannot return one).
+struct FirstError {
+  std::mutex mu;
+  std::string message;
+  void set(std::string m) {
+    std::lock_guard lock(mu);
+    if (message.empty()) message = std::move(m);
+  }
+  bool any() {
+    std::lock_guard lock(mu);
+    return !message.empty();
+  }
+};
+
+// Converts `t`'s rows into `out` (row_bytes(to, row) per row) on the pool.
+void convert(ThreadPool& pool, const gguf::TensorInfo& t, DType to, std::span<uint8_t> out,
+             FirstError& error) {
+  const int64_t row = t.shape[0], rows = t.rows();
+  const size_t in_row = static_cast<size_t>(*row_bytes(t.type, row));
+  const size_t out_row = static_cast<size_t>(*row_bytes(to, row));
+  const int64_t per_task = rows_per_task(row);
+  const int64_t tasks = (rows + per_task - 1) / per_task;
+  std::vector<std::vector<float>> scratch(static_cast<size_t>(pool.size()));
+  pool.parallel_for(tasks, [&](int64_t task, int thread) {
+    std::vector<float>& f = scratch[static_cast<size_t>(thread)];
+    f.resize(static_cast<size_t>(row));
+    const int64_t r1 = std::min(rows, (task + 1) * per_task);
+    for (int64_t r = task * per_task; r < r1; ++r) {
+      dequantize_row(t.type, t.data + in_row * static_cast<size_t>(r), f.data(), row);
+      for (int64_t i = 0; i < row; ++i) {
+        if (!std::isfinite(f[static_cast<size_t>(i)])) {
+          error.set(fmt::format("tensor '{}' has a non-finite value ({}) in row {} at column {}",
+                                t.name, f[static_cast<size_t>(i)], r, i));
+          return;
+        }
+      }
+      quantize_row(to, f.data(), out.data() + out_row * static_cast<size_t>(r), row);
+    }
+  });
+}
+
+}  // namespace
+
+Result<Summary> quantize_model(const Options& o) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<gguf::GgufFile>> opened = gguf::GgufFile::open(o.input);
+  if (!opened) return opened.error_value();
+  std::shared_ptr<const gguf::GgufFile> in(std::move(*opened));
+  if (std::filesystem::exists(o.output) && std::filesystem::equivalent(o.input, o.output))
+    return make_error("{}: the output would overwrite the input", o.output);
+
+  ModelFacts facts;
+  facts.has_output = in->find_tensor("output.weight") != nullptr;
+  if (Result<std::string> arch = in->get_string("general.architecture"); arch) {
+    if (const gguf::Value* n = in->find(*arch + ".block_count")) facts.n_layers = n->as_int().value_or(0);
+  }
+
+  gguf::GgufWriter writer;
+  for (const auto& [key, value] : in->metadata()) writer.set(key, value);
+  writer.set("general.file_type", gguf::Value::u32(o.target.file_type));
+  writer.set("general.quantization_version", gguf::Value::u32(2));
+
+  Summary summary;
+  uint64_t total_in = 0;
+  for (const gguf::TensorInfo& t : in->tensors()) total_in += t.nbytes;
+  for (const gguf::TensorInfo& t : in->tensors()) {
+    const std::optional<DTypeTraits> tr = dtype_traits(static_cast<uint32_t>(t.type));
+    if (!tr || !tr->compute_supported)
+      return make_error("{}: tensor '{}' has type {}, which cannot be decoded", in->name(), t.name,
+                        tr ? tr->name : "unknown");
+    const Choice c = choose(o.target, o.overrides, facts, t.name, t.shape, t.type);
+    TensorReport r{t.name, t.type, c.type, c.fallback, c.wanted, t.nbytes, 0};
+    r.bytes_out = *row_bytes(c.type, t.shape[0]) * static_cast<uint64_t>(t.rows());
+    if (c.quantized && !is_float_type(t.type) && t.type != c.type) ++summary.requantized;
+    if (c.fallback) {
+      spdlog::warn("quantize: '{}': rows of {} values do not fit {} blocks of {}; using {}", t.name,
+                   t.shape[0], dtype_name(c.wanted), traits(c.wanted).block_size, dtype_name(c.type));
+    }
+    summary.bytes_in += r.bytes_in;
+    summary.bytes_out += r.bytes_out;
+    summary.n_elements += t.num_elements();
+    summary.tensors.push_back(r);
+  }
+  if (summary.requantized > 0) {
+    spdlog::warn("quantize: {} tensors are decoded from a quantized type and quantized again: the "
+                 "result loses more than quantizing the original floats", summary.requantized);
+  }
+
+  if (o.plan_only) {
+    summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return summary;
+  }
+  ThreadPool pool(std::max(1, o.threads));
+  FirstError error;
+  uint64_t done = 0;
+  for (size_t i = 0; i < in->tensors().size(); ++i) {
+    const gguf::TensorInfo& t = in->tensors()[i];
+    const DType to = summary.tensors[i].to;
+    auto fill = [&, i, to](std::span<uint8_t> out) {
+      const gguf::TensorInfo& src = in->tensors()[i];
+      if (!error.any()) {
+        if (src.type == to) {
+          std::memcpy(out.data(), src.data, out.size());
+        } else {
+          convert(pool, src, to, out, error);
+        }
+      }
+      // Read once: the input's pages of this tensor need not stay resident.
+      if (in->mapped() && src.nbytes > 0) MappedFile::release_pages(src.data, src.nbytes);
+      done += src.nbytes;
+      if (o.progress) o.progress(done, total_in);
+    };
+    if (Status st = writer.add_tensor(t.name, to, t.shape, fill); !st) return st.error_value();
+  }
+  if (Status st = writer.write(o.output); !st) return st.error_value();
+  if (error.any()) {
+    std::error_code ignored;
+    std::filesystem::remove(o.output, ignored);
+    return make_error("{}: {}", in->name(), error.message);
+  }
+  std::error_code ec;
+  summary.file_bytes = std::filesystem::file_size(o.output, ec);
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+}  // namespace cadenza::quantize

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 
 #include <spdlog/spdlog.h>
@@ -85,6 +86,7 @@ Result<Summary> quantize_model(const Options& o) {
   writer.set("general.quantization_version", gguf::Value::u32(2));
 
   Summary summary;
+  std::map<std::pair<DType, DType>, std::pair<int, std::string>> fallbacks;  // (wanted, used) -> count, first
   uint64_t total_in = 0;
   for (const gguf::TensorInfo& t : in->tensors()) total_in += t.nbytes;
   for (const gguf::TensorInfo& t : in->tensors()) {
@@ -97,13 +99,18 @@ Result<Summary> quantize_model(const Options& o) {
     r.bytes_out = *row_bytes(c.type, t.shape[0]) * static_cast<uint64_t>(t.rows());
     if (c.quantized && !is_float_type(t.type) && t.type != c.type) ++summary.requantized;
     if (c.fallback) {
-      spdlog::warn("quantize: '{}': rows of {} values do not fit {} blocks of {}; using {}", t.name,
-                   t.shape[0], dtype_name(c.wanted), traits(c.wanted).block_size, dtype_name(c.type));
+      auto& [count, first] = fallbacks[{c.wanted, c.type}];
+      if (count++ == 0) first = t.name;
     }
     summary.bytes_in += r.bytes_in;
     summary.bytes_out += r.bytes_out;
     summary.n_elements += t.num_elements();
     summary.tensors.push_back(r);
+  }
+  for (const auto& [types, seen] : fallbacks) {
+    spdlog::warn("quantize: {} tensors (the first: '{}') have rows that {} blocks of {} do not "
+                 "divide: they are {}", seen.first, seen.second, dtype_name(types.first),
+                 traits(types.first).block_size, dtype_name(types.second));
   }
   if (summary.requantized > 0) {
     spdlog::warn("quantize: {} tensors are decoded from a quantized type and quantized again: the "

@@ -71,6 +71,49 @@ TEST(CpuKernels, MatmulMatchesNaiveForEveryWeightType) {
   }
 }
 
+// matmul_experts with every weight type: each (token, slot) row against the naive dot product of
+// the slot's expert, as the plain matmul test does; n = 1 (decode) and n = 7 (a batch).
+TEST(CpuKernels, MatmulExpertsMatchesNaiveForEveryWeightType) {
+  std::unique_ptr<Backend> backend = make_cpu_backend({.n_threads = 2});
+  const int64_t k = 256, m = 40, n_experts = 4, k_used = 2;
+  const std::vector<float> w = random_floats(static_cast<size_t>(n_experts * m * k), 21);
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K, DType::Q2_K,
+                     DType::Q3_K, DType::IQ4_XS, DType::IQ4_NL, DType::MXFP4, DType::IQ2_XXS,
+                     DType::IQ3_S, DType::IQ1_S}) {
+    for (int64_t n : {int64_t{1}, int64_t{7}}) {
+      SCOPED_TRACE(std::string(dtype_name(type)) + " n " + std::to_string(n));
+      std::unique_ptr<Weight> weight = upload(*backend, type, w, k, m, n_experts);
+      const std::vector<float> stored = as_stored(type, w, k);
+      const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 22 + n);
+      std::vector<int32_t> ids(static_cast<size_t>(n * k_used));
+      for (int64_t t = 0; t < n; ++t) {
+        ids[t * k_used] = static_cast<int32_t>((t + 1) % n_experts);
+        ids[t * k_used + 1] = static_cast<int32_t>((t + 3) % n_experts);
+      }
+      HostBuffer xb(*backend, x), ids_b(*backend, ids);
+      HostBuffer yb(*backend, std::vector<float>(static_cast<size_t>(n * k_used * m)));
+      backend->matmul_experts(*weight, xb.matrix(n, k), ids_b.index(n, k_used), yb.matrix(n * k_used, m));
+      const std::vector<float> y = yb.floats();
+      for (int64_t t = 0; t < n; ++t) {
+        const std::vector<float> xa = activation_as_used(type, x.data() + t * k, k);
+        for (int64_t s = 0; s < k_used; ++s) {
+          const int64_t e = ids[t * k_used + s];
+          for (int64_t j = 0; j < m; ++j) {
+            double ref = 0, magnitude = 0;
+            for (int64_t i = 0; i < k; ++i) {
+              const double p = static_cast<double>(stored[(e * m + j) * k + i]) * xa[i];
+              ref += p;
+              magnitude += std::abs(p);
+            }
+            ASSERT_NEAR(y[(t * k_used + s) * m + j], ref, 1e-6 * magnitude + 1e-6)
+                << "token " << t << " slot " << s << " expert " << e << " row " << j;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CpuKernels, MatmulIsBatchAndThreadInvariant) {
   const int64_t k = 96, m = 50, n = 9;
   const std::vector<float> w = random_floats(static_cast<size_t>(m * k), 3);

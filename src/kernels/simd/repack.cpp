@@ -142,6 +142,15 @@ int32_t code_value(DType t, uint8_t code) {
   return code;
 }
 
+// The 32 codes of a 4-bit 32-block (Q4_0's nibble order: element i low nibble of qs[i], i + 16
+// the high one).
+void split_nibbles(const uint8_t qs[16], uint8_t q[32]) {
+  for (int i = 0; i < 16; ++i) {
+    q[i] = qs[i] & 0x0f;
+    q[i + 16] = qs[i] >> 4;
+  }
+}
+
 // The stored codes q[32] and the raw scale of block b of a GGUF row (fp16 bits; MXFP4: the
 // E8M0 byte). See repack.h for the codes and offsets.
 uint16_t block_codes(DType t, const uint8_t* row, int64_t b, uint8_t q[32]) {
@@ -149,19 +158,13 @@ uint16_t block_codes(DType t, const uint8_t* row, int64_t b, uint8_t q[32]) {
     case DType::IQ4_NL: {
       BlockIQ4_NL blk;
       std::memcpy(&blk, row + b * sizeof(BlockIQ4_NL), sizeof blk);
-      for (int i = 0; i < 16; ++i) {
-        q[i] = blk.qs[i] & 0x0f;
-        q[i + 16] = blk.qs[i] >> 4;
-      }
+      split_nibbles(blk.qs, q);
       return blk.d;
     }
     case DType::MXFP4: {
       BlockMXFP4 blk;
       std::memcpy(&blk, row + b * sizeof(BlockMXFP4), sizeof blk);
-      for (int i = 0; i < 16; ++i) {
-        q[i] = blk.qs[i] & 0x0f;
-        q[i + 16] = blk.qs[i] >> 4;
-      }
+      split_nibbles(blk.qs, q);
       return blk.e;
     }
     case DType::Q8_0: {
@@ -173,10 +176,7 @@ uint16_t block_codes(DType t, const uint8_t* row, int64_t b, uint8_t q[32]) {
     case DType::Q4_0: {
       BlockQ4_0 blk;
       std::memcpy(&blk, row + b * sizeof(BlockQ4_0), sizeof blk);
-      for (int i = 0; i < 16; ++i) {
-        q[i] = blk.qs[i] & 0x0f;
-        q[i + 16] = blk.qs[i] >> 4;
-      }
+      split_nibbles(blk.qs, q);
       return blk.d;
     }
     case DType::Q5_0: {

@@ -28,6 +28,7 @@ Command generate_command();  // cli/generate.cpp
 Command serve_command();     // cli/serve.cpp
 Command pull_command();      // cli/pull.cpp
 Command gateway_command();   // cli/gateway.cpp
+Command perplexity_command();  // cli/perplexity.cpp
 
 std::vector<Command> all_commands();
 

@@ -41,7 +41,8 @@ struct PerplexityArgs {
   bool json = false;
   std::string kl_base;              // --kl-divergence-base FILE
   bool kl = false;                  // --kl-divergence: compare against FILE instead of writing it
-  int32_t kl_top_k = 32;
+  int32_t kl_top_k = 128;
+  int32_t kl_tail_samples = 64;
   bool ctx_given = false, chunks_given = false;
 };
 
@@ -193,6 +194,7 @@ int run_perplexity(const PerplexityArgs& a) {
              resolve_threads(a.backend.threads));
 
   std::unique_ptr<eval::KlBaseWriter> writer;
+  size_t writer_tail_samples = 0;
   if (!a.kl_base.empty() && !a.kl) {
     if (a.kl_top_k < 1 || a.kl_top_k > n_vocab) {
       return fail(fmt::format("--kl-top-k {} outside [1, {}]", a.kl_top_k, n_vocab));
@@ -204,20 +206,23 @@ int run_perplexity(const PerplexityArgs& a) {
     h.first = static_cast<uint32_t>(opt.first);
     h.top_k = static_cast<uint32_t>(a.kl_top_k);
     h.bos_id = opt.bos_id;
+    h.tail_samples = static_cast<uint32_t>(a.kl_top_k >= n_vocab ? 0 : a.kl_tail_samples);
     h.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(opt.n_chunks) * opt.ctx);
     const double mib = static_cast<double>(h.file_bytes()) / 1048576.0;
-    fmt::print(stderr, "perplexity: writing the KL-divergence base {} (top {} log-probs per "
-               "position, {:.1f} MiB)\n", a.kl_base, a.kl_top_k, mib);
+    fmt::print(stderr, "perplexity: writing the KL-divergence base {} (top {} log-probs and {} "
+               "tail samples per position, {:.1f} MiB)\n", a.kl_base, a.kl_top_k, h.tail_samples,
+               mib);
     if (mib > 1024) {
       fmt::print(stderr, "perplexity: warning: the base file will take {:.1f} GiB (--kl-top-k {})\n",
                  mib / 1024, a.kl_top_k);
     }
+    writer_tail_samples = h.tail_samples;
     auto w = eval::KlBaseWriter::create(a.kl_base, h);
     if (!w) return fail(w.error());
     writer = std::move(*w);
   }
 
-  std::vector<double> nll, base_nll, kld;
+  std::vector<double> nll, base_nll, kld, kld_bound;
   int64_t same_top = 0;
   double nll_sum = 0;
   std::vector<double> lp;
@@ -235,9 +240,17 @@ int run_perplexity(const PerplexityArgs& a) {
       nll_sum += x;
       if (writer) {
         eval::TopK top = eval::top_k(lp, a.kl_top_k);
+        const uint64_t position = static_cast<uint64_t>(chunk) * static_cast<uint64_t>(n_scored) +
+                                  static_cast<uint64_t>(r);
+        std::vector<eval::TopEntry> tail = eval::sample_tail(
+            lp, top.top, static_cast<int32_t>(writer_tail_samples), position);
+        if (tail.size() < writer_tail_samples) {  // nothing outside the top: repeat the last id
+          tail.resize(writer_tail_samples, top.top.back());
+        }
         if (Status ws = writer->append({.target_logprob = static_cast<float>(lp[static_cast<size_t>(target)]),
                                         .rest_logmass = static_cast<float>(top.rest_logmass),
-                                        .top = std::move(top.top)});
+                                        .top = std::move(top.top),
+                                        .tail = std::move(tail)});
             !ws) {
           return ws;
         }
@@ -246,7 +259,9 @@ int run_perplexity(const PerplexityArgs& a) {
         auto rec = base->next();
         if (!rec) return rec.error_value();
         base_nll.push_back(-static_cast<double>(rec->target_logprob));
-        kld.push_back(eval::kl_divergence(rec->top, rec->rest_logmass, lp));
+        const eval::KlEstimate k = eval::kl_divergence(rec->top, rec->rest_logmass, rec->tail, lp);
+        kld.push_back(k.estimate);
+        kld_bound.push_back(k.lower_bound);
         same_top += eval::argmax(lp) == rec->top.front().id;
       }
     }
@@ -271,10 +286,13 @@ int run_perplexity(const PerplexityArgs& a) {
   fmt::print(stderr, "perplexity: {} chunks in {:.2f} s ({:.3f} s per chunk)\n", opt.n_chunks,
              seconds, seconds / opt.n_chunks);
 
-  eval::Summary kl_stats, base_stats;
+  eval::Summary kl_stats, bound_stats, base_stats;
+  bool exact_kl = false;  // the base file holds every log-prob: bound == estimate == exact
   double agree = 0, agree_err = 0;
   if (base) {
     kl_stats = eval::summarize(kld);
+    bound_stats = eval::summarize(kld_bound);
+    exact_kl = base->header().top_k >= base->header().n_vocab;
     base_stats = eval::summarize(base_nll);
     const double n = static_cast<double>(kld.size());
     agree = static_cast<double>(same_top) / n;
@@ -295,13 +313,16 @@ int run_perplexity(const PerplexityArgs& a) {
       const Ppl bp = perplexity_of(base_stats);
       j["kl_divergence"] = {{"base", a.kl_base},
                             {"base_top_k", base->header().top_k},
+                            {"base_tail_samples", base->header().tail_samples},
+                            {"lower_bound_mean", bound_stats.mean},
                             {"base_ppl", bp.value},
                             {"base_ppl_error", bp.error},
                             {"mean", kl_stats.mean},
                             {"mean_error", kl_stats.std_error},
-                            {"median", kl_stats.median},
-                            {"p99", kl_stats.p99},
-                            {"max", kl_stats.max},
+                            {"quantiles_of", exact_kl ? "exact" : "lower_bound"},
+                            {"median", bound_stats.median},
+                            {"p99", bound_stats.p99},
+                            {"max", bound_stats.max},
                             {"same_top", agree},
                             {"same_top_error", agree_err}};
     }
@@ -316,12 +337,24 @@ int run_perplexity(const PerplexityArgs& a) {
   const Ppl bp = perplexity_of(base_stats);
   fmt::print("PPL(model) = {:.4f} +/- {:.5f}\n", ppl.value, ppl.error);
   fmt::print("PPL(base)  = {:.4f} +/- {:.5f}\n", bp.value, bp.error);
-  fmt::print("KL divergence (base || model), over the base's top {} tokens and the rest:\n",
-             base->header().top_k);
+  const eval::KlBaseHeader& bh = base->header();
+  if (bh.tail_samples > 0) {
+    fmt::print("KL divergence (base || model): the base's top {} tokens exactly, the rest "
+               "estimated from {} samples per position:\n", bh.top_k, bh.tail_samples);
+  } else {
+    fmt::print("KL divergence (base || model), over the base's top {} tokens{}:\n", bh.top_k,
+               bh.top_k >= bh.n_vocab ? " (the whole vocabulary: exact)" : " and the rest merged");
+  }
   fmt::print("  mean   {:.8f} +/- {:.8f}\n", kl_stats.mean, kl_stats.std_error);
-  fmt::print("  median {:.8f}\n", kl_stats.median);
-  fmt::print("  p99    {:.8f}\n", kl_stats.p99);
-  fmt::print("  max    {:.8f}\n", kl_stats.max);
+  if (bh.tail_samples > 0 || bh.top_k < bh.n_vocab) {
+    fmt::print("  mean lower bound (the rest merged into one outcome) {:.8f}\n", bound_stats.mean);
+  }
+  // Quantiles of per-position lower bounds bound the true quantiles from below (order
+  // statistics are monotone); the sampled estimates are too noisy per position for quantiles.
+  const char* of = exact_kl ? "" : " (lower bound)";
+  fmt::print("  median {:.8f}{}\n", bound_stats.median, of);
+  fmt::print("  p99    {:.8f}{}\n", bound_stats.p99, of);
+  fmt::print("  max    {:.8f}{}\n", bound_stats.max, of);
   fmt::print("same top token: {:.3f} +/- {:.3f} %\n", 100 * agree, 100 * agree_err);
   return 0;
 }
@@ -362,6 +395,11 @@ Command perplexity_command() {
                     "Log-probs saved per position in the base file (the rest merged into one)")
         ->capture_default_str()
         ->check(CLI::Range(1, 1 << 24));
+    sub->add_option("--kl-tail-samples", args->kl_tail_samples,
+                    "Ids sampled per position from outside the top k, for an unbiased KL estimate "
+                    "(0: only the merged lower bound)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 16));
     sub->callback([args, ctx, chunks] {
       args->ctx_given = ctx->count() > 0;
       args->chunks_given = chunks->count() > 0;

@@ -52,7 +52,7 @@ Result<std::unique_ptr<KlBaseWriter>> KlBaseWriter::create(const std::string& pa
   put<uint32_t>(buf, header.first);
   put<uint32_t>(buf, header.top_k);
   put<int32_t>(buf, header.bos_id);
-  put<uint32_t>(buf, 0);
+  put<uint32_t>(buf, header.tail_samples);
   for (int32_t t : header.tokens) put<int32_t>(buf, t);
   w->out_.write(buf.data(), static_cast<std::streamsize>(buf.size()));
   if (!w->out_) return make_error("{}: write failed", path);
@@ -61,12 +61,15 @@ Result<std::unique_ptr<KlBaseWriter>> KlBaseWriter::create(const std::string& pa
 
 Status KlBaseWriter::append(const KlBaseRecord& record) {
   assert(record.top.size() == header_.top_k);
+  assert(record.tail.size() == header_.tail_samples);
   buf_.clear();
   put<float>(buf_, record.target_logprob);
   put<float>(buf_, record.rest_logmass);
-  for (const TopEntry& e : record.top) {
-    put<int32_t>(buf_, e.id);
-    put<float>(buf_, e.logprob);
+  for (const auto* list : {&record.top, &record.tail}) {
+    for (const TopEntry& e : *list) {
+      put<int32_t>(buf_, e.id);
+      put<float>(buf_, e.logprob);
+    }
   }
   out_.write(buf_.data(), static_cast<std::streamsize>(buf_.size()));
   if (!out_) return make_error("{}: write failed", path_);
@@ -106,14 +109,17 @@ Result<std::unique_ptr<KlBaseReader>> KlBaseReader::open(const std::string& path
   h.first = get<uint32_t>(p);
   h.top_k = get<uint32_t>(p);
   h.bos_id = get<int32_t>(p);
+  h.tail_samples = get<uint32_t>(p);
   if (h.version != 1) {
     return make_error("{}: KL-divergence base file version {}, this build reads version 1", path,
                       h.version);
   }
   if (h.n_vocab == 0 || h.ctx < 2 || h.n_chunks == 0 || h.first + 1 >= h.ctx || h.top_k == 0 ||
-      h.top_k > h.n_vocab || h.ctx > (1u << 24) || h.n_chunks > (1u << 24)) {
+      h.top_k > h.n_vocab || h.ctx > (1u << 24) || h.n_chunks > (1u << 24) ||
+      h.tail_samples > (1u << 16)) {
     return make_error("{}: damaged KL-divergence base file header (vocab {}, ctx {}, chunks {}, "
-                      "first {}, top_k {})", path, h.n_vocab, h.ctx, h.n_chunks, h.first, h.top_k);
+                      "first {}, top_k {}, tail samples {})", path, h.n_vocab, h.ctx, h.n_chunks,
+                      h.first, h.top_k, h.tail_samples);
   }
   if (size != h.file_bytes()) {
     return make_error("{}: {} bytes, the header says {} (a truncated or damaged file)", path, size,
@@ -141,12 +147,15 @@ Result<KlBaseRecord> KlBaseReader::next() {
   rec.target_logprob = get<float>(p);
   rec.rest_logmass = get<float>(p);
   rec.top.resize(h.top_k);
-  for (TopEntry& e : rec.top) {
-    e.id = get<int32_t>(p);
-    e.logprob = get<float>(p);
-    if (e.id < 0 || static_cast<uint32_t>(e.id) >= h.n_vocab) {
-      return make_error("{}: record {} names token {} outside the vocabulary of {} (a damaged "
-                        "file)", path_, records_, e.id, h.n_vocab);
+  rec.tail.resize(h.tail_samples);
+  for (auto* list : {&rec.top, &rec.tail}) {
+    for (TopEntry& e : *list) {
+      e.id = get<int32_t>(p);
+      e.logprob = get<float>(p);
+      if (e.id < 0 || static_cast<uint32_t>(e.id) >= h.n_vocab) {
+        return make_error("{}: record {} names token {} outside the vocabulary of {} (a damaged "
+                          "file)", path_, records_, e.id, h.n_vocab);
+      }
     }
   }
   ++records_;

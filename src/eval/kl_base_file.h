@@ -12,14 +12,16 @@
 //                         each predicting the next token (n_scored = ctx - 1 - first per chunk)
 //   u32      top_k        entries kept per position (1..n_vocab)
 //   i32      bos_id       the token that replaced each chunk's first token
-//   u32      reserved (0)
+//   u32      tail_samples ids sampled per position from outside the top_k (0..2^16)
 //   i32[n_chunks * ctx]   the text's tokens (before the BOS replacement)
 //   n_chunks * n_scored records, chunk by chunk, in position order:
 //     f32    target_logprob  the base's log-probability of the actual next token
 //     f32    rest_logmass    log of the base's probability outside the top_k ids (-inf if none)
-//     top_k x { i32 id; f32 logprob }  most probable first
-// A record is 8 + 8 * top_k bytes: 264 bytes at the default top_k of 32, 3.4 MB for 200 chunks
-// of 128 tokens.
+//     top_k x { i32 id; f32 logprob }         most probable first
+//     tail_samples x { i32 id; f32 logprob }  drawn from the other ids in proportion to their
+//                                             probability (eval::sample_tail), in id order
+// A record is 8 + 8 * (top_k + tail_samples) bytes: 1544 bytes at the defaults of `cadenza
+// perplexity` (128 and 64), 19.5 MB for 200 chunks of 128 tokens, whatever the vocabulary.
 //
 // Ownership: a writer / reader owns its stream. Thread-safety: none.
 #pragma once
@@ -44,10 +46,13 @@ struct KlBaseHeader {
   uint32_t first = 0;
   uint32_t top_k = 0;
   int32_t bos_id = 0;
+  uint32_t tail_samples = 0;
   std::vector<int32_t> tokens;  // n_chunks * ctx
 
   uint32_t n_scored() const { return ctx - 1 - first; }
-  uint64_t record_bytes() const { return 8 + 8 * static_cast<uint64_t>(top_k); }
+  uint64_t record_bytes() const {
+    return 8 + 8 * (static_cast<uint64_t>(top_k) + tail_samples);
+  }
   // Bytes of the whole file with this header.
   uint64_t file_bytes() const;
 };
@@ -56,7 +61,8 @@ struct KlBaseHeader {
 struct KlBaseRecord {
   float target_logprob = 0;
   float rest_logmass = 0;
-  std::vector<TopEntry> top;  // top_k entries
+  std::vector<TopEntry> top;    // top_k entries
+  std::vector<TopEntry> tail;   // tail_samples entries
 };
 
 class KlBaseWriter {
@@ -65,7 +71,8 @@ class KlBaseWriter {
   // 1 <= top_k <= n_vocab and first < ctx - 1. Errors: the file cannot be created or written.
   static Result<std::unique_ptr<KlBaseWriter>> create(const std::string& path,
                                                       const KlBaseHeader& header);
-  // Appends one record (requires record.top.size() == top_k). Records go in file order.
+  // Appends one record (requires record.top.size() == top_k, record.tail.size() ==
+  // tail_samples). Records go in file order.
   Status append(const KlBaseRecord& record);
   // Flushes and closes; an error when the record count is not n_chunks * n_scored or the
   // write failed.

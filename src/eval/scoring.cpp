@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -22,50 +23,124 @@ void log_softmax(std::span<const float> logits, std::vector<double>& out) {
 TopK top_k(std::span<const double> logp, int32_t k) {
   assert(k >= 1);
   const size_t n = std::min(logp.size(), static_cast<size_t>(k));
-  std::vector<int32_t> ids(logp.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  const auto before = [&](int32_t a, int32_t b) {
-    return logp[static_cast<size_t>(a)] > logp[static_cast<size_t>(b)] ||
-           (logp[static_cast<size_t>(a)] == logp[static_cast<size_t>(b)] && a < b);
-  };
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), before);
   TopK r;
-  r.top.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    r.top.push_back({.id = ids[i], .logprob = static_cast<float>(logp[static_cast<size_t>(ids[i])])});
-  }
-  // log-sum-exp over the ids outside the top, relative to the largest of them.
+  std::vector<int32_t> ids;
+  ids.reserve(n);
   if (n == logp.size()) {
-    r.rest_logmass = -std::numeric_limits<double>::infinity();
-    return r;
+    for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(i));
+  } else {
+    // The n-th largest value (O(vocab) on a copy), then the ids above it and, lowest ids first,
+    // those equal to it.
+    std::vector<double> values(logp.begin(), logp.end());
+    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n - 1),
+                     values.end(), std::greater<double>());
+    const double threshold = values[n - 1];
+    for (size_t i = 0; i < logp.size(); ++i)
+      if (logp[i] > threshold) ids.push_back(static_cast<int32_t>(i));
+    for (size_t i = 0; i < logp.size() && ids.size() < n; ++i)
+      if (logp[i] == threshold) ids.push_back(static_cast<int32_t>(i));
   }
-  double max = -std::numeric_limits<double>::infinity();
-  for (size_t i = n; i < ids.size(); ++i) max = std::max(max, logp[static_cast<size_t>(ids[i])]);
-  double sum = 0;
-  for (size_t i = n; i < ids.size(); ++i) sum += std::exp(logp[static_cast<size_t>(ids[i])] - max);
-  r.rest_logmass = max + std::log(sum);
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    const double x = logp[static_cast<size_t>(a)], y = logp[static_cast<size_t>(b)];
+    return x > y || (x == y && a < b);
+  });
+  r.top.reserve(n);
+  if (n == logp.size()) {
+    for (int32_t id : ids) r.top.push_back({.id = id, .logprob = static_cast<float>(logp[static_cast<size_t>(id)])});
+    r.rest_logmass = -std::numeric_limits<double>::infinity();
+  } else {
+    double top_mass = 0;
+    std::vector<char> in_top(logp.size(), 0);
+    for (int32_t id : ids) {
+      r.top.push_back({.id = id, .logprob = static_cast<float>(logp[static_cast<size_t>(id)])});
+      top_mass += std::exp(logp[static_cast<size_t>(id)]);
+      in_top[static_cast<size_t>(id)] = 1;
+    }
+    // 1 - top mass is exact enough while the rest is not tiny (relative error ~1e-13 at 1e-3);
+    // below that, the sum over the other ids.
+    double rest = 1.0 - top_mass;
+    if (rest < 1e-3) {
+      rest = 0;
+      for (size_t i = 0; i < logp.size(); ++i)
+        if (!in_top[i]) rest += std::exp(logp[i]);
+    }
+    r.rest_logmass = rest > 0 ? std::log(rest) : -std::numeric_limits<double>::infinity();
+  }
   return r;
 }
 
-double kl_divergence(std::span<const TopEntry> base_top, double base_rest_logmass,
-                     std::span<const double> model_logp) {
-  double kl = 0;
+std::vector<TopEntry> sample_tail(std::span<const double> logp, std::span<const TopEntry> top,
+                                  int32_t m, uint64_t seed) {
+  std::vector<TopEntry> out;
+  if (m <= 0 || top.size() >= logp.size()) return out;
+  std::vector<char> in_top(logp.size(), 0);
+  for (const TopEntry& e : top) in_top[static_cast<size_t>(e.id)] = 1;
+  double total = 0;
+  for (size_t i = 0; i < logp.size(); ++i)
+    if (!in_top[i]) total += std::exp(logp[i]);
+  if (!(total > 0)) return out;
+  // splitmix64: the offset in [0, 1).
+  uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  z ^= z >> 31;
+  const double offset = static_cast<double>(z >> 11) * 0x1.0p-53;
+  out.reserve(static_cast<size_t>(m));
+  double cumulative = 0;
+  int32_t drawn = 0;
+  size_t last = 0;
+  for (size_t i = 0; i < logp.size() && drawn < m; ++i) {
+    if (in_top[i]) continue;
+    last = i;
+    cumulative += std::exp(logp[i]) / total;
+    while (drawn < m && (static_cast<double>(drawn) + offset) / m < cumulative) {
+      out.push_back({.id = static_cast<int32_t>(i), .logprob = static_cast<float>(logp[i])});
+      ++drawn;
+    }
+  }
+  // Rounding may leave the last draws past the final cumulative sum: the last tail id.
+  while (drawn < m) {
+    out.push_back({.id = static_cast<int32_t>(last), .logprob = static_cast<float>(logp[last])});
+    ++drawn;
+  }
+  return out;
+}
+
+KlEstimate kl_divergence(std::span<const TopEntry> base_top, double base_rest_logmass,
+                         std::span<const TopEntry> tail_samples,
+                         std::span<const double> model_logp) {
+  double head = 0;
   for (const TopEntry& e : base_top) {
     assert(e.id >= 0 && static_cast<size_t>(e.id) < model_logp.size());
     const double lp = e.logprob, lq = model_logp[static_cast<size_t>(e.id)];
-    kl += std::exp(lp) * (lp - lq);
+    head += std::exp(lp) * (lp - lq);
   }
-  if (std::isfinite(base_rest_logmass)) {
-    // The model's mass outside the base's top ids, summed directly over those ids.
-    std::vector<char> in_top(model_logp.size(), 0);
-    for (const TopEntry& e : base_top) in_top[static_cast<size_t>(e.id)] = 1;
-    double rest = 0;
-    for (size_t i = 0; i < model_logp.size(); ++i)
-      if (!in_top[i]) rest += std::exp(model_logp[i]);
-    const double lq_rest = rest > 0 ? std::log(rest) : -std::numeric_limits<double>::infinity();
-    kl += std::exp(base_rest_logmass) * (base_rest_logmass - lq_rest);
+  KlEstimate r;
+  if (!std::isfinite(base_rest_logmass)) {
+    r.lower_bound = r.estimate = std::max(0.0, head);
+    return r;
   }
-  return std::max(0.0, kl);
+  // The model's mass outside the base's top ids, summed directly over those ids.
+  std::vector<char> in_top(model_logp.size(), 0);
+  for (const TopEntry& e : base_top) in_top[static_cast<size_t>(e.id)] = 1;
+  double rest = 0;
+  for (size_t i = 0; i < model_logp.size(); ++i)
+    if (!in_top[i]) rest += std::exp(model_logp[i]);
+  const double lq_rest = rest > 0 ? std::log(rest) : -std::numeric_limits<double>::infinity();
+  const double p_rest = std::exp(base_rest_logmass);
+  r.lower_bound = std::max(0.0, head + p_rest * (base_rest_logmass - lq_rest));
+  if (tail_samples.empty()) {
+    r.estimate = r.lower_bound;
+    return r;
+  }
+  double mean = 0;
+  for (const TopEntry& e : tail_samples) {
+    assert(e.id >= 0 && static_cast<size_t>(e.id) < model_logp.size());
+    mean += static_cast<double>(e.logprob) - model_logp[static_cast<size_t>(e.id)];
+  }
+  mean /= static_cast<double>(tail_samples.size());
+  r.estimate = head + p_rest * mean;
+  return r;
 }
 
 int32_t argmax(std::span<const double> values) {

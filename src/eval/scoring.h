@@ -20,24 +20,41 @@ struct TopEntry {
   float logprob = 0;
 };
 
-// The k most probable ids of the log-probabilities `logp` (ties: lower id first), most probable
-// first, and log(sum of exp(logp) over the other ids), summed directly over those ids (not as
-// 1 - top mass, which cancels): -infinity when k >= logp.size(). Requires k >= 1.
+// The k most probable ids of the log-probabilities `logp` (a normalized log-softmax; ties:
+// lower id first), most probable first, and log(sum of exp(logp) over the other ids): as
+// 1 - top mass while that is >= 1e-3, else summed over those ids (1 - top mass would cancel);
+// -infinity when k >= logp.size() or nothing is left. Requires k >= 1.
 struct TopK {
   std::vector<TopEntry> top;
   double rest_logmass = 0;
 };
 TopK top_k(std::span<const double> logp, int32_t k);
 
-// KL(base || model) where the base is known only through its top-k summary: the k ids as they
-// are, every other id merged into one "rest" outcome (base mass exp(base.rest_logmass), model
-// mass the model's total over the same ids). Exact when the summary covers the vocabulary; else
-// a lower bound of the full KL divergence (merging outcomes never increases it), equal to it
-// when the model's tail is proportional to the base's. `model_logp` is the model's full
-// log-softmax; requires every id < model_logp.size(). Never negative (clamped at 0 against
-// rounding).
-double kl_divergence(std::span<const TopEntry> base_top, double base_rest_logmass,
-                     std::span<const double> model_logp);
+// `m` ids drawn from the ids outside `top` with probability proportional to exp(logp), by
+// systematic sampling (one uniform offset from `seed`, then steps of 1/m through the tail's
+// cumulative mass: every id is drawn about m * its share of the tail times, the same ids for the
+// same seed), with their log-probabilities. Empty when m == 0 or nothing lies outside `top`.
+std::vector<TopEntry> sample_tail(std::span<const double> logp, std::span<const TopEntry> top,
+                                  int32_t m, uint64_t seed);
+
+// KL(base || model) where the base is known through its top-k summary (ids and log-probs, the
+// log of the mass outside them) and optionally tail samples (sample_tail).
+//   lower_bound: the k ids as they are, every other id merged into one "rest" outcome (base mass
+//     exp(base_rest_logmass), model mass the model's total over the same ids). Exact when the
+//     summary covers the vocabulary; else a lower bound of the full divergence (merging
+//     outcomes never increases it). Never negative (clamped at 0 against rounding).
+//   estimate: the top ids exactly plus the tail's part sum_tail p (log p - log q) estimated as
+//     P_tail * mean over the samples of (log p - log q): an unbiased estimate of the full
+//     divergence (one position's value may fall below the bound, even below 0; the mean over
+//     many positions converges). Equal to lower_bound without samples.
+// `model_logp` is the model's full log-softmax; requires every id < model_logp.size().
+struct KlEstimate {
+  double lower_bound = 0;
+  double estimate = 0;
+};
+KlEstimate kl_divergence(std::span<const TopEntry> base_top, double base_rest_logmass,
+                         std::span<const TopEntry> tail_samples,
+                         std::span<const double> model_logp);
 
 // The id of the largest value (ties: the lowest id). Requires !values.empty().
 int32_t argmax(std::span<const double> values);

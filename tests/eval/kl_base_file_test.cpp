@@ -22,6 +22,7 @@ KlBaseHeader small_header() {
   h.first = 4;  // rows 4..6 scored: 3 per chunk
   h.top_k = 3;
   h.bos_id = 1;
+  h.tail_samples = 2;
   for (int i = 0; i < 16; ++i) h.tokens.push_back(3 + i);
   return h;
 }
@@ -31,6 +32,7 @@ KlBaseRecord record(int i) {
   r.target_logprob = -0.5f * static_cast<float>(i);
   r.rest_logmass = i == 0 ? -std::numeric_limits<float>::infinity() : -3.0f - static_cast<float>(i);
   r.top = {{.id = i, .logprob = -0.1f}, {.id = 10 + i, .logprob = -2.0f}, {.id = 49, .logprob = -4.0f}};
+  r.tail = {{.id = 20 + i, .logprob = -5.0f}, {.id = 30 + i, .logprob = -6.5f}};
   return r;
 }
 
@@ -48,7 +50,7 @@ TEST(KlBaseFile, RoundTrip) {
   const KlBaseHeader h = small_header();
   ASSERT_EQ(write_file(path, h, 6), "");
   EXPECT_EQ(std::filesystem::file_size(path), h.file_bytes());
-  EXPECT_EQ(h.file_bytes(), 40u + 16 * 4 + 6 * (8 + 3 * 8));
+  EXPECT_EQ(h.file_bytes(), 40u + 16 * 4 + 6 * (8 + 5 * 8));
   auto r = KlBaseReader::open(path.string());
   ASSERT_TRUE(r.ok()) << r.error();
   const KlBaseHeader& got = (*r)->header();
@@ -59,6 +61,7 @@ TEST(KlBaseFile, RoundTrip) {
   EXPECT_EQ(got.n_scored(), 3u);
   EXPECT_EQ(got.top_k, 3u);
   EXPECT_EQ(got.bos_id, 1);
+  EXPECT_EQ(got.tail_samples, 2u);
   EXPECT_EQ(got.tokens, h.tokens);
   for (int i = 0; i < 6; ++i) {
     auto rec = (*r)->next();
@@ -70,6 +73,11 @@ TEST(KlBaseFile, RoundTrip) {
     for (size_t k = 0; k < 3; ++k) {
       EXPECT_EQ(rec->top[k].id, want.top[k].id);
       EXPECT_EQ(rec->top[k].logprob, want.top[k].logprob);
+    }
+    ASSERT_EQ(rec->tail.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      EXPECT_EQ(rec->tail[k].id, want.tail[k].id);
+      EXPECT_EQ(rec->tail[k].logprob, want.tail[k].logprob);
     }
   }
   auto past = (*r)->next();

@@ -29,12 +29,18 @@ TopK top_k(std::span<const double> logp, int32_t k) {
   if (n == logp.size()) {
     for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>(i));
   } else {
-    // The n-th largest value (O(vocab) on a copy), then the ids above it and, lowest ids first,
-    // those equal to it.
-    std::vector<double> values(logp.begin(), logp.end());
-    std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(n - 1),
-                     values.end(), std::greater<double>());
-    const double threshold = values[n - 1];
+    // The n-th largest value (a min-heap of the n largest so far: one compare for most ids),
+    // then the ids above it and, lowest ids first, those equal to it.
+    std::vector<double> heap(logp.begin(), logp.begin() + static_cast<std::ptrdiff_t>(n));
+    std::make_heap(heap.begin(), heap.end(), std::greater<double>());
+    for (size_t i = n; i < logp.size(); ++i) {
+      if (logp[i] > heap.front()) {
+        std::pop_heap(heap.begin(), heap.end(), std::greater<double>());
+        heap.back() = logp[i];
+        std::push_heap(heap.begin(), heap.end(), std::greater<double>());
+      }
+    }
+    const double threshold = heap.front();
     for (size_t i = 0; i < logp.size(); ++i)
       if (logp[i] > threshold) ids.push_back(static_cast<int32_t>(i));
     for (size_t i = 0; i < logp.size() && ids.size() < n; ++i)
@@ -75,9 +81,11 @@ std::vector<TopEntry> sample_tail(std::span<const double> logp, std::span<const 
   if (m <= 0 || top.size() >= logp.size()) return out;
   std::vector<char> in_top(logp.size(), 0);
   for (const TopEntry& e : top) in_top[static_cast<size_t>(e.id)] = 1;
+  std::vector<double> prob(logp.size(), 0.0);  // exp(logp) outside the top, 0 inside
   double total = 0;
-  for (size_t i = 0; i < logp.size(); ++i)
-    if (!in_top[i]) total += std::exp(logp[i]);
+  for (size_t i = 0; i < logp.size(); ++i) {
+    if (!in_top[i]) total += prob[i] = std::exp(logp[i]);
+  }
   if (!(total > 0)) return out;
   // splitmix64: the offset in [0, 1).
   uint64_t z = seed + 0x9E3779B97F4A7C15ULL;
@@ -92,7 +100,7 @@ std::vector<TopEntry> sample_tail(std::span<const double> logp, std::span<const 
   for (size_t i = 0; i < logp.size() && drawn < m; ++i) {
     if (in_top[i]) continue;
     last = i;
-    cumulative += std::exp(logp[i]) / total;
+    cumulative += prob[i] / total;
     while (drawn < m && (static_cast<double>(drawn) + offset) / m < cumulative) {
       out.push_back({.id = static_cast<int32_t>(i), .logprob = static_cast<float>(logp[i])});
       ++drawn;

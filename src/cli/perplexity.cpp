@@ -24,6 +24,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "util/thread_pool.h"
 
 namespace cadenza::cli {
 namespace {
@@ -225,44 +226,68 @@ int run_perplexity(const PerplexityArgs& a) {
   std::vector<double> nll, base_nll, kld, kld_bound;
   int64_t same_top = 0;
   double nll_sum = 0;
-  std::vector<double> lp;
   const int32_t n_scored = eval::scored_rows(opt);
+  // The rows of a chunk are scored in parallel (each row's result computed inside its index,
+  // so the numbers do not depend on the threads), then appended / compared in row order.
+  const int scoring_threads = resolve_threads(a.backend.threads);
+  ThreadPool pool(scoring_threads);
+  std::vector<std::vector<double>> lp(static_cast<size_t>(scoring_threads));
+  struct Row {
+    double nll = 0;
+    eval::KlBaseRecord out;      // writing a base
+    eval::KlBaseRecord in;       // comparing against one
+    eval::KlEstimate kl;
+    bool same_top = false;
+  };
+  std::vector<Row> rows(static_cast<size_t>(n_scored));
   const auto start = Clock::now();
   Status st = eval::run_chunks(m, tokens, opt, [&](int32_t chunk, std::span<const float> logits) -> Status {
-    for (int32_t r = 0; r < n_scored; ++r) {
+    if (base) {
+      for (Row& row : rows) {
+        auto rec = base->next();
+        if (!rec) return rec.error_value();
+        row.in = std::move(*rec);
+      }
+    }
+    pool.parallel_for(n_scored, [&](int64_t r, int thread) {
+      std::vector<double>& l = lp[static_cast<size_t>(thread)];
+      Row& row = rows[static_cast<size_t>(r)];
       eval::log_softmax(logits.subspan(static_cast<size_t>(r) * static_cast<size_t>(n_vocab),
                                        static_cast<size_t>(n_vocab)),
-                        lp);
+                        l);
       const int32_t target = tokens[static_cast<size_t>(chunk) * static_cast<size_t>(opt.ctx) +
                                     static_cast<size_t>(opt.first + r + 1)];
-      const double x = -lp[static_cast<size_t>(target)];
-      nll.push_back(x);
-      nll_sum += x;
+      row.nll = -l[static_cast<size_t>(target)];
       if (writer) {
-        eval::TopK top = eval::top_k(lp, a.kl_top_k);
+        eval::TopK top = eval::top_k(l, a.kl_top_k);
         const uint64_t position = static_cast<uint64_t>(chunk) * static_cast<uint64_t>(n_scored) +
                                   static_cast<uint64_t>(r);
         std::vector<eval::TopEntry> tail = eval::sample_tail(
-            lp, top.top, static_cast<int32_t>(writer_tail_samples), position);
+            l, top.top, static_cast<int32_t>(writer_tail_samples), position);
         if (tail.size() < writer_tail_samples) {  // nothing outside the top: repeat the last id
           tail.resize(writer_tail_samples, top.top.back());
         }
-        if (Status ws = writer->append({.target_logprob = static_cast<float>(lp[static_cast<size_t>(target)]),
-                                        .rest_logmass = static_cast<float>(top.rest_logmass),
-                                        .top = std::move(top.top),
-                                        .tail = std::move(tail)});
-            !ws) {
-          return ws;
-        }
+        row.out = {.target_logprob = static_cast<float>(l[static_cast<size_t>(target)]),
+                   .rest_logmass = static_cast<float>(top.rest_logmass),
+                   .top = std::move(top.top),
+                   .tail = std::move(tail)};
       }
       if (base) {
-        auto rec = base->next();
-        if (!rec) return rec.error_value();
-        base_nll.push_back(-static_cast<double>(rec->target_logprob));
-        const eval::KlEstimate k = eval::kl_divergence(rec->top, rec->rest_logmass, rec->tail, lp);
-        kld.push_back(k.estimate);
-        kld_bound.push_back(k.lower_bound);
-        same_top += eval::argmax(lp) == rec->top.front().id;
+        row.kl = eval::kl_divergence(row.in.top, row.in.rest_logmass, row.in.tail, l);
+        row.same_top = eval::argmax(l) == row.in.top.front().id;
+      }
+    });
+    for (const Row& row : rows) {
+      nll.push_back(row.nll);
+      nll_sum += row.nll;
+      if (writer) {
+        if (Status ws = writer->append(row.out); !ws) return ws;
+      }
+      if (base) {
+        base_nll.push_back(-static_cast<double>(row.in.target_logprob));
+        kld.push_back(row.kl.estimate);
+        kld_bound.push_back(row.kl.lower_bound);
+        same_top += row.same_top;
       }
     }
     const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();

@@ -4,7 +4,8 @@ namespace cadenza::cli {
 
 std::vector<Command> all_commands() {
   return {run_command(), generate_command(), bench_command(), info_command(), synth_command(),
-          serve_command(), pull_command(), gateway_command(), quantize_command()};
+          serve_command(), pull_command(), gateway_command(), quantize_command(),
+          perplexity_command()};
 }
 
 }  // namespace cadenza::cli

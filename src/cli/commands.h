@@ -29,6 +29,7 @@ Command serve_command();     // cli/serve.cpp
 Command pull_command();      // cli/pull.cpp
 Command gateway_command();   // cli/gateway.cpp
 Command quantize_command();  // cli/quantize.cpp
+Command perplexity_command();  // cli/perplexity.cpp
 
 std::vector<Command> all_commands();
 

@@ -49,11 +49,9 @@ bool is_grid_type(DType t) {
   }
 }
 
-bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
 // The output matrix: 6 bits unless the base has as many.
 DType output_type_of(DType base) {
-  if (is_float_type(base) || base == DType::Q8_0 || base == DType::Q6_K) return base;
+  if (!is_block_quantized(base) || base == DType::Q8_0 || base == DType::Q6_K) return base;
   return DType::Q6_K;
 }
 

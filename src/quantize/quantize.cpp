@@ -18,8 +18,6 @@
 namespace cadenza::quantize {
 namespace {
 
-bool is_float_type(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
 // Rows per task: about 1 MiB of f32 input, at least one row.
 int64_t rows_per_task(int64_t row) { return std::max<int64_t>(1, (int64_t{1} << 18) / std::max<int64_t>(row, 1)); }
 
@@ -97,7 +95,7 @@ Result<Summary> quantize_model(const Options& o) {
     const Choice c = choose(o.target, o.overrides, facts, t.name, t.shape, t.type);
     TensorReport r{t.name, t.type, c.type, c.fallback, c.wanted, t.nbytes, 0};
     r.bytes_out = *row_bytes(c.type, t.shape[0]) * static_cast<uint64_t>(t.rows());
-    if (c.quantized && !is_float_type(t.type) && t.type != c.type) ++summary.requantized;
+    if (c.quantized && is_block_quantized(t.type) && t.type != c.type) ++summary.requantized;
     if (c.fallback) {
       auto& [count, first] = fallbacks[{c.wanted, c.type}];
       if (count++ == 0) first = t.name;

@@ -49,14 +49,8 @@ void fill_normal(SplitMix& rng, float std_dev, float* out, int64_t n) {
 
 }  // namespace
 
-namespace {
-
-bool is_quantized(DType t) { return traits(t).block_size > 1; }
-
-}  // namespace
-
 DType output_type(const TypeScheme& s) {
-  if (!is_quantized(s.base) || s.base == DType::Q8_0 || s.base == DType::Q6_K) return s.base;
+  if (!is_block_quantized(s.base) || s.base == DType::Q8_0 || s.base == DType::Q6_K) return s.base;
   return DType::Q6_K;
 }
 
@@ -299,7 +293,7 @@ Result<SynthSummary> write_synthetic_model(const SynthOptions& options, const st
   gguf::GgufWriter w;
   set_arch_metadata(w, m);
   w.set("general.file_type", Value::u32(scheme->file_type));
-  if (is_quantized(scheme->base)) w.set("general.quantization_version", Value::u32(2));
+  if (is_block_quantized(scheme->base)) w.set("general.quantization_version", Value::u32(2));
 
   int64_t n_vocab = m.n_vocab > 0 ? m.n_vocab : 258;
   if (!options.vocab_from.empty()) {

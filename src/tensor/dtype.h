@@ -60,6 +60,8 @@ std::optional<DTypeTraits> dtype_traits(uint32_t id);
 // Traits of a valid DType (asserts on unknown values).
 const DTypeTraits& traits(DType t);
 inline std::string_view dtype_name(DType t) { return traits(t).name; }
+// Whether t stores blocks of quantized values (false for the plain F32/F16/BF16 types).
+inline bool is_block_quantized(DType t) { return traits(t).block_size > 1; }
 
 // Parses a type name ("q8_0", "Q4_K", "f16"; case-insensitive). nullopt when unknown.
 std::optional<DType> dtype_from_name(std::string_view name);

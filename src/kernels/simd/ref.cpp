@@ -434,47 +434,47 @@ void gemm_iq4_nl(const void* w, int64_t rows, int64_t k, const void* act, int64_
                                      sizeof(BlockQ8_0), n, out, ldo);
 }
 
+// The grid types: rows of super-blocks against Q8_K rows, through dot_grid<Grid>.
+template <class Grid>
+void gemm_grid(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
+               int64_t ldo) {
+  assert(k % kQK_K == 0);
+  gemm_blocks<dot_grid<Grid>>(w, rows, k / kQK_K, Grid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+}
+
 void gemm_iq2_xs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
               int64_t ldo) {
-  assert(k % kQK_K == 0);
-  gemm_blocks<dot_grid<Iq2xsGrid>>(w, rows, k / kQK_K, Iq2xsGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+  gemm_grid<Iq2xsGrid>(w, rows, k, act, n, out, ldo);
 }
 
 void gemm_iq2_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
               int64_t ldo) {
-  assert(k % kQK_K == 0);
-  gemm_blocks<dot_grid<Iq2sGrid>>(w, rows, k / kQK_K, Iq2sGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+  gemm_grid<Iq2sGrid>(w, rows, k, act, n, out, ldo);
 }
 
 void gemm_iq3_xxs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
               int64_t ldo) {
-  assert(k % kQK_K == 0);
-  gemm_blocks<dot_grid<Iq3xxsGrid>>(w, rows, k / kQK_K, Iq3xxsGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+  gemm_grid<Iq3xxsGrid>(w, rows, k, act, n, out, ldo);
 }
 
 void gemm_iq3_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
               int64_t ldo) {
-  assert(k % kQK_K == 0);
-  gemm_blocks<dot_grid<Iq3sGrid>>(w, rows, k / kQK_K, Iq3sGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+  gemm_grid<Iq3sGrid>(w, rows, k, act, n, out, ldo);
 }
 
 void gemm_iq1_s(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
-                int64_t ldo) {
-  assert(k % kQK_K == 0);
-  gemm_blocks<dot_grid<Iq1sGrid>>(w, rows, k / kQK_K, Iq1sGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+              int64_t ldo) {
+  gemm_grid<Iq1sGrid>(w, rows, k, act, n, out, ldo);
 }
 
 void gemm_iq1_m(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
-                int64_t ldo) {
-  assert(k % kQK_K == 0);
-  gemm_blocks<dot_grid<Iq1mGrid>>(w, rows, k / kQK_K, Iq1mGrid::kBytes, act, sizeof(BlockQ8_K), n, out, ldo);
+              int64_t ldo) {
+  gemm_grid<Iq1mGrid>(w, rows, k, act, n, out, ldo);
 }
 
 void gemm_iq2_xxs(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,
-                  int64_t ldo) {
-  assert(k % kQK_K == 0);
-  gemm_blocks<dot_grid<Iq2xxsGrid>>(w, rows, k / kQK_K, Iq2xxsGrid::kBytes, act, sizeof(BlockQ8_K),
-                                    n, out, ldo);
+              int64_t ldo) {
+  gemm_grid<Iq2xxsGrid>(w, rows, k, act, n, out, ldo);
 }
 
 void gemm_mxfp4(const void* w, int64_t rows, int64_t k, const void* act, int64_t n, float* out,

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <spawn.h>
 #include <thread>
@@ -696,7 +697,10 @@ TEST(GatewayStreams, ASlowClientGetsBackpressureNotUnboundedBuffering) {
     if (tail.size() > 64) tail.erase(0, tail.size() - 64);
   }
   EXPECT_GT(received, total);
-  EXPECT_NE(tail.find("data: [DONE]"), std::string::npos) << tail;
+  // The tail is raw chunked transfer: a chunk boundary may fall inside "data: [DONE]" (the
+  // gateway forwards what the replica's reads gave it), so drop the framing before looking.
+  const std::string text = std::regex_replace(tail, std::regex("\r\n[0-9a-fA-F]+\r\n"), "");
+  EXPECT_NE(text.find("data: [DONE]"), std::string::npos) << tail;
   EXPECT_EQ(fake.bytes_sent(),
             size_t{FakeUpstream::kFloodEvents} * (FakeUpstream::kFloodEventBytes + 8));
 }

@@ -30,6 +30,7 @@ Command pull_command();      // cli/pull.cpp
 Command gateway_command();   // cli/gateway.cpp
 Command quantize_command();  // cli/quantize.cpp
 Command perplexity_command();  // cli/perplexity.cpp
+Command imatrix_command();     // cli/imatrix.cpp
 
 std::vector<Command> all_commands();
 

@@ -3,6 +3,9 @@
 #include "kernels/backend_factory.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 #include <cctype>
 
@@ -80,6 +83,16 @@ Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
     return make_error("--kv-cache-memory {} is smaller than one KV block ({} bytes)", text,
                       *block_bytes);
   return *blocks;
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return make_error("{}: no such text file", path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("{}: cannot open the text file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 Result<DType> parse_kv_cache_type(std::string_view text) {

@@ -25,6 +25,9 @@ namespace cadenza::cli {
 // powers of 1024, KB/MB/GB/TB powers of 1000. Errors name `option`.
 Result<int64_t> parse_byte_size(std::string_view option, const std::string& text);
 
+// The whole of a text file (calibration or evaluation text). Errors: missing, unreadable.
+Result<std::string> read_text_file(const std::string& path);
+
 // The thread count to use: `requested` when positive, else every hardware thread.
 int resolve_threads(int requested);
 

@@ -51,18 +51,6 @@ struct PerplexityArgs {
 // ctx/2+1 .. ctx-1 (the reference's choice; docs/perplexity.md).
 int32_t first_scored_row(int32_t ctx) { return ctx / 2; }
 
-Result<std::string> read_text(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    return make_error("{}: no such text file", path);
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error("{}: cannot open the text file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 // Perplexity with its standard error from the per-token negative log-likelihoods: exp(mean),
 // and the standard error of the mean propagated through exp (first order).
 struct Ppl {
@@ -112,7 +100,7 @@ int run_perplexity(const PerplexityArgs& a) {
   // The tokens: BOS and the text's, or the base file's.
   std::vector<int32_t> tokens;
   if (!a.text.empty()) {
-    auto text = read_text(a.text);
+    auto text = read_text_file(a.text);
     if (!text) return fail(text.error());
     const auto t0 = Clock::now();
     // BOS, then the text's tokens (no special-token parsing): the reference's sequence, whose

@@ -22,7 +22,7 @@ namespace {
 struct QuantizeArgs {
   std::string input, output, type;
   std::vector<std::string> tensor_types;
-  std::string output_type, embedding_type;
+  std::string output_type, embedding_type, imatrix;
   bool pure = false;
   bool dry_run = false;
   int threads = 0;
@@ -63,6 +63,7 @@ int run_quantize(const QuantizeArgs& a) {
     o.overrides.token_embedding_type = *t;
   }
   o.overrides.pure = a.pure;
+  o.imatrix = a.imatrix;
   o.plan_only = a.dry_run;
   o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -102,6 +103,7 @@ int run_quantize(const QuantizeArgs& a) {
   std::printf("tensors: %s%s%s\n", types.c_str(),
               fallbacks ? fmt::format("; {} fell back (row length)", fallbacks).c_str() : "",
               s->requantized ? fmt::format("; {} re-quantized from a quantized input", s->requantized).c_str() : "");
+  if (!a.imatrix.empty()) std::printf("imatrix: %d tensors weighted by %s\n", s->weighted, a.imatrix.c_str());
   return 0;
 }
 
@@ -123,6 +125,9 @@ Command quantize_command() {
                     "(repeatable; the first match wins)");
     sub->add_option("--output-tensor-type", args->output_type, "Type of output.weight");
     sub->add_option("--token-embedding-type", args->embedding_type, "Type of token_embd.weight");
+    sub->add_option("--imatrix", args->imatrix,
+                    "Importance matrix (cadenza imatrix): weight each tensor's rounding error by "
+                    "its input channels' activations");
     sub->add_flag("--pure", args->pure, "No mixture rules: every matrix gets the base type");
     sub->add_flag("--dry-run", args->dry_run, "Print each tensor's type and the sizes; write nothing");
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");

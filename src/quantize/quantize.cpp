@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gguf/gguf.h"
+#include "quantize/imatrix.h"
 #include "tensor/quant.h"
 #include "util/mapped_file.h"
 #include "util/thread_pool.h"
@@ -35,10 +36,13 @@ struct FirstError {
   }
 };
 
-// Converts `t`'s rows into `out` (row_bytes(to, row) per row) on the pool.
+// Converts `t`'s rows into `out` (row_bytes(to, row) per row) on the pool. importance: empty, or
+// one vector per matrix of t (row r belongs to matrix r / shape[1]), each empty (that matrix is
+// encoded plainly) or of the row length.
 void convert(ThreadPool& pool, const gguf::TensorInfo& t, DType to, std::span<uint8_t> out,
-             FirstError& error) {
+             const std::vector<std::vector<float>>& importance, FirstError& error) {
   const int64_t row = t.shape[0], rows = t.rows();
+  const int64_t rows_per_matrix = t.shape.size() > 1 ? t.shape[1] : 1;
   const size_t in_row = static_cast<size_t>(*row_bytes(t.type, row));
   const size_t out_row = static_cast<size_t>(*row_bytes(to, row));
   const int64_t per_task = rows_per_task(row);
@@ -57,7 +61,14 @@ void convert(ThreadPool& pool, const gguf::TensorInfo& t, DType to, std::span<ui
           return;
         }
       }
-      quantize_row(to, f.data(), out.data() + out_row * static_cast<size_t>(r), row);
+      uint8_t* dst = out.data() + out_row * static_cast<size_t>(r);
+      const std::vector<float>* imp =
+          importance.empty() ? nullptr : &importance[static_cast<size_t>(r / rows_per_matrix)];
+      if (imp && !imp->empty()) {
+        quantize_row_weighted(to, f.data(), dst, row, imp->data());
+      } else {
+        quantize_row(to, f.data(), dst, row);
+      }
     }
   });
 }
@@ -78,14 +89,31 @@ Result<Summary> quantize_model(const Options& o) {
     if (const gguf::Value* n = in->find(*arch + ".block_count")) facts.n_layers = n->as_int().value_or(0);
   }
 
+  std::optional<Imatrix> imatrix;
+  if (!o.imatrix.empty()) {
+    Result<Imatrix> read = read_imatrix(o.imatrix);
+    if (!read) return read.error_value();
+    imatrix = std::move(*read);
+  }
+
   gguf::GgufWriter writer;
   for (const auto& [key, value] : in->metadata()) writer.set(key, value);
   writer.set("general.file_type", gguf::Value::u32(o.target.file_type));
   writer.set("general.quantization_version", gguf::Value::u32(2));
+  if (imatrix) {
+    writer.set("quantize.imatrix.file", gguf::Value::string(o.imatrix));
+    if (!imatrix->datasets.empty())
+      writer.set("quantize.imatrix.dataset", gguf::Value::string(imatrix->datasets.front()));
+    writer.set("quantize.imatrix.entries_count",
+               gguf::Value::i32(static_cast<int32_t>(imatrix->entries.size())));
+    writer.set("quantize.imatrix.chunks_count", gguf::Value::i32(static_cast<int32_t>(imatrix->chunk_count)));
+  }
 
   Summary summary;
   std::map<std::pair<DType, DType>, std::pair<int, std::string>> fallbacks;  // (wanted, used) -> count, first
   uint64_t total_in = 0;
+  int missing = 0;  // quantized tensors the imatrix lacks
+  std::string first_missing;
   for (const gguf::TensorInfo& t : in->tensors()) total_in += t.nbytes;
   for (const gguf::TensorInfo& t : in->tensors()) {
     const std::optional<DTypeTraits> tr = dtype_traits(static_cast<uint32_t>(t.type));
@@ -100,6 +128,21 @@ Result<Summary> quantize_model(const Options& o) {
       auto& [count, first] = fallbacks[{c.wanted, c.type}];
       if (count++ == 0) first = t.name;
     }
+    if (imatrix && c.quantized && c.type != t.type && has_weighted_quantizer(c.type)) {
+      const auto it = imatrix->entries.find(t.name);
+      if (it == imatrix->entries.end()) {
+        if (missing++ == 0) first_missing = t.name;
+      } else {
+        const int64_t matrices = t.shape.size() > 2 ? t.shape[2] : 1;
+        if (it->second.cols != t.shape[0] || it->second.matrices != matrices) {
+          return make_error("{}: tensor '{}' has {} columns x {} matrices there but {} x {} in {}: "
+                            "the imatrix was made for another model", o.imatrix, t.name,
+                            it->second.cols, it->second.matrices, t.shape[0], matrices, in->name());
+        }
+        r.weighted = true;
+        ++summary.weighted;
+      }
+    }
     summary.bytes_in += r.bytes_in;
     summary.bytes_out += r.bytes_out;
     summary.n_elements += t.num_elements();
@@ -109,6 +152,14 @@ Result<Summary> quantize_model(const Options& o) {
     spdlog::warn("quantize: {} tensors (the first: '{}') have rows that {} blocks of {} do not "
                  "divide: they are {}", seen.first, seen.second, dtype_name(types.first),
                  traits(types.first).block_size, dtype_name(types.second));
+  }
+  if (imatrix && summary.weighted == 0) {
+    return make_error("{}: none of the quantized tensors of {} is in it: the imatrix was made for "
+                      "another model", o.imatrix, in->name());
+  }
+  if (missing > 0) {
+    spdlog::warn("quantize: {} quantized tensors (the first: '{}') are not in the imatrix: they "
+                 "are encoded without it", missing, first_missing);
   }
   if (summary.requantized > 0) {
     spdlog::warn("quantize: {} tensors are decoded from a quantized type and quantized again: the "
@@ -125,13 +176,23 @@ Result<Summary> quantize_model(const Options& o) {
   for (size_t i = 0; i < in->tensors().size(); ++i) {
     const gguf::TensorInfo& t = in->tensors()[i];
     const DType to = summary.tensors[i].to;
-    auto fill = [&, i, to](std::span<uint8_t> out) {
+    const bool weighted = summary.tensors[i].weighted;
+    auto fill = [&, i, to, weighted](std::span<uint8_t> out) {
       const gguf::TensorInfo& src = in->tensors()[i];
       if (!error.any()) {
         if (src.type == to) {
           std::memcpy(out.data(), src.data, out.size());
         } else {
-          convert(pool, src, to, out, error);
+          std::vector<std::vector<float>> importance;
+          if (weighted) {
+            const int64_t matrices = src.shape.size() > 2 ? src.shape[2] : 1;
+            importance.resize(static_cast<size_t>(matrices));
+            for (int64_t m = 0; m < matrices; ++m) {
+              // An expert that saw no calibration token keeps an empty vector: encoded plainly.
+              imatrix->importance(src.name, m, importance[static_cast<size_t>(m)]);
+            }
+          }
+          convert(pool, src, to, out, importance, error);
         }
       }
       // Read once: the input's pages of this tensor need not stay resident.

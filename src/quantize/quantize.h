@@ -6,7 +6,10 @@
 // Input tensors of any type we can decode: F32/F16/BF16 directly, a quantized input is decoded
 // and quantized again (worse than from the original floats; the summary says so). Errors, all
 // returned: an unreadable or damaged input, a non-finite value (named by tensor and row), an
-// output that cannot be written (the partial file is removed).
+// output that cannot be written (the partial file is removed), an imatrix that cannot be read or
+// that was made for another model (a tensor's row length or expert count differs, or no tensor
+// of the model is in it). A quantized tensor the imatrix lacks is encoded without it (a warning
+// names how many).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,9 @@ struct Options {
   Overrides overrides;
   int threads = 1;
   bool plan_only = false;  // choose the types and report them; write nothing (--dry-run)
+  // An importance matrix (quantize/imatrix.h) to weight each tensor's rounding error by its
+  // input channels' mean squared activations (--imatrix FILE); empty: none.
+  std::string imatrix;
   // Called after each tensor (done, total bytes of the input's tensors), on the calling thread.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
@@ -35,6 +41,7 @@ struct TensorReport {
   bool fallback = false;  // the rule's type did not fit the row (see mixture.h)
   DType wanted = DType::F32;
   uint64_t bytes_in = 0, bytes_out = 0;
+  bool weighted = false;  // encoded with the imatrix's importance (quant.h quantize_row_weighted)
 };
 
 struct Summary {
@@ -43,6 +50,7 @@ struct Summary {
   uint64_t file_bytes = 0;               // the output file
   int64_t n_elements = 0;                // of all tensors
   int requantized = 0;                   // tensors decoded from a quantized input type
+  int weighted = 0;                      // tensors encoded with the imatrix's importance
   double seconds = 0;
   // Bits per weight of the output's tensor data.
   double bits_per_weight() const {

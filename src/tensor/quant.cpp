@@ -107,4 +107,23 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   }
 }
 
+void quantize_row_weighted(DType t, const float* src, void* dst, int64_t n, const float* importance) {
+  const int64_t nb = block_count(t, n);
+  if (n == 0) return;
+  if (!qd::quantize_weighted_blocks(t, src, importance, static_cast<uint8_t*>(dst), nb)) {
+    quantize_row(t, src, dst, n);
+  }
+}
+
+bool has_weighted_quantizer(DType t) {
+  switch (t) {
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::IQ4_NL:
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+    case DType::IQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace cadenza

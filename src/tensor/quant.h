@@ -33,4 +33,12 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 // blocks. The grid types' encoders are slow (about 1.3 M elements/s).
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
+// Like quantize_row, but the blocks minimise sum_i importance[i] * (src[i] - decoded[i])^2
+// (importance: n values >= 0, the mean squared activation of each input channel; see
+// quantize/imatrix.h) with our own searches (quant_weighted.cpp): exact over the scale for the
+// symmetric types, wider than the reference quantizer's for the others. Types with such a
+// search: has_weighted_quantizer; any other type is encoded as quantize_row does.
+void quantize_row_weighted(DType t, const float* src, void* dst, int64_t n, const float* importance);
+bool has_weighted_quantizer(DType t);
+
 }  // namespace cadenza

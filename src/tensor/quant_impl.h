@@ -117,4 +117,10 @@ void quantize_iq3_s(const float* src, uint8_t* dst, int64_t nb);
 void quantize_iq1_s(const float* src, uint8_t* dst, int64_t nb);
 void quantize_iq1_m(const float* src, uint8_t* dst, int64_t nb);
 
+// Importance-weighted encoders (quant_weighted.cpp): nb blocks of type t from src, weighting
+// element i's squared error by importance[i] (nb blocks' worth of values). False (nothing
+// written) for a type without one.
+bool quantize_weighted_blocks(DType t, const float* src, const float* importance, uint8_t* dst,
+                              int64_t nb);
+
 }  // namespace cadenza::quant_detail

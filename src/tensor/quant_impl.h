@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "tensor/blocks.h"
+#include "tensor/dtype.h"
 
 namespace cadenza::quant_detail {
 
@@ -62,6 +63,23 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
 // fit_scale_symmetric: x ~ scale*l, l in [-nmax, nmax-1] (the largest |x| anchors -nmax), 19
 // trial scales, weights x^2; returns the (possibly negative) scale, L = l + nmax.
 float fit_scale_symmetric(int n, int nmax, const float* x, uint8_t* L);
+// Both dispatch (quant_search.cpp) to the vectorized searches below where the CPU has AVX2 and
+// FMA (CADENZA_ISA=scalar forces the reference, as for the kernels); every path returns the
+// scalar reference's result bit for bit. The vectorized ones need n <= 32, nstep < 32.
+float fit_scale_min_ref(int n, int nmax, const float* x, const float* w, uint8_t* L, uint8_t* aux,
+                        float* min_out, float rmin, float rdelta, int nstep);
+float fit_scale_symmetric_ref(int n, int nmax, const float* x, uint8_t* L);
+namespace avx2 {
+float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, uint8_t* aux,
+                    float* min_out, float rmin, float rdelta, int nstep);
+float fit_scale_symmetric(int n, int nmax, const float* x, uint8_t* L);
+}  // namespace avx2
+// The search levels: 0 scalar, 1 AVX2. search_level_supported(l): this CPU runs level l;
+// search_level(): the one fit_scale_* use. set_search_level (tests) picks one (capped at what
+// is supported) and returns the level in effect.
+bool search_level_supported(int level);
+int search_level();
+int set_search_level(int level);
 
 // 32-element families (quant_legacy.cpp).
 void dequantize_q4_0(const uint8_t* src, float* dst, int64_t nb);

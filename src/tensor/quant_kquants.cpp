@@ -86,8 +86,8 @@ void quantize_scales_k4(const float* x, int nmax, float rmin, int nstep, uint16_
 // is never positive (a positive offset would waste levels on values below the data), so the
 // returned *min_out = -offset >= 0.
 // L receives the chosen quants; aux is scratch of n bytes.
-float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L, uint8_t* aux,
-                    float* min_out, float rmin, float rdelta, int nstep) {
+float fit_scale_min_ref(int n, int nmax, const float* x, const float* w, uint8_t* L, uint8_t* aux,
+                        float* min_out, float rmin, float rdelta, int nstep) {
   float min = x[0];
   float max = x[0];
   float sum_w = w[0];
@@ -151,7 +151,7 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
 // reference's rmse_type 1). The largest-magnitude value anchors the trial scales (it maps to
 // -nmax, as in Q4_0); 18 nearby inverse scales are tried and the least-squares scale of the best
 // is returned. The result may be negative. L receives l + nmax (0 .. 2*nmax-1).
-float fit_scale_symmetric(int n, int nmax, const float* x, uint8_t* L) {
+float fit_scale_symmetric_ref(int n, int nmax, const float* x, uint8_t* L) {
   float max = 0.0f;
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) {

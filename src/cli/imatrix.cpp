@@ -20,6 +20,7 @@
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "quantize/imatrix.h"
+#include "cli/eval_inputs.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cadenza::cli {
@@ -50,11 +51,9 @@ int run_imatrix(const ImatrixArgs& a) {
   std::shared_ptr<const gguf::GgufFile> shared = std::move(*file);
   auto tokenizer = Tokenizer::from_gguf(*shared);
   if (!tokenizer) return fail(tokenizer.error());
-  if ((*tokenizer)->bos_id() < 0) return fail(fmt::format("{}: the vocabulary has no BOS token", a.model));
-
-  std::vector<int32_t> tokens{(*tokenizer)->bos_id()};
-  const std::vector<int32_t> body = (*tokenizer)->encode(*text, /*add_special=*/false, /*parse_special=*/false);
-  tokens.insert(tokens.end(), body.begin(), body.end());
+  auto sequence = bos_then_text_tokens(**tokenizer, *text, a.model);
+  if (!sequence) return fail(sequence.error());
+  const std::vector<int32_t>& tokens = *sequence;
   const int64_t available = static_cast<int64_t>(tokens.size()) / a.ctx - a.from_chunk;
   if (available < 1) {
     return fail(fmt::format("{}: {} tokens hold {} chunks of {} (--ctx), none after --from-chunk {}",
@@ -87,14 +86,7 @@ int run_imatrix(const ImatrixArgs& a) {
   auto model = model::Model::load(shared, recorder, {.expert_offload = offload});
   if (!model) return fail(model.error());
   model::Model& m = **model;
-  if (m.config().context_length > 0 && a.ctx > m.config().context_length) {
-    return fail(fmt::format("--ctx {} is larger than the context length of {} ({})", a.ctx,
-                            a.model, m.config().context_length));
-  }
-  if (m.config().n_vocab != (*tokenizer)->n_vocab()) {
-    return fail(fmt::format("{}: {} logits per token but {} vocabulary entries", a.model,
-                            m.config().n_vocab, (*tokenizer)->n_vocab()));
-  }
+  if (Status ok = check_eval_model(m.config(), **tokenizer, a.ctx, a.model); !ok) return fail(ok.error());
 
   eval::ChunkOptions opt;
   opt.ctx = a.ctx;

@@ -23,6 +23,7 @@
 #include "eval/scoring.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "cli/eval_inputs.h"
 #include "tokenizer/tokenizer.h"
 #include "util/thread_pool.h"
 
@@ -95,7 +96,6 @@ int run_perplexity(const PerplexityArgs& a) {
   std::shared_ptr<const gguf::GgufFile> shared = std::move(*file);
   auto tokenizer = Tokenizer::from_gguf(*shared);
   if (!tokenizer) return fail(tokenizer.error());
-  if ((*tokenizer)->bos_id() < 0) return fail(fmt::format("{}: the vocabulary has no BOS token", a.model));
 
   // The tokens: BOS and the text's, or the base file's.
   std::vector<int32_t> tokens;
@@ -103,12 +103,9 @@ int run_perplexity(const PerplexityArgs& a) {
     auto text = read_text_file(a.text);
     if (!text) return fail(text.error());
     const auto t0 = Clock::now();
-    // BOS, then the text's tokens (no special-token parsing): the reference's sequence, whose
-    // chunk boundaries this fixes (without the BOS every chunk would start one token earlier).
-    tokens.push_back((*tokenizer)->bos_id());
-    const std::vector<int32_t> body =
-        (*tokenizer)->encode(*text, /*add_special=*/false, /*parse_special=*/false);
-    tokens.insert(tokens.end(), body.begin(), body.end());
+    auto sequence = bos_then_text_tokens(**tokenizer, *text, a.model);
+    if (!sequence) return fail(sequence.error());
+    tokens = std::move(*sequence);
     fmt::print(stderr, "perplexity: {}: {} bytes, {} tokens ({:.2f} s to tokenize)\n", a.text,
                text->size(), tokens.size(),
                std::chrono::duration<double>(Clock::now() - t0).count());
@@ -152,14 +149,7 @@ int run_perplexity(const PerplexityArgs& a) {
                                   {.expert_offload = backends.expert_offload()});
   if (!model) return fail(model.error());
   model::Model& m = **model;
-  if (m.config().context_length > 0 && opt.ctx > m.config().context_length) {
-    return fail(fmt::format("--ctx {} is larger than the context length of {} ({})", opt.ctx,
-                            a.model, m.config().context_length));
-  }
-  if (m.config().n_vocab != (*tokenizer)->n_vocab()) {
-    return fail(fmt::format("{}: {} logits per token but {} vocabulary entries", a.model,
-                            m.config().n_vocab, (*tokenizer)->n_vocab()));
-  }
+  if (Status ok = check_eval_model(m.config(), **tokenizer, opt.ctx, a.model); !ok) return fail(ok.error());
   if (!base) {
     if (a.ctx < 4) return fail(fmt::format("--ctx {} is below 4", a.ctx));
     const int64_t available = static_cast<int64_t>(tokens.size()) / a.ctx;

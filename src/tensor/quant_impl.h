@@ -46,6 +46,20 @@ inline int round_clamp(float v, int lo, int hi) {
   return (bits & 0x007fffff) - 0x00400000;
 }
 
+// Q6_K's quants L[0..255] (each 0..63) into ql (low 4 bits) and qh (high 2 bits), the layout
+// its decoder reads: per 128-element half, elements l, l+32, l+64, l+96 share a qh byte.
+inline void pack_q6_K(const uint8_t* L, BlockQ6_K& b) {
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* Lh = L + 128 * h;
+    for (int l = 0; l < 32; ++l) {
+      b.ql[64 * h + l] = static_cast<uint8_t>((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
+      b.ql[64 * h + l + 32] = static_cast<uint8_t>((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
+      b.qh[32 * h + l] = static_cast<uint8_t>((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
+                                              ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
+    }
+  }
+}
+
 // Truncation of a value known to be >= 0 (the legacy quantizers' "(int8_t)(x + 0.5f)"), clamped
 // to [0, hi] before converting.
 inline int trunc_clamp(float v, int hi) {

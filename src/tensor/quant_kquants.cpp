@@ -337,15 +337,7 @@ void quantize_q6_K(const float* src, uint8_t* dst, int64_t nb) {
       for (int l = 0; l < 16; ++l)
         L[16 * j + l] = static_cast<uint8_t>(32 + round_clamp(x[16 * j + l] / d, -32, 31));
     }
-    for (int h = 0; h < 2; ++h) {
-      const uint8_t* Lh = L + 128 * h;
-      for (int l = 0; l < 32; ++l) {
-        b.ql[64 * h + l] = static_cast<uint8_t>((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
-        b.ql[64 * h + l + 32] = static_cast<uint8_t>((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
-        b.qh[32 * h + l] = static_cast<uint8_t>((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
-                                                ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
-      }
-    }
+    pack_q6_K(L, b);
     store_block(dst, i, b);
   }
 }

@@ -444,15 +444,7 @@ void block_q6_K(const float* x, const float* w, uint8_t* out) {
   for (int j = 0; j < 16; ++j) scales[j] = fit_levels(16, x + 16 * j, w + 16 * j, kQ6Levels.levels(), L + 16 * j);
   quantize_sub_scales(x, w, 16, 16, scales, kQ6Levels.levels(), -128, 127, &b.d, ls, L);
   for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(ls[j]);
-  for (int h = 0; h < 2; ++h) {
-    const uint8_t* Lh = L + 128 * h;
-    for (int l = 0; l < 32; ++l) {
-      b.ql[64 * h + l] = static_cast<uint8_t>((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
-      b.ql[64 * h + l + 32] = static_cast<uint8_t>((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
-      b.qh[32 * h + l] = static_cast<uint8_t>((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
-                                              ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
-    }
-  }
+  pack_q6_K(L, b);
   std::memcpy(out, &b, sizeof b);
 }
 

@@ -80,6 +80,14 @@ bool BlockPool::cache(int32_t block, const BlockHash& hash) {
   return true;
 }
 
+void BlockPool::uncache(int32_t block) {
+  Meta& m = meta_[idx(block)];
+  assert(m.ref_count > 0 && "BlockPool::uncache of a free block");
+  if (!m.cached) return;
+  index_.erase(hashes_[idx(block)]);
+  m.cached = false;
+}
+
 void BlockPool::clear_cache() {
   index_.clear();
   for (Meta& m : meta_) m.cached = false;

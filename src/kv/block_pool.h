@@ -50,6 +50,10 @@ class BlockPool {
   // changes nothing) when another block already holds that hash: two requests computed the same
   // prefix at once; the first one's block stays the shared copy, this one stays private.
   bool cache(int32_t block, const BlockHash& hash);
+  // Forgets the hash of one used, cached block whose KV its only user is about to overwrite
+  // (KvCacheManager::trim into a registered block). No-op for an uncached block. Precondition:
+  // ref_count(block) > 0 (a free cached block is only ever forgotten by allocate's eviction).
+  void uncache(int32_t block);
   // Forgets every hash (used blocks keep their KV and users; only future sharing is lost).
   void clear_cache();
 

@@ -145,6 +145,63 @@ void KvCacheManager::free(RequestId id) {
   requests_.erase(it);
 }
 
+Result<TrimResult> KvCacheManager::trim(RequestId id, int32_t num_tokens) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return make_error("kv trim: unknown request {}", id);
+  RequestState& st = it->second;
+  if (!st.allocated) return make_error("kv trim: request {} holds no blocks yet", id);
+  if (num_tokens < 0 || num_tokens > st.num_tokens) {
+    return make_error("kv trim: request {}: length {} outside [0, {}]", id, num_tokens, st.num_tokens);
+  }
+
+  const int32_t bs = config_.block_size;
+  const int32_t keep_blocks = blocks_for(num_tokens);
+  const auto table_size = static_cast<int32_t>(st.blocks.size());
+  assert(table_size >= keep_blocks);
+  // The block the cut falls inside keeps slots [0, kept_slots) and gets the rest rewritten.
+  const int32_t kept_slots = num_tokens % bs;
+  const int32_t cut_block = kept_slots > 0 ? st.blocks[static_cast<size_t>(keep_blocks - 1)] : -1;
+  const bool cut_block_shared = cut_block >= 0 && pool_.ref_count(cut_block) > 1;
+
+  if (cut_block_shared) {
+    // Room for the private replacement: free blocks now, plus released tail blocks that nobody
+    // else holds (they become free before the replacement is drawn).
+    int32_t available = pool_.num_free();
+    for (int32_t i = keep_blocks; i < table_size; ++i) {
+      if (pool_.ref_count(st.blocks[static_cast<size_t>(i)]) == 1) ++available;
+    }
+    if (available < 1) return TrimResult{};
+  }
+
+  // From here on nothing can fail. Tail first, like free(): the last blocks go nearest the head.
+  for (int32_t i = table_size - 1; i >= keep_blocks; --i) pool_.release(st.blocks[static_cast<size_t>(i)]);
+  st.blocks.resize(static_cast<size_t>(keep_blocks));
+
+  TrimResult r;
+  r.status = AllocStatus::kOk;
+  r.num_released_blocks = table_size - keep_blocks;
+  const int32_t full_blocks = num_tokens / bs;  // blocks whose content trim leaves untouched
+  if (cut_block_shared) {
+    // A shared block is full of computed tokens, so all kept slots hold computed KV to copy.
+    const int32_t fresh = pool_.allocate();
+    pool_.release(cut_block);  // still held by its other users: it stays as it is
+    st.blocks.back() = fresh;
+    r.copy = BlockCopy{cut_block, fresh, kept_slots};
+  } else if (cut_block >= 0) {
+    // Private: this request will overwrite slots [kept_slots, bs), so the old full content must
+    // not stay findable. (Blocks at index >= full_blocks are never registered after this.)
+    pool_.uncache(cut_block);
+  }
+
+  st.num_tokens = num_tokens;
+  st.num_computed = std::min(st.num_computed, num_tokens);
+  st.num_registered = std::min(st.num_registered, full_blocks);
+  // Hashes of blocks past the untouched ones describe tokens that are being replaced.
+  if (st.hashes.size() > static_cast<size_t>(full_blocks)) st.hashes.resize(static_cast<size_t>(full_blocks));
+  r.block_table = st.blocks;
+  return r;
+}
+
 ForkResult KvCacheManager::fork(RequestId parent, RequestId child) {
   auto pit = requests_.find(parent);
   assert(pit != requests_.end() && pit->second.allocated && "fork of a request without blocks");

@@ -11,6 +11,7 @@
 //   running request:  a = allocate(id, num_computed + n);   // kNoRoom: preempt someone, retry
 //   after the forward pass:  mark_computed(id, num_computed_after, all_tokens_so_far);
 //   finished / aborted / preempted:  free(id);
+//   speculative decoding, rejected draft positions:  trim(id, num_accepted_end);
 // Block tables: position p of a request lives in block table[p / block_size] at p % block_size,
 // exactly model::Batch's contract; pass block_table(id) with each batch.
 //
@@ -20,7 +21,7 @@
 //
 // Ownership: bookkeeping only, no KV memory (that is model::KvCache, built with the same
 // num_blocks and block_size). Thread-safety: none; used by the engine thread only. Spans returned
-// stay valid until the next call that mutates the same request (allocate, fork of it, free).
+// stay valid until the next call that mutates the same request (allocate, trim, fork of it, free).
 #pragma once
 
 #include <cstdint>
@@ -81,6 +82,19 @@ struct ForkResult {
   explicit operator bool() const { return status == AllocStatus::kOk; }
 };
 
+// What trim() did. On kOk the request's table covers exactly the new length; on kNoRoom nothing
+// changed.
+struct TrimResult {
+  AllocStatus status = AllocStatus::kNoRoom;  // kOk, or kNoRoom (only for a cut in a shared block)
+  std::span<const int32_t> block_table;       // the whole (shorter) table when kOk, empty otherwise
+  int32_t num_released_blocks = 0;            // table entries dropped (each released once)
+  // When the cut fell inside a block shared with another request, that block was replaced by a
+  // fresh private one: the engine must copy these slots (the kept positions) into it before the
+  // request's next step, exactly like fork()'s copy. num_tokens 0: nothing to copy.
+  BlockCopy copy;
+  explicit operator bool() const { return status == AllocStatus::kOk; }
+};
+
 class KvCacheManager {
  public:
   explicit KvCacheManager(const KvCacheConfig& config);
@@ -114,6 +128,28 @@ class KvCacheManager {
   // are evicted before its first ones (the first ones are the most shareable). Unknown ids are
   // ignored (abort of a request that never got blocks).
   void free(RequestId id);
+
+  // Rolls the request back to its first `num_tokens` token positions (speculative decoding: the
+  // rejected draft positions). Blocks wholly beyond the new length leave the table and are
+  // released, tail first (a block another request also holds just loses one user; a cached one
+  // stays findable, since its KV is still valid for the tokens it was hashed from).
+  // num_tokens(id) becomes `num_tokens`; num_computed(id) becomes min(num_computed, num_tokens).
+  // Positions [0, num_tokens) must hold the same tokens as before; later mark_computed calls
+  // hash whatever tokens they are given from there on.
+  //
+  // The block the cut falls inside (when num_tokens is not a multiple of block_size) keeps its
+  // first slots and will have the rest overwritten, so it must not stay findable by a hash of
+  // its old full content, and a block another request holds must never be written:
+  //   - held by this request only: it stays; if it was registered in the prefix cache, its hash
+  //     is forgotten (the cache loses that entry, nobody loses KV);
+  //   - held by other requests too (shared by a prefix hit or fork(), so full and immutable): this
+  //     request gets a fresh private block in its place and `copy` names the kept slots to copy
+  //     into it; the shared block is untouched for its other users. This needs one free block
+  //     (the released tail blocks count): kNoRoom when there is none, and nothing changes.
+  // Errors (nothing changes): unknown id, a request that holds no blocks yet (only a
+  // find_cached_prefix result), num_tokens < 0 or > num_tokens(id). num_tokens == num_tokens(id)
+  // is a no-op that returns kOk.
+  Result<TrimResult> trim(RequestId id, int32_t num_tokens);
 
   // n > 1 sampling: `child` (a new id) gets `parent`'s table at its current state. Full computed
   // blocks are shared (ref_count + 1); every other block of the parent's table gets a fresh block,

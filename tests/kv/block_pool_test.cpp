@@ -85,5 +85,21 @@ TEST(BlockPool, DuplicateHashStaysPrivateAndClearForgetsAll) {
   expect_ok(pool);
 }
 
+TEST(BlockPool, UncacheForgetsOneUsedBlocksHash) {
+  BlockPool pool(3);
+  const int32_t a = pool.allocate(), b = pool.allocate();
+  ASSERT_TRUE(pool.cache(a, hash_of(1)));
+  ASSERT_TRUE(pool.cache(b, hash_of(2)));
+  pool.uncache(a);
+  EXPECT_FALSE(pool.is_cached(a));
+  EXPECT_EQ(pool.lookup(hash_of(1)), -1);
+  EXPECT_EQ(pool.lookup(hash_of(2)), b);
+  pool.uncache(a);  // already uncached: no-op
+  EXPECT_EQ(pool.num_cached(), 1);
+  pool.release(a);  // uncached now: to the head
+  EXPECT_EQ(pool.free_queue().front(), a);
+  expect_ok(pool);
+}
+
 }  // namespace
 }  // namespace cadenza::kv

@@ -318,5 +318,226 @@ TEST(KvCacheManager, FreeOfUnknownOrPendingRequestIsHarmless) {
   EXPECT_EQ(m.num_free_blocks(), 4);
 }
 
+// Speculative decoding's rollback: the request drafted past a block boundary, then kept less.
+TEST(KvCacheManager, TrimReleasesBlocksWhollyBeyondTheNewLength) {
+  KvCacheManager m({.num_blocks = 16, .block_size = 4});
+  const auto p = random_tokens(6, 20);
+  run_prompt(m, 1, p);                 // blocks 0 1 (block 0 cached)
+  ASSERT_TRUE(m.allocate(1, 6 + 7));   // 6 + 1 + 6 drafts: 13 positions, blocks 0..3
+  EXPECT_EQ(m.num_free_blocks(), 12);
+  Result<TrimResult> r = m.trim(1, 8);  // accepted up to position 8: block 2 and 3 go
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(*r);
+  EXPECT_EQ(r->num_released_blocks, 2);
+  EXPECT_EQ(r->copy.num_tokens, 0);
+  EXPECT_EQ(vec(r->block_table), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(vec(m.block_table(1)), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(m.num_tokens(1), 8);
+  EXPECT_EQ(m.num_computed(1), 6);
+  EXPECT_EQ(m.num_free_blocks(), 14);
+  expect_ok(m);
+  m.free(1);
+  EXPECT_EQ(m.num_free_blocks(), 16);  // back to the starting value
+  EXPECT_EQ(m.usage(), 0.0);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, TrimThenAllocateReusesTheReleasedBlocks) {
+  KvCacheManager m({.num_blocks = 8, .block_size = 4});
+  ASSERT_TRUE(m.allocate(1, 16));  // blocks 0..3, nothing cached (never went through find)
+  ASSERT_TRUE(m.trim(1, 5).ok());
+  EXPECT_EQ(vec(m.block_table(1)), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(m.pool().free_queue().front(), 2);  // released tail first: 3, then 2 at the head
+  ASSERT_TRUE(m.allocate(1, 12));
+  EXPECT_EQ(vec(m.block_table(1)), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(m.num_tokens(1), 12);
+  EXPECT_TRUE(m.can_allocate(1, 8 * 4 - 12));  // the whole pool is available again
+  EXPECT_FALSE(m.can_allocate(1, 8 * 4 - 11));
+  // Trim to 0 keeps the request known with an empty table; it can grow again.
+  ASSERT_TRUE(m.trim(1, 0).ok());
+  EXPECT_TRUE(m.contains(1));
+  EXPECT_TRUE(m.block_table(1).empty());
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  ASSERT_TRUE(m.allocate(1, 1));
+  EXPECT_EQ(m.block_table(1).size(), 1u);
+  m.free(1);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, TrimToTheSameLengthIsANoOp) {
+  KvCacheManager m({.num_blocks = 8, .block_size = 4});
+  const auto p = random_tokens(10, 21);
+  run_prompt(m, 1, p);
+  const auto before = vec(m.block_table(1));
+  const int32_t cached = m.pool().num_cached();
+  Result<TrimResult> r = m.trim(1, 10);
+  ASSERT_TRUE(r) << r.error();
+  EXPECT_TRUE(*r);
+  EXPECT_EQ(r->num_released_blocks, 0);
+  EXPECT_EQ(r->copy.num_tokens, 0);
+  EXPECT_EQ(vec(m.block_table(1)), before);
+  EXPECT_EQ(m.num_tokens(1), 10);
+  EXPECT_EQ(m.num_computed(1), 10);
+  EXPECT_EQ(m.pool().num_cached(), cached);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, TrimRejectsBadInputAndChangesNothing) {
+  KvCacheManager m({.num_blocks = 8, .block_size = 4});
+  const auto p = random_tokens(9, 22);
+  EXPECT_FALSE(m.trim(7, 0).ok());  // unknown
+  EXPECT_EQ(m.find_cached_prefix(2, p), 0);
+  Result<TrimResult> pending = m.trim(2, 0);  // only a find result, no blocks yet
+  ASSERT_FALSE(pending.ok());
+  EXPECT_NE(pending.error().find("no blocks"), std::string::npos) << pending.error();
+  run_prompt(m, 1, p);
+  Result<TrimResult> longer = m.trim(1, 10);  // trim never grows
+  ASSERT_FALSE(longer.ok());
+  EXPECT_NE(longer.error().find("outside [0, 9]"), std::string::npos) << longer.error();
+  EXPECT_FALSE(m.trim(1, -1).ok());
+  EXPECT_EQ(m.num_tokens(1), 9);
+  EXPECT_EQ(m.block_table(1).size(), 3u);
+  expect_ok(m);
+}
+
+// A block that was registered full and cached, then cut into: its hash must go, since the
+// request will overwrite the slots past the cut. Blocks wholly beyond stay findable.
+TEST(KvCacheManager, TrimIntoAPrivateCachedBlockForgetsItsHash) {
+  KvCacheManager m({.num_blocks = 16, .block_size = 4});
+  const auto p = random_tokens(12, 23);
+  run_prompt(m, 1, p);  // blocks 0 1 2, all full and cached
+  EXPECT_EQ(m.pool().num_cached(), 3);
+  ASSERT_TRUE(m.trim(1, 6).ok());  // keeps block 0 and slots 0..1 of block 1; block 2 released
+  EXPECT_EQ(vec(m.block_table(1)), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(m.num_computed(1), 6);
+  EXPECT_TRUE(m.pool().is_cached(0));
+  EXPECT_FALSE(m.pool().is_cached(1));  // about to be overwritten
+  EXPECT_TRUE(m.pool().is_cached(2));   // free, its KV still matches its hash
+  EXPECT_EQ(m.pool().ref_count(2), 0);
+  expect_ok(m);
+  // A request with the old prompt shares only block 0 now.
+  EXPECT_EQ(m.find_cached_prefix(2, concat(p, {1})), 4);
+  m.free(2);
+  // The trimmed request continues with other tokens; its block 1 gets their hash once full.
+  auto other = std::vector<int32_t>(p.begin(), p.begin() + 6);
+  other = concat(other, {5, 5});
+  ASSERT_TRUE(m.allocate(1, 8));
+  m.mark_computed(1, 8, other);
+  EXPECT_TRUE(m.pool().is_cached(1));
+  EXPECT_EQ(m.find_cached_prefix(3, concat(other, {1})), 8);
+  m.free(3);
+  m.free(1);
+  EXPECT_EQ(m.num_free_blocks(), 16);
+  expect_ok(m);
+}
+
+// Prefix-cached blocks another request holds: trimming one request leaves the other's intact.
+TEST(KvCacheManager, TrimKeepsSharedPrefixBlocksIntactForTheOtherRequest) {
+  KvCacheManager m({.num_blocks = 16, .block_size = 4});
+  const auto p = random_tokens(13, 24);
+  run_prompt(m, 1, p);                              // blocks 0 1 2 cached, 3 partial
+  EXPECT_EQ(run_prompt(m, 2, p), 12);               // shares 0 1 2, own block 4
+  const auto table1 = vec(m.block_table(1));
+  // A cut on a block boundary inside the shared prefix: the shared blocks beyond lose a user.
+  Result<TrimResult> r = m.trim(2, 8);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(*r);
+  EXPECT_EQ(vec(m.block_table(2)), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(r->copy.num_tokens, 0);
+  EXPECT_EQ(m.pool().ref_count(2), 1);
+  EXPECT_TRUE(m.pool().is_cached(2));
+  // A cut inside a shared block: request 2 gets a private copy, the shared block is untouched.
+  r = m.trim(2, 6);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(*r);
+  ASSERT_EQ(r->block_table.size(), 2u);
+  const int32_t fresh = r->block_table[1];
+  EXPECT_NE(fresh, 1);
+  EXPECT_EQ(r->copy.src, 1);
+  EXPECT_EQ(r->copy.dst, fresh);
+  EXPECT_EQ(r->copy.num_tokens, 2);
+  EXPECT_EQ(m.pool().ref_count(1), 1);
+  EXPECT_TRUE(m.pool().is_cached(1));   // still the shared copy of p's second block
+  EXPECT_FALSE(m.pool().is_cached(fresh));
+  EXPECT_EQ(vec(m.block_table(1)), table1);
+  EXPECT_EQ(m.find_cached_prefix(3, concat(p, {1})), 12);  // request 1's prefix is whole
+  m.free(3);
+  expect_ok(m);
+  m.free(1);
+  m.free(2);
+  EXPECT_EQ(m.num_free_blocks(), 16);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, TrimOfAForkedChildLeavesTheParentIntact) {
+  KvCacheManager m({.num_blocks = 8, .block_size = 4});
+  const auto p = random_tokens(9, 25);
+  run_prompt(m, 1, p);  // blocks 0 1 full, 2 partial
+  ForkResult f = m.fork(1, 2);
+  ASSERT_TRUE(f);       // shares 0 1, fresh 3
+  const auto parent = vec(m.block_table(1));
+  Result<TrimResult> r = m.trim(2, 3);  // into shared block 0
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(*r);
+  EXPECT_EQ(r->num_released_blocks, 2);
+  EXPECT_EQ(r->copy.src, 0);
+  EXPECT_EQ(r->copy.num_tokens, 3);
+  EXPECT_EQ(m.pool().ref_count(0), 1);
+  EXPECT_EQ(m.pool().ref_count(1), 1);
+  EXPECT_EQ(vec(m.block_table(1)), parent);
+  EXPECT_TRUE(m.pool().is_cached(0));
+  EXPECT_EQ(m.num_tokens(1), 9);
+  EXPECT_EQ(m.num_tokens(2), 3);
+  EXPECT_EQ(m.num_computed(2), 3);
+  m.free(1);
+  m.free(2);
+  EXPECT_EQ(m.num_free_blocks(), 8);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, TrimIntoASharedBlockWithNoRoomChangesNothing) {
+  KvCacheManager m({.num_blocks = 4, .block_size = 4});
+  const auto p = random_tokens(8, 26);
+  run_prompt(m, 1, p);                       // blocks 0 1
+  EXPECT_EQ(run_prompt(m, 2, concat(p, {3})), 8);  // shares 0 1, own block 2
+  ASSERT_TRUE(m.allocate(3, 4));             // block 3: the pool is full
+  ASSERT_EQ(m.num_free_blocks(), 0);
+  // Cutting request 2 inside shared block 1: its released block 2 makes room.
+  Result<TrimResult> r = m.trim(2, 6);
+  ASSERT_TRUE(r) << r.error();
+  ASSERT_TRUE(*r);
+  EXPECT_EQ(vec(r->block_table), (std::vector<int32_t>{0, 2}));
+  EXPECT_EQ(r->copy.src, 1);
+  EXPECT_EQ(r->copy.dst, 2);
+  // Request 1 cut inside block 0, which request 2 still shares: the pool is full again, but
+  // request 1's block 1 (no longer shared) is released first, so the copy has room.
+  ASSERT_EQ(m.num_free_blocks(), 0);
+  Result<TrimResult> room = m.trim(1, 2);
+  ASSERT_TRUE(room) << room.error();
+  EXPECT_TRUE(*room);
+  EXPECT_EQ(room->copy.src, 0);
+  EXPECT_EQ(room->copy.dst, 1);
+  EXPECT_EQ(room->copy.num_tokens, 2);
+  expect_ok(m);
+  // No room at all: the cut block is shared and nothing is released.
+  KvCacheManager n({.num_blocks = 3, .block_size = 4});
+  const auto q = random_tokens(4, 27);
+  run_prompt(n, 1, q);                        // block 0
+  EXPECT_EQ(run_prompt(n, 2, concat(q, {1})), 4);  // shares 0, own block 1
+  ASSERT_TRUE(n.allocate(3, 4));              // block 2: full pool
+  Result<TrimResult> full = n.trim(1, 3);     // request 1's only block is shared, nothing freed
+  ASSERT_TRUE(full) << full.error();
+  EXPECT_EQ(full->status, AllocStatus::kNoRoom);
+  EXPECT_FALSE(*full);
+  EXPECT_TRUE(full->block_table.empty());
+  EXPECT_EQ(vec(n.block_table(1)), (std::vector<int32_t>{0}));
+  EXPECT_EQ(n.num_tokens(1), 4);
+  EXPECT_EQ(n.pool().ref_count(0), 2);
+  EXPECT_TRUE(n.pool().is_cached(0));
+  Status st = n.pool().check_invariants();
+  EXPECT_TRUE(st.ok());
+}
+
 }  // namespace
 }  // namespace cadenza::kv

@@ -1,5 +1,6 @@
 // A randomized scheduler driving KvCacheManager the way the engine does (admit with prefix lookup,
-// chunked prefill, decode, preemption, abort, fork, cache reset) over a small pool, with a model
+// chunked prefill, decode, preemption, abort, fork, cache reset, speculative rollback by trim)
+// over a small pool, with a model
 // of the KV contents: every slot written records a fingerprint of (extra key, whole token prefix
 // up to that position). Every step then checks that
 //   - each block is free (ref 0, in the free queue once) or used (ref = number of live tables that
@@ -71,6 +72,7 @@ class Simulation {
 
   std::string failure;
   int64_t forks = 0, stale = 0, preemptions = 0, copies = 0;
+  int64_t rollbacks = 0, rollback_copies = 0, rollback_no_room = 0;
   const KvCacheManager& mgr() const { return mgr_; }
 
   void step() {
@@ -79,6 +81,7 @@ class Simulation {
     else if (r < 270) abort_one();
     else if (r < 310) fork_one();
     else if (r < 313) mgr_.reset_prefix_cache();
+    else if (r < 373) rollback_one();
     else engine_step();
     if (failure.empty()) check_invariants();
   }
@@ -154,6 +157,60 @@ class Simulation {
       for (int32_t o = 0; o < f.copy.num_tokens; ++o) slot(f.copy.dst, o) = slot(f.copy.src, o);  // the engine's copy
     }
     running_.push_back(std::move(child));
+  }
+
+  // Speculative decoding's rollback: a running request keeps its first n positions, where n is
+  // mostly past the computed ones (rejected drafts) and sometimes anywhere (cuts into computed,
+  // possibly shared, blocks). Its tokens from n on are replaced by one new token, as the
+  // verification's corrected token would be.
+  void rollback_one() {
+    if (uniform(0, 9) == 0) {  // bad input: unknown ids and requests with no blocks yet
+      if (mgr_.trim(next_id_ + 100, 0).ok()) fail("trim of an unknown request succeeded");
+      for (const SimRequest& w : waiting_) {
+        if (mgr_.contains(w.id) && mgr_.trim(w.id, 0).ok()) fail("trim of pending request {} succeeded", w.id);
+      }
+    }
+    if (running_.empty()) return;
+    SimRequest& s = running_[static_cast<size_t>(uniform(0, static_cast<int32_t>(running_.size()) - 1))];
+    const int32_t n = uniform(0, 1) == 0 ? uniform(s.computed, s.allocated) : uniform(0, s.allocated);
+    const std::vector<int32_t> old_table = s.table;
+    const int32_t keep = (n + kBlockSize - 1) / kBlockSize;
+    const bool cut_shared = n % kBlockSize != 0 && mgr_.pool().ref_count(old_table[static_cast<size_t>(keep - 1)]) > 1;
+    const int32_t free_before = mgr_.num_free_blocks();
+    Result<TrimResult> r = mgr_.trim(s.id, n);
+    if (!r) return fail("trim({}, {}) of {} tokens: {}", s.id, n, s.allocated, r.error());
+    if (!*r) {
+      ++rollback_no_room;
+      if (!cut_shared) fail("trim said no room without a shared cut block");
+      if (mgr_.num_free_blocks() != free_before || mgr_.num_tokens(s.id) != s.allocated) fail("failed trim changed state");
+      return;
+    }
+    ++rollbacks;
+    s.table.assign(r->block_table.begin(), r->block_table.end());
+    if (static_cast<int32_t>(s.table.size()) != keep || r->num_released_blocks != static_cast<int32_t>(old_table.size()) - keep) {
+      return fail("trim to {}: {} blocks kept, {} released, of {}", n, s.table.size(), r->num_released_blocks, old_table.size());
+    }
+    for (int32_t i = 0; i < keep; ++i) {
+      const bool replaced = cut_shared && i == keep - 1;
+      if ((s.table[static_cast<size_t>(i)] != old_table[static_cast<size_t>(i)]) != replaced) {
+        return fail("trim to {}: block {} replaced={} but shared cut={}", n, i, !replaced, cut_shared);
+      }
+    }
+    if (cut_shared) {
+      ++rollback_copies;
+      const BlockCopy& c = r->copy;
+      if (c.src != old_table[static_cast<size_t>(keep - 1)] || c.dst != s.table.back() || c.num_tokens != n % kBlockSize) {
+        return fail("trim to {}: copy {}->{} of {}", n, c.src, c.dst, c.num_tokens);
+      }
+      for (int32_t o = 0; o < c.num_tokens; ++o) slot(c.dst, o) = slot(c.src, o);  // the engine's copy
+    } else if (r->copy.num_tokens != 0) {
+      return fail("trim to {}: a copy without a shared cut block", n);
+    }
+    s.allocated = n;
+    s.computed = std::min(s.computed, n);
+    s.tokens.resize(static_cast<size_t>(n));
+    s.fp.resize(static_cast<size_t>(n));
+    s.push(uniform(0, 999));
   }
 
   // Allocates and "computes" the next chunk of `s`. Returns false on kNoRoom.
@@ -297,6 +354,8 @@ void run_simulation(uint64_t seed, int steps, bool caching = true) {
   ASSERT_EQ(sim.failure, "") << "after freeing everything";
   EXPECT_GT(sim.preemptions, 0);
   EXPECT_GT(sim.forks, 0);
+  EXPECT_GT(sim.rollbacks, 0);
+  EXPECT_GT(sim.rollback_copies, 0);
   if (!caching) {
     EXPECT_EQ(st.hits, 0);
     EXPECT_EQ(st.evictions, 0);

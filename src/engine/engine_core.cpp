@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "request/validate_request.h"
+#include "spec/ngram_proposer.h"
 
 namespace cadenza::engine {
 
@@ -41,14 +42,28 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
   if (tokenizer.n_vocab() > model.config().n_vocab)
     return make_error("engine: the tokenizer's vocabulary ({}) is larger than the model's ({})",
                       tokenizer.n_vocab(), model.config().n_vocab);
+  if (Status st = validate(c.speculative); !st) return make_error("engine: {}", st.error());
+  std::unique_ptr<spec::Proposer> proposer;
+  if (c.speculative.method == SpeculativeMethod::kNgram) {
+    auto p = spec::NgramProposer::create({.ngram_min = c.speculative.ngram_min,
+                                          .ngram_max = c.speculative.ngram_max,
+                                          .num_speculative_tokens = c.speculative.num_speculative_tokens});
+    if (!p) return make_error("engine: speculative: {}", p.error());
+    proposer = std::move(*p);
+  }
   auto kv = model.create_kv_cache(
       {.num_blocks = c.num_kv_blocks, .block_size = c.block_size, .type = c.kv_type});
   if (!kv) return make_error("engine: KV cache: {}", kv.error());
   // Scratch for the largest step: the token budget, one logit row and one block table per running
-  // request, tables as long as max_model_len.
-  Status reserved = model.reserve({c.max_num_batched_tokens, c.max_num_seqs, c.max_num_seqs, seq_blocks});
+  // request, tables as long as max_model_len. A speculating request wants a row per draft too
+  // (never more rows than tokens).
+  const int64_t rows_per_seq = proposer ? 1 + c.speculative.num_speculative_tokens : 1;
+  const int64_t max_rows = std::min<int64_t>(c.max_num_batched_tokens, c.max_num_seqs * rows_per_seq);
+  Status reserved = model.reserve({c.max_num_batched_tokens, max_rows, c.max_num_seqs, seq_blocks});
   if (!reserved) return make_error("engine: {}", reserved.error());
-  return std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, std::move(*kv)));
+  auto engine = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, std::move(*kv)));
+  engine->proposer_ = std::move(proposer);
+  return engine;
 }
 
 EngineCore::EngineCore(model::Model& model, const Tokenizer& tokenizer, const EngineConfig& config,
@@ -140,6 +155,7 @@ void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out,
   out.finished = true;
   out.finish_reason = reason;
   drop_stream(id, out);
+  if (proposer_) proposer_->release(id);
   if (r) {
     out.metrics.num_output_tokens = r->num_output_tokens();
     out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
@@ -188,7 +204,10 @@ bool EngineCore::process_token(Request& r, Stream& s, int32_t token, RequestOutp
 
 std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> outputs;
+  if (proposer_) propose_drafts();
   sched::SchedulePlan plan = scheduler_->schedule();
+  if (proposer_)  // a preempted request starts over (the proposer contract)
+    for (RequestId id : plan.preempted) proposer_->release(id);
 
   for (std::unique_ptr<Request>& r : plan.aborted) {
     const RequestId id = r->id;
@@ -215,7 +234,10 @@ std::vector<RequestOutput> EngineCore::step() {
       seq_index_.push_back(static_cast<int32_t>(i));
     }
     tables_.push_back(e.block_table);
-    if (e.sample) logit_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1);
+    // Drafts: the rows of the last real token and of every draft (each verifies the next).
+    if (e.sample)
+      for (int32_t d = e.num_draft_tokens; d >= 0; --d)
+        logit_rows_.push_back(static_cast<int32_t>(tokens_.size()) - 1 - d);
     Stream& s = *streams_.at(r.id);
     if (!s.scheduled) mark_scheduled(r, s, now);
   }
@@ -242,6 +264,15 @@ std::vector<RequestOutput> EngineCore::step() {
   for (const sched::ScheduledRequest& e : plan.scheduled) {
     if (!e.sample) continue;
     Request& r = *e.request;
+    if (e.num_draft_tokens > 0) {
+      const size_t n_rows = 1 + static_cast<size_t>(e.num_draft_tokens);
+      verify_drafts(r, e,
+                    std::span<const float>(logits_.data() + row * static_cast<size_t>(n_vocab_),
+                                           n_rows * static_cast<size_t>(n_vocab_)),
+                    outputs);
+      row += n_rows;
+      continue;
+    }
     std::span<const float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
                                   static_cast<size_t>(n_vocab_));
     ++row;
@@ -258,6 +289,12 @@ void EngineCore::sample_next(Request& r, std::span<const float> logits,
                              std::vector<RequestOutput>& outputs) {
   Stream& s = *streams_.at(r.id);
   RequestOutput out = new_output(r.id);
+  if (sample_token(r, s, logits, out)) finish_ended(r, out);
+  outputs.push_back(std::move(out));
+}
+
+bool EngineCore::sample_token(Request& r, Stream& s, std::span<const float> logits,
+                              RequestOutput& out) {
   if (s.processor.active()) {
     processed_.assign(logits.begin(), logits.end());
     s.processor.apply(processed_, r.num_output_tokens());
@@ -267,12 +304,13 @@ void EngineCore::sample_next(Request& r, std::span<const float> logits,
   if (r.params.logprobs >= 0)
     out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, scratch_));
   s.processor.accept(token);
-  if (process_token(r, s, token, out)) {
-    const FinishReason reason =
-        out.finish_reason == FinishReason::kNone ? FinishReason::kStop : out.finish_reason;
-    finish(r.id, reason, out);
-  }
-  outputs.push_back(std::move(out));
+  return process_token(r, s, token, out);
+}
+
+void EngineCore::finish_ended(Request& r, RequestOutput& out) {
+  const FinishReason reason =
+      out.finish_reason == FinishReason::kNone ? FinishReason::kStop : out.finish_reason;
+  finish(r.id, reason, out);
 }
 
 Status EngineCore::health() const {

@@ -44,12 +44,14 @@
 
 #include "engine/logits_processor.h"
 #include "engine/sampler.h"
+#include "engine/speculative.h"
 #include "engine/stop_strings.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "request/request.h"
 #include "sched/scheduler.h"
+#include "spec/proposer.h"
 #include "tokenizer/tokenizer.h"
 #include "util/result.h"
 
@@ -74,6 +76,8 @@ struct EngineConfig {
   int32_t max_num_seqs = 64;              // running requests at most
   int32_t max_model_len = 0;  // prompt + output tokens at most; 0: min(context_length, 4096)
   DType kv_type = DType::F16;  // KV element type: F16, F32 or Q8_0 (model::KvCacheOptions)
+  // Speculative decoding for greedy requests (speculative.h); method none by default.
+  SpeculativeConfig speculative = {};
 };
 
 struct RequestMetrics {
@@ -125,6 +129,13 @@ struct EngineStats {
   int64_t num_computed_tokens = 0;     // tokens run through the model (prompt chunks + decodes)
   int64_t num_generated_tokens = 0;
   int64_t num_finished = 0;
+  // Speculative decoding, with vLLM's meaning: verification passes of a request that had drafts,
+  // draft tokens computed, drafts accepted, and the tokens those passes emitted (accepted + 1
+  // each, fewer when a stop cut it short). Acceptance rate = accepted / draft tokens.
+  int64_t num_spec_drafts = 0;
+  int64_t num_spec_draft_tokens = 0;
+  int64_t num_spec_accepted_tokens = 0;
+  int64_t num_spec_emitted_tokens = 0;
   LatencySummary queue_time;   // over finished requests that were scheduled
   LatencySummary ttft;         // over requests that produced a token
   LatencySummary inter_token;  // over all consecutive token pairs
@@ -132,7 +143,7 @@ struct EngineStats {
 
 class EngineCore {
  public:
-  // Errors: bad config values, a KV pool too small for one max_model_len sequence, max_model_len
+  // Errors: bad config values (speculative ones included: validate(SpeculativeConfig)), a KV pool too small for one max_model_len sequence, max_model_len
   // over the model's context, KV memory that cannot be allocated.
   static Result<std::unique_ptr<EngineCore>> create(model::Model& model, const Tokenizer& tokenizer,
                                                     const EngineConfig& config = {});
@@ -214,6 +225,20 @@ class EngineCore {
   std::vector<Request*> release_pending(RequestId parent, std::vector<RequestOutput>& outputs);
   // Samples the next token of `r` from its raw logits, applies stops, appends its output.
   void sample_next(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs);
+  // The per-token path of sample_next without the finish: processes a copy of the row (when the
+  // request has processing parameters), samples, records logprobs, appends the token and applies
+  // stops into `out`. Returns whether the request ended (out.finish_reason kNone then means stop).
+  bool sample_token(Request& r, Stream& s, std::span<const float> logits, RequestOutput& out);
+  void finish_ended(Request& r, RequestOutput& out);
+  // Speculative decoding (speculative.cpp). Before schedule(): appends drafts to every eligible
+  // running request in its decode phase (Request::num_draft_tokens).
+  void propose_drafts();
+  bool speculates(const Request& r) const;
+  // After commit(), for an entry with drafts: `rows` holds the logits of its 1 + k last
+  // positions. Emits the accepted drafts and the next token through sample_token, then rolls the
+  // rejected positions back (Scheduler::rollback) and performs the KV copy it asks for.
+  void verify_drafts(Request& r, const sched::ScheduledRequest& e, std::span<const float> rows,
+                     std::vector<RequestOutput>& outputs);
   void drop_pending(RequestId parent, FinishReason reason, const std::string& error,
                     std::vector<RequestOutput>& outputs);
 
@@ -231,6 +256,11 @@ class EngineCore {
   std::unordered_map<RequestId, std::vector<std::unique_ptr<Request>>> pending_;
   std::vector<int32_t> eog_ids_;  // end-of-generation ids (min_tokens suppresses them)
   RequestId next_id_ = 1;
+  std::unique_ptr<spec::Proposer> proposer_;  // null: no speculation
+  std::vector<spec::DraftQuery> draft_queries_;
+  std::vector<std::vector<int32_t>> drafts_;
+  std::vector<Request*> drafting_;  // the requests of draft_queries_
+  std::vector<int32_t> draft_;      // one entry's drafts while it is verified
   EngineStats totals_;  // the cumulative counters; stats() adds the live ones
 
   // Batch buffers, reused from step to step.

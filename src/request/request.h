@@ -63,9 +63,20 @@ struct Request {
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;
   int32_t num_cached_prompt_tokens = -1;  // prefix-cache hit at first admission; -1: not yet
+  // Speculative decoding: the last num_draft_tokens of `tokens` are unverified guesses that the
+  // engine appended before Scheduler::schedule() (only to a request in its decode phase:
+  // num_computed_tokens == num_tokens() - num_draft_tokens - 1). The scheduler computes as many
+  // of them as fit (dropping the rest, and all of them on preemption or abort); after the forward
+  // pass the engine removes them and appends the verified tokens. 0 outside that window.
+  int32_t num_draft_tokens = 0;
 
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
-  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens; }  // drafts included
+  // Drops the unverified draft tokens (a no-op without them).
+  void drop_drafts() {
+    tokens.resize(tokens.size() - static_cast<size_t>(num_draft_tokens));
+    num_draft_tokens = 0;
+  }
   std::span<const int32_t> prompt() const {
     return std::span<const int32_t>(tokens).first(static_cast<size_t>(num_prompt_tokens));
   }

@@ -26,7 +26,7 @@ constexpr const char* kFields[] = {
     "max_tokens",     "max_completion_tokens", "temperature",      "top_p",
     "min_p",          "top_k",                 "seed",             "stop",
     "stop_token_ids", "ignore_eos",            "presence_penalty", "frequency_penalty",
-    "repetition_penalty", "logit_bias",        "min_tokens",
+    "repetition_penalty", "logit_bias",        "min_tokens",       "speculative",
 };
 
 std::optional<ParamError> read_stop(const json& body, std::vector<std::string>& out) {
@@ -169,6 +169,7 @@ std::optional<ParamError> read_sampling_params(const json& body, SamplingParams&
     if (auto e = read_token_ids(body.at("stop_token_ids"), "stop_token_ids", p.stop_token_ids, true))
       return e;
   if (auto e = read_bool(body, "ignore_eos", p.ignore_eos)) return e;
+  if (auto e = read_bool(body, "speculative", p.speculative)) return e;
   if (auto e = read_number(body, "presence_penalty", -2.0, 2.0, p.presence_penalty)) return e;
   if (auto e = read_number(body, "frequency_penalty", -2.0, 2.0, p.frequency_penalty)) return e;
   if (auto e = read_number(body, "repetition_penalty", 0.0, 100.0, p.repetition_penalty)) return e;

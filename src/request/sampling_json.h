@@ -16,6 +16,7 @@
 //   repetition_penalty  number in [0, 100]
 //   logit_bias    object {"token id": number in [-100, 100]}, at most 1024 entries
 //   min_tokens    integer in [0, 2^31-1]
+//   speculative   boolean (false: this request does not speculate; a Cadenza extension)
 // Not read here: n and logprobs (their JSON form differs between the server's endpoints, and
 // `cadenza generate` writes one result per line).
 // Errors name the field (ParamError::param) and say what it must be, e.g. "'top_k' must be an

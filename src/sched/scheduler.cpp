@@ -110,6 +110,7 @@ std::unique_ptr<Request> Scheduler::finish(RequestId id, FinishReason reason) {
   remove_from(running_, r.get());
   remove_from(waiting_, r.get());
   kv_.free(id);
+  r->drop_drafts();
   r->status = RequestStatus::kFinished;
   r->finish_reason = reason;
   return r;
@@ -122,22 +123,69 @@ int32_t Scheduler::room_for(const Request* r) const {
   return static_cast<int32_t>(std::clamp<int64_t>(room, 0, INT32_MAX));
 }
 
-void Scheduler::preempt(Request* victim, StepState& step) {
-  if (auto it = step.index.find(victim->id); it != step.index.end()) {
-    ScheduledRequest& e = step.plan.scheduled[it->second];
-    step.budget += e.num_tokens;
-    e.num_tokens = 0;  // dropped from the plan when it is compacted
-    step.index.erase(it);
+void Scheduler::preempt(Request* victim, StepState* step) {
+  if (step != nullptr) {
+    if (auto it = step->index.find(victim->id); it != step->index.end()) {
+      ScheduledRequest& e = step->plan.scheduled[it->second];
+      step->budget += e.num_tokens;
+      e.num_tokens = 0;  // dropped from the plan when it is compacted
+      step->index.erase(it);
+    }
   }
   kv_.free(victim->id);
+  victim->drop_drafts();  // recomputed from its real tokens; the engine drafts again later
   victim->num_computed_tokens = 0;
   victim->status = RequestStatus::kPreempted;
   ++victim->num_preemptions;
   ++num_preemptions_;
   remove_from(running_, victim);
   insert_waiting(victim);
-  step.plan.preempted.push_back(victim->id);
-  step.preempted_any = true;
+  if (step != nullptr) {
+    step->plan.preempted.push_back(victim->id);
+    step->preempted_any = true;
+  }
+}
+
+void Scheduler::schedule_drafts(StepState& step) {
+  for (Request* r : running_) {
+    if (r->num_draft_tokens == 0) continue;
+    auto it = step.index.find(r->id);
+    int32_t k = 0;
+    if (it != step.index.end() && step.budget > 0) {
+      // Its decode token is allocated (step 1); room_for counts from num_computed_tokens, so
+      // positions up to num_computed + room fit without taking anyone's blocks.
+      k = std::min({r->num_draft_tokens, step.budget, room_for(r) - 1});
+      if (k > 0) {
+        ScheduledRequest& e = step.plan.scheduled[it->second];
+        assert(e.num_tokens == 1 && e.start == r->num_computed_tokens);
+        kv::Allocation a = kv_.allocate(r->id, e.start + 1 + k);
+        assert(a && "room_for promised the blocks");
+        (void)a;
+        e.num_tokens += k;
+        e.num_draft_tokens = k;
+        step.budget -= k;
+      }
+    }
+    // The drafts that did not fit are dropped: the entry computes exactly tokens [start, end).
+    const int32_t drop = r->num_draft_tokens - std::max(k, 0);
+    r->tokens.resize(r->tokens.size() - static_cast<size_t>(drop));
+    r->num_draft_tokens = std::max(k, 0);
+  }
+}
+
+kv::BlockCopy Scheduler::rollback(RequestId id, int32_t num_computed_tokens) {
+  Request* r = find(id);
+  assert(r != nullptr && r->status == RequestStatus::kRunning && r->num_draft_tokens == 0);
+  assert(num_computed_tokens <= r->num_computed_tokens && num_computed_tokens < r->num_tokens());
+  Result<kv::TrimResult> t = kv_.trim(id, num_computed_tokens);
+  assert(t.ok() && "trim's preconditions hold for a running, committed request");
+  if (!t.ok() || !*t) {
+    // No free block for the copy of a shared cut block: recompute instead of writing into it.
+    preempt(r, nullptr);
+    return {};
+  }
+  r->num_computed_tokens = num_computed_tokens;
+  return t->copy;
 }
 
 bool Scheduler::schedule_running(Request* r, int32_t n, StepState& step) {
@@ -146,7 +194,7 @@ bool Scheduler::schedule_running(Request* r, int32_t n, StepState& step) {
     kv::Allocation a = kv_.allocate(r->id, r->num_computed_tokens + n);
     if (a) {
       step.index[r->id] = step.plan.scheduled.size();
-      step.plan.scheduled.push_back({r, r->num_computed_tokens, n, false, {}});
+      step.plan.scheduled.push_back({r, r->num_computed_tokens, n, false, 0, {}});
       step.budget -= n;
       return true;
     }
@@ -155,7 +203,7 @@ bool Scheduler::schedule_running(Request* r, int32_t n, StepState& step) {
     assert(a.status == kv::AllocStatus::kNoRoom);
     assert(!running_.empty());
     Request* victim = running_.back();
-    preempt(victim, step);
+    preempt(victim, &step);
     if (victim == r) return false;
   }
 }
@@ -172,6 +220,7 @@ SchedulePlan Scheduler::schedule() {
     remove_from(running_, r.get());
     remove_from(waiting_, r.get());
     kv_.free(id);
+    r->drop_drafts();
     r->status = RequestStatus::kFinished;
     r->finish_reason = FinishReason::kAbort;
     plan.aborted.push_back(std::move(r));
@@ -185,11 +234,14 @@ SchedulePlan Scheduler::schedule() {
   const std::vector<Request*> snapshot = running_;
   for (Request* r : snapshot) {
     if (r->status != RequestStatus::kRunning) continue;  // preempted by an earlier one
-    const int32_t want = r->num_tokens() - r->num_computed_tokens;
+    // Drafts ride on a decode token (schedule_drafts); they are not a prompt chunk.
+    const int32_t want = r->num_tokens() - r->num_draft_tokens - r->num_computed_tokens;
     assert(want >= 1);
+    assert(r->num_draft_tokens == 0 || want == 1);
     if (want != 1 || step.budget < 1) continue;
     schedule_running(r, 1, step);
   }
+
 
   // 2. The next prompt chunk of running requests still in their prompt, bounded by the budget
   //    left and, to avoid preempting for a mere chunk, by the free blocks (preempting only when
@@ -204,6 +256,11 @@ SchedulePlan Scheduler::schedule() {
     if (room >= 1) n = std::min(n, room);
     schedule_running(r, n, step);
   }
+
+  // 2b. Speculative decoding: the drafts of the decodes, with the budget prompt chunks left (a
+  //     step busy with prefill is compute-bound, where drafts would not pay anyway), never
+  //     preempting. After step 2, so the head keeps its chunk (the no-starvation argument).
+  schedule_drafts(step);
 
   // 3. Admissions, in order, while there is budget, a free sequence slot and room for the
   //    request's first chunk. Skipped after a preemption (memory is short: admitting would only
@@ -228,7 +285,7 @@ SchedulePlan Scheduler::schedule() {
       r->status = RequestStatus::kRunning;
       insert_running(r);
       step.index[r->id] = plan.scheduled.size();
-      plan.scheduled.push_back({r, cached, n, false, {}});
+      plan.scheduled.push_back({r, cached, n, false, 0, {}});
       step.budget -= n;
     }
   }

@@ -55,6 +55,10 @@ struct ScheduledRequest {
   int32_t num_tokens = 0;  // >= 1
   // The last scheduled token is the sequence's last token: its logits give the next token.
   bool sample = false;
+  // Speculative decoding: the last num_draft_tokens scheduled tokens are the request's drafts
+  // (Request::num_draft_tokens, already cut to this count); the logits of every position from
+  // the last real token on are needed to verify them. 0: an ordinary entry.
+  int32_t num_draft_tokens = 0;
   // The request's whole block table; valid until the next schedule() or finish().
   std::span<const int32_t> block_table;
 };
@@ -107,6 +111,17 @@ class Scheduler {
   // or finishing requests of this plan.
   void commit(const SchedulePlan& plan);
 
+  // Speculative decoding, after commit(): running request `id` keeps the KV of its first
+  // `num_computed_tokens` positions only (its last real token and the accepted drafts; the
+  // engine has already replaced the drafts in `tokens` by the verified tokens). Rolls the blocks
+  // back with KvCacheManager::trim and returns the KV copy the engine must perform before the
+  // request's next step (num_tokens 0: none). When the pool lacks the block such a copy needs
+  // (only possible if the cut block were shared, which a block holding this step's drafts never
+  // is), the request is preempted instead (recompute: always correct) and the copy is empty.
+  // Preconditions: num_draft_tokens == 0, num_computed_tokens <= the committed count and
+  // < num_tokens().
+  kv::BlockCopy rollback(RequestId id, int32_t num_computed_tokens);
+
   // Ends a live request: frees its blocks, removes it from the queues, status kFinished with
   // `reason`, and hands it back. Null when the id is unknown.
   std::unique_ptr<Request> finish(RequestId id, FinishReason reason);
@@ -124,7 +139,12 @@ class Scheduler {
   // Schedules `n` tokens of running request `r`, preempting the least important running
   // requests while blocks are missing. False when `r` itself was preempted.
   bool schedule_running(Request* r, int32_t n, StepState& step);
-  void preempt(Request* victim, StepState& step);
+  // `step` null: outside schedule() (rollback).
+  void preempt(Request* victim, StepState* step);
+  // Speculative decoding: extends the decode entries scheduled this step by as many of their
+  // drafts as the budget and the free blocks allow (never preempting for a draft), and drops the
+  // drafts that did not fit.
+  void schedule_drafts(StepState& step);
   void insert_waiting(Request* r);
   void insert_running(Request* r);
   void remove_from(std::vector<Request*>& queue, Request* r);

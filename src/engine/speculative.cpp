@@ -1,0 +1,121 @@
+// EngineCore's speculative decoding: drafts before schedule(), verification after the forward pass
+// (see speculative.h for the rules and src/engine/README.md "Speculative decoding").
+#include <algorithm>
+#include <cassert>
+
+#include "engine/engine_core.h"
+#include "spec/ngram_proposer.h"
+
+namespace cadenza::engine {
+
+const char* to_string(SpeculativeMethod method) {
+  switch (method) {
+    case SpeculativeMethod::kNone: return "none";
+    case SpeculativeMethod::kNgram: return "ngram";
+  }
+  return "?";
+}
+
+Result<SpeculativeMethod> parse_speculative_method(std::string_view name) {
+  if (name == "none") return SpeculativeMethod::kNone;
+  if (name == "ngram") return SpeculativeMethod::kNgram;
+  return make_error("speculative: unknown method '{}' (expected none or ngram)", name);
+}
+
+Status validate(const SpeculativeConfig& c) {
+  if (!c.enabled()) return {};
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > spec::kMaxSpeculativeTokens)
+    return make_error("speculative: num_speculative_tokens {} must be in [1, {}]",
+                      c.num_speculative_tokens, spec::kMaxSpeculativeTokens);
+  if (c.ngram_max < 1 || c.ngram_max > spec::kMaxNgram)
+    return make_error("speculative: ngram_max {} must be in [1, {}]", c.ngram_max, spec::kMaxNgram);
+  if (c.ngram_min < 1 || c.ngram_min > c.ngram_max)
+    return make_error("speculative: ngram_min {} must be in [1, ngram_max = {}]", c.ngram_min,
+                      c.ngram_max);
+  return {};
+}
+
+bool EngineCore::speculates(const Request& r) const {
+  // Greedy only: comparing a draft with the argmax is exact; sampling needs rejection sampling
+  // (later). n > 1 samples share a prompt and fork; they stay on the plain path for now.
+  const SamplingParams& p = r.params;
+  return p.temperature <= 0.0f && p.n == 1 && p.speculative;
+}
+
+void EngineCore::propose_drafts() {
+  draft_queries_.clear();
+  drafting_.clear();
+  for (Request* r : scheduler_->running()) {
+    assert(r->num_draft_tokens == 0);
+    if (!speculates(*r)) continue;
+    // Decode phase only: every token but the newest has its KV.
+    if (r->num_computed_tokens != r->num_tokens() - 1) continue;
+    // A step emits at most k + 1 tokens: never draft past max_tokens or max_model_len, so a
+    // request never holds KV beyond what it could use (the pool guarantee of create()).
+    const int32_t left = std::min(r->params.max_tokens - r->num_output_tokens(),
+                                  config_.max_model_len - r->num_tokens());
+    const int32_t k = std::min(config_.speculative.num_speculative_tokens, left - 1);
+    if (k < 1) continue;
+    draft_queries_.push_back({r->id, r->tokens, k});
+    drafting_.push_back(r);
+  }
+  if (draft_queries_.empty()) return;
+  if (drafts_.size() < draft_queries_.size()) drafts_.resize(draft_queries_.size());
+  const std::span<std::vector<int32_t>> drafts(drafts_.data(), draft_queries_.size());
+  // A proposer failure only costs the speedup: this step decodes plainly (drafts are empty).
+  if (Status st = proposer_->propose_batch(draft_queries_, drafts); !st) return;
+  for (size_t i = 0; i < drafting_.size(); ++i) {
+    Request& r = *drafting_[i];
+    const std::vector<int32_t>& d = drafts[i];
+    assert(static_cast<int32_t>(d.size()) <= draft_queries_[i].max_draft_tokens);
+    r.tokens.insert(r.tokens.end(), d.begin(), d.end());
+    r.num_draft_tokens = static_cast<int32_t>(d.size());
+  }
+}
+
+void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
+                               std::span<const float> rows, std::vector<RequestOutput>& outputs) {
+  const int32_t k = e.num_draft_tokens;
+  assert(k >= 1 && k == r.num_draft_tokens);
+  assert(rows.size() == static_cast<size_t>(k + 1) * static_cast<size_t>(n_vocab_));
+  draft_.assign(r.tokens.end() - k, r.tokens.end());
+  r.drop_drafts();  // tokens are the real ones again; the verified ones are appended below
+  Stream& s = *streams_.at(r.id);
+  RequestOutput out = new_output(r.id);
+
+  // Row i holds the logits after position start + i, i.e. after the last real token and drafts
+  // 0..i-1: the row plain decoding would see as long as those drafts were accepted. Each token
+  // goes through the same path as plain decoding (processing with the state after the tokens
+  // before it, sampling, logprobs, stops), so the output is identical, token for token.
+  int32_t accepted = 0;
+  bool ended = false;
+  for (int32_t i = 0; i <= k; ++i) {
+    const std::span<const float> logits =
+        rows.subspan(static_cast<size_t>(i) * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_));
+    ended = sample_token(r, s, logits, out);
+    const bool match = i < k && r.tokens.back() == draft_[static_cast<size_t>(i)];
+    if (match) ++accepted;
+    if (ended || !match) break;
+  }
+  ++totals_.num_spec_drafts;
+  totals_.num_spec_draft_tokens += k;
+  totals_.num_spec_accepted_tokens += accepted;
+  totals_.num_spec_emitted_tokens += static_cast<int64_t>(out.new_token_ids.size());
+
+  if (ended) {
+    finish_ended(r, out);  // frees every block, the drafts' included
+  } else {
+    // KV stays valid for the last real token and the accepted drafts (equal to the emitted
+    // tokens before the newest); the rejected positions go.
+    const kv::BlockCopy copy = scheduler_->rollback(r.id, e.start + 1 + accepted);
+    if (copy.num_tokens > 0) {
+      if (Status st = kv_cache_->copy_block(copy.src, copy.dst, copy.num_tokens); !st) {
+        out.error = st.error();  // a bug if it happens: the ids come from the manager
+        finish(r.id, FinishReason::kError, out);
+      }
+    }
+  }
+  outputs.push_back(std::move(out));
+}
+
+}  // namespace cadenza::engine

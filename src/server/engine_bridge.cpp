@@ -180,6 +180,9 @@ void EngineBridge::publish_gauges(size_t pending) {
   g.num_preemptions = s.num_preemptions;
   g.prefix_cache_queries = s.prefix_cache_queries;
   g.prefix_cache_hits = s.prefix_cache_hits;
+  g.spec_num_drafts = s.num_spec_drafts;
+  g.spec_num_draft_tokens = s.num_spec_draft_tokens;
+  g.spec_num_accepted_tokens = s.num_spec_accepted_tokens;
   const model::Model& model = engine_->model();
   if (model.config().n_experts > 0) {
     g.moe_layers = model.config().n_layers;

@@ -14,6 +14,9 @@ constexpr const char* kGenerationTokens = "cadenza_generation_tokens_total";
 constexpr const char* kPrefixQueries = "cadenza_prefix_cache_queries_total";
 constexpr const char* kPrefixHits = "cadenza_prefix_cache_hits_total";
 constexpr const char* kPreemptions = "cadenza_num_preemptions_total";
+constexpr const char* kSpecDrafts = "cadenza_spec_decode_num_drafts_total";
+constexpr const char* kSpecDraftTokens = "cadenza_spec_decode_num_draft_tokens_total";
+constexpr const char* kSpecAccepted = "cadenza_spec_decode_num_accepted_tokens_total";
 constexpr const char* kExpertTokens = "cadenza_moe_expert_tokens_total";
 constexpr const char* kDistWorld = "cadenza_dist_world_size";
 constexpr const char* kDistHeartbeat = "cadenza_dist_heartbeat_seconds";
@@ -50,6 +53,14 @@ Metrics::Metrics() {
   r.declare(kPrefixHits, MetricType::counter,
             "Prefix cache lookups that found at least one block.", WhenEmpty::zero);
   r.declare(kPreemptions, MetricType::counter, "Requests preempted (KV recompute).",
+            WhenEmpty::zero);
+  // vLLM's names and meaning; 0 while speculation is off.
+  r.declare(kSpecDrafts, MetricType::counter,
+            "Speculative decoding: verification passes of a request with draft tokens.",
+            WhenEmpty::zero);
+  r.declare(kSpecDraftTokens, MetricType::counter, "Speculative decoding: draft tokens verified.",
+            WhenEmpty::zero);
+  r.declare(kSpecAccepted, MetricType::counter, "Speculative decoding: draft tokens accepted.",
             WhenEmpty::zero);
   // Dense models export no expert series at all.
   r.declare(kExpertTokens, MetricType::counter,
@@ -120,6 +131,9 @@ std::string Metrics::render() const {
   registry_.set(kPrefixQueries, {}, static_cast<double>(g.prefix_cache_queries));
   registry_.set(kPrefixHits, {}, static_cast<double>(g.prefix_cache_hits));
   registry_.set(kPreemptions, {}, static_cast<double>(g.num_preemptions));
+  registry_.set(kSpecDrafts, {}, static_cast<double>(g.spec_num_drafts));
+  registry_.set(kSpecDraftTokens, {}, static_cast<double>(g.spec_num_draft_tokens));
+  registry_.set(kSpecAccepted, {}, static_cast<double>(g.spec_num_accepted_tokens));
   registry_.clear(kExpertTokens);
   if (g.moe_experts > 0 &&
       g.expert_tokens.size() == static_cast<size_t>(g.moe_layers * g.moe_experts)) {

@@ -36,6 +36,11 @@ struct EngineGauges {
   int64_t num_preemptions = 0;
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
+  // Speculative decoding (engine::EngineStats' num_spec_*): verification passes with drafts,
+  // draft tokens, accepted draft tokens. 0 when speculation is off.
+  int64_t spec_num_drafts = 0;
+  int64_t spec_num_draft_tokens = 0;
+  int64_t spec_num_accepted_tokens = 0;
   // MoE routing statistics: tokens routed to each expert, [layer][expert] row-major
   // (moe_layers x moe_experts; empty for dense models).
   int64_t moe_layers = 0;

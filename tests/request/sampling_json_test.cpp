@@ -17,7 +17,7 @@ TEST(SamplingJson, ReadsEveryFieldAndKeepsDefaultsForAbsentOnes) {
                      {"min_p", 0.1},           {"top_k", 20},             {"seed", -3},
                      {"stop", {"a", "b"}},     {"stop_token_ids", {4, 5}}, {"ignore_eos", true},
                      {"presence_penalty", 1},  {"frequency_penalty", -1}, {"repetition_penalty", 1.5},
-                     {"logit_bias", {{"65", 2.5}}}, {"min_tokens", 2}};
+                     {"logit_bias", {{"65", 2.5}}}, {"min_tokens", 2}, {"speculative", false}};
   SamplingParams p;
   SamplingFieldsGiven given;
   ASSERT_FALSE(read_sampling_params(body, p, &given));
@@ -35,6 +35,7 @@ TEST(SamplingJson, ReadsEveryFieldAndKeepsDefaultsForAbsentOnes) {
   EXPECT_FLOAT_EQ(p.repetition_penalty, 1.5f);
   EXPECT_EQ(p.logit_bias, (std::map<int32_t, float>{{65, 2.5f}}));
   EXPECT_EQ(p.min_tokens, 2);
+  EXPECT_FALSE(p.speculative);
   EXPECT_TRUE(given.max_tokens);
   EXPECT_TRUE(given.seed);
   for (const auto& [key, value] : body.items()) EXPECT_TRUE(is_sampling_field(key)) << key;
@@ -81,6 +82,7 @@ TEST(SamplingJson, WrongTypesAndRangesNameTheField) {
       {{{"stop_token_ids", {-1}}}, "stop_token_ids"},
       {{{"stop_token_ids", "1"}}, "stop_token_ids"},
       {{{"ignore_eos", 1}}, "ignore_eos"},
+      {{{"speculative", "no"}}, "speculative"},
       {{{"presence_penalty", 2.5}}, "presence_penalty"},
       {{{"frequency_penalty", -3}}, "frequency_penalty"},
       {{{"repetition_penalty", 101}}, "repetition_penalty"},

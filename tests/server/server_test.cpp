@@ -443,7 +443,9 @@ TEST_F(ServerTest, MetricsText) {
         "cadenza_kv_cache_usage_ratio", "cadenza_prompt_tokens_total",
         "cadenza_generation_tokens_total", "cadenza_prefix_cache_queries_total",
         "cadenza_prefix_cache_hits_total", "cadenza_num_preemptions_total",
-        "cadenza_request_success_total", "cadenza_http_requests_total"}) {
+        "cadenza_request_success_total", "cadenza_http_requests_total",
+        "cadenza_spec_decode_num_drafts_total", "cadenza_spec_decode_num_draft_tokens_total",
+        "cadenza_spec_decode_num_accepted_tokens_total"}) {
     EXPECT_NE(m.body.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
     EXPECT_NE(m.body.find(std::string("# HELP ") + name + " "), std::string::npos) << name;
   }

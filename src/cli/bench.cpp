@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_prompt.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/parallel.h"
@@ -41,6 +42,8 @@ struct BenchArgs {
   int64_t experts_per_token = 0;  // 0: the file's
   int32_t batch = 0;  // --batch N: also decode N sequences per step (tgN); 0: skip
   DType kv_cache_type = DType::F16;
+  std::string prompt_file;               // --prompt-file: tg through the engine (bench_prompt.h)
+  engine::SpeculativeConfig speculative;  // ... with these speculative options
   std::function<std::optional<int>()> serve;  // `bench serve` / `bench compare` (loadgen)
 };
 
@@ -230,6 +233,26 @@ int run_bench(const BenchArgs& a) {
     return 1;
   }
   if (std::optional<int> code = serve_if_worker(**model)) return *code;
+  if (!a.prompt_file.empty()) {
+    auto tokenizer = Tokenizer::from_gguf(*file);
+    if (!tokenizer) {
+      fmt::print(stderr, "bench: {}\n", tokenizer.error());
+      return 1;
+    }
+    return run_prompt_bench(**model, **tokenizer,
+                            {.prompt_file = a.prompt_file,
+                             .n_gen = a.n_gen,
+                             .repetitions = a.repetitions,
+                             .concurrency = std::max(a.batch, 1),
+                             .kv_type = a.kv_cache_type,
+                             .speculative = a.speculative,
+                             .json = a.json});
+  }
+  if (a.speculative.enabled()) {
+    fmt::print(stderr, "bench: --speculative-method needs --prompt-file (the tg test feeds random "
+                       "tokens to a session, not the engine)\n");
+    return 2;
+  }
   const int32_t n_vocab = static_cast<int32_t>((*model)->config().n_vocab);
   auto session = model::Session::create(**model, {.max_tokens = std::max(a.n_prompt, a.n_gen) + 16,
                                                         .kv_type = a.kv_cache_type});
@@ -413,6 +436,12 @@ Command bench_command() {
         ->check(CLI::Range(1, 4096));
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
+    sub->add_option("--prompt-file", args->prompt_file,
+                    "Instead of pp/tg: greedy generation through the engine with this file's text "
+                    "as the prompt (-n tokens, -r rounds, -b concurrent requests); for "
+                    "--speculative-method")
+        ->check(CLI::ExistingFile);
+    add_speculative_options(*sub, args->speculative);
     sub->add_option("--experts-per-token", args->experts_per_token,
                     "MoE: experts used per token (default: the model's; changes quality)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));

@@ -57,6 +57,7 @@ struct GenerateArgs {
   int32_t max_num_batched_tokens = 512;
   std::string kv_cache_memory;  // empty: the engine's default pool
   DType kv_cache_type = DType::F16;
+  engine::SpeculativeConfig speculative;  // --speculative-method etc.
   int32_t block_size = 16;
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
@@ -364,6 +365,7 @@ int run_generate(GenerateArgs a) {
   if (a.block_size < 1) return fail("--block-size must be >= 1");
   ec.block_size = a.block_size;
   ec.kv_type = a.kv_cache_type;
+  ec.speculative = a.speculative;
   auto block_bytes = kv_block_bytes(mc, ec);
   if (!block_bytes) return fail(block_bytes.error());
   if (!a.kv_cache_memory.empty()) {
@@ -453,6 +455,7 @@ int run_generate(GenerateArgs a) {
                        static_cast<double>(totals.prompt_tokens)
                  : 0.0,
              totals.cached_prompt_tokens, totals.prompt_tokens);
+  if (a.speculative.enabled()) fmt::print(stderr, "generate: {}\n", speculative_summary(st));
   fmt::print(stderr, "generate: preemptions {}, steps {}, mean TTFT {:.3f} s\n",
              st.num_preemptions, st.num_steps, st.ttft.mean_s());
   return 0;
@@ -483,6 +486,7 @@ Command generate_command() {
                     "KV cache size, e.g. 1GiB, 512MiB or bytes (default: room for "
                     "min(max-num-seqs, 8) maximum-length sequences)");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
+    add_speculative_options(*sub, args->speculative);
     sub->add_option("--block-size", args->block_size, "Tokens per KV block")
         ->capture_default_str();
     sub->add_option("--max-model-len", args->max_model_len,

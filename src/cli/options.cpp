@@ -175,6 +175,43 @@ CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value) {
       ->default_str(default_name);
 }
 
+void add_speculative_options(CLI::App& sub, engine::SpeculativeConfig& value) {
+  sub.add_option_function<std::string>(
+         "--speculative-method",
+         [&value](const std::string& text) {
+           if (auto m = engine::parse_speculative_method(text)) value.method = *m;
+         },
+         "Speculative decoding for greedy requests: none, or ngram (prompt lookup: drafts "
+         "copied from the prompt and output, verified in one pass; same output, faster when "
+         "the text quotes its input)")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            auto m = engine::parse_speculative_method(text);
+            return m ? std::string() : m.error();
+          },
+          "{none,ngram}"))
+      ->default_str(engine::to_string(value.method));
+  sub.add_option("--num-speculative-tokens", value.num_speculative_tokens,
+                 "Draft tokens per request and step (1-32)")
+      ->capture_default_str();
+  sub.add_option("--ngram-min", value.ngram_min, "Shortest suffix the n-gram lookup matches")
+      ->capture_default_str();
+  sub.add_option("--ngram-max", value.ngram_max, "Longest suffix the n-gram lookup matches (<= 32)")
+      ->capture_default_str();
+}
+
+std::string speculative_summary(const engine::EngineStats& s) {
+  const auto ratio = [](int64_t a, int64_t b) {
+    return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+  };
+  return fmt::format(
+      "speculative: {} verifications, {} draft tokens, {} accepted ({:.1f}%), {:.2f} tokens per "
+      "verification",
+      s.num_spec_drafts, s.num_spec_draft_tokens, s.num_spec_accepted_tokens,
+      100.0 * ratio(s.num_spec_accepted_tokens, s.num_spec_draft_tokens),
+      ratio(s.num_spec_emitted_tokens, s.num_spec_drafts));
+}
+
 Status apply_config_file(CLI::App& app, const std::string& path) {
   std::vector<CLI::ConfigItem> items;
   try {

@@ -51,6 +51,15 @@ std::string kv_cache_type_name(DType type);
 // and sessions) when the option is absent. `value` must outlive the parse.
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value);
 
+// Adds the speculative decoding options (docs/speculative.md) to `sub`, bound to `value`:
+// --speculative-method {none,ngram} (checked at parse time), --num-speculative-tokens K,
+// --ngram-min N, --ngram-max N. Their ranges are checked by engine::EngineCore::create (a clear
+// start-up error naming the option). `value` must outlive the parse.
+void add_speculative_options(CLI::App& sub, engine::SpeculativeConfig& value);
+// One line for a report: verification passes, draft tokens, accepted (and the rate), emitted
+// tokens per pass, from the engine's counters.
+std::string speculative_summary(const engine::EngineStats& stats);
+
 // The compute-backend options of every command that runs a model (run, generate, bench, serve).
 struct BackendArgs {
   int threads = 0;             // -t/--threads: kernel threads, 0 = every hardware thread

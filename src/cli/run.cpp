@@ -63,6 +63,7 @@ struct RunArgs {
   int64_t experts_per_token = 0;  // 0: the model's
   int32_t ctx = 0;
   DType kv_cache_type = DType::F16;
+  engine::SpeculativeConfig speculative;  // --speculative-method etc.
   bool no_parse_special = false;
   bool ignore_eos = false;
   bool no_echo = false;
@@ -125,6 +126,7 @@ int run_generate(const RunArgs& a) {
   ec.max_model_len = a.ctx;
   ec.enable_prefix_caching = false;
   ec.kv_type = a.kv_cache_type;
+  ec.speculative = a.speculative;
   auto engine = engine::EngineCore::create(**model, **tokenizer, ec);
   if (!engine) {
     fmt::print(stderr, "run: {}\n", engine.error());
@@ -210,6 +212,8 @@ int run_generate(const RunArgs& a) {
              n_prompt, static_cast<double>(n_prompt) / prompt_s);
   fmt::print(stderr, "run: generate{:8.1f} ms for {:4} tokens = {:8.2f} tokens/s\n", gen_s * 1e3,
              decoded, gen_s > 0 ? decoded / gen_s : 0.0);
+  if (a.speculative.enabled())
+    fmt::print(stderr, "run: {}\n", speculative_summary((*engine)->stats()));
   return 0;
 }
 
@@ -240,6 +244,7 @@ Command run_command() {
     sub->add_option("-c,--ctx", args->ctx,
                     "Context size in tokens (default: the model's, at most 4096)");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
+    add_speculative_options(*sub, args->speculative);
     sub->add_flag("--no-parse-special", args->no_parse_special,
                   "Treat special-token text in the prompt as plain text");
     sub->add_flag("--ignore-eos", args->ignore_eos, "Keep generating after end-of-generation");

@@ -43,6 +43,7 @@ struct ServeArgs {
   int32_t max_num_batched_tokens = 512;  // a CPU step of 2048 prompt tokens stalls every decode ~2 s
   std::string kv_cache_memory;
   DType kv_cache_type = DType::F16;
+  engine::SpeculativeConfig speculative;  // --speculative-method etc.
   int32_t max_model_len = 0;
   std::vector<std::string> api_keys;
   std::string api_key_file;
@@ -142,6 +143,7 @@ int run_serve(const ServeArgs& a) {
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_model_len = a.max_model_len;
   ec.kv_type = a.kv_cache_type;
+  ec.speculative = a.speculative;
   if (!a.kv_cache_memory.empty()) {
     auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
     if (!blocks) return fail(blocks.error());
@@ -230,6 +232,7 @@ Command serve_command() {
                     "KV cache size, e.g. 1GiB (default: room for min(max-num-seqs, 8) "
                     "maximum-length sequences)");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
+    add_speculative_options(*sub, args->speculative);
     sub->add_option("--max-model-len", args->max_model_len,
                     "Prompt + output tokens at most (default: the model's context, at most 4096)");
     sub->add_option("--api-key", args->api_keys,

@@ -320,5 +320,86 @@ TEST(Scheduler, LongRandomRunsFinishEveryRequest) {
   for (uint32_t seed = 1; seed <= 6; ++seed) random_run(seed, seed % 2 == 0);
 }
 
+// Speculative decoding: drafts the engine appended ride on the decode token within the budget
+// left after prompt chunks, the rest are dropped; rollback keeps the accepted positions only.
+TEST(SchedulerDrafts, DraftsFillTheBudgetAndRollBack) {
+  kv::KvCacheManager kv({.num_blocks = 64, .block_size = 4, .enable_prefix_caching = true});
+  Scheduler s({.max_num_batched_tokens = 6, .max_num_seqs = 4}, kv);
+  Request& a = s.add(make_request(1, distinct_prompt(1, 3), 20));
+  Request& b = s.add(make_request(2, distinct_prompt(2, 3), 20));
+  SchedulePlan plan = s.schedule();
+  ASSERT_EQ(plan.num_batched_tokens, 6);
+  s.commit(plan);
+  a.tokens.push_back(7);
+  b.tokens.push_back(8);
+  for (Request* r : {&a, &b}) {  // four drafts each
+    for (int32_t d = 0; d < 4; ++d) r->tokens.push_back(10 + d);
+    r->num_draft_tokens = 4;
+  }
+  plan = s.schedule();
+  ASSERT_EQ(plan.scheduled.size(), 2u);
+  // Both decode tokens first (2), then a's four drafts use the rest; b's are dropped.
+  EXPECT_EQ(plan.num_batched_tokens, 6);
+  EXPECT_EQ(plan.scheduled[0].request, &a);
+  EXPECT_EQ(plan.scheduled[0].num_tokens, 5);
+  EXPECT_EQ(plan.scheduled[0].num_draft_tokens, 4);
+  EXPECT_TRUE(plan.scheduled[0].sample);
+  EXPECT_EQ(plan.scheduled[1].num_tokens, 1);
+  EXPECT_EQ(plan.scheduled[1].num_draft_tokens, 0);
+  EXPECT_TRUE(plan.scheduled[1].sample);
+  EXPECT_EQ(b.num_draft_tokens, 0);
+  EXPECT_EQ(b.num_tokens(), 4);
+  EXPECT_EQ(kv.block_table(1).size(), 2u);  // positions 0..7
+  s.commit(plan);
+  EXPECT_EQ(a.num_computed_tokens, 8);
+  // The engine: the first draft accepted, then the target's token.
+  a.drop_drafts();
+  a.tokens.push_back(10);
+  a.tokens.push_back(99);
+  b.tokens.push_back(9);  // b sampled plainly
+  const kv::BlockCopy copy = s.rollback(1, 5);  // the last real token and one draft
+  EXPECT_EQ(copy.num_tokens, 0);
+  EXPECT_EQ(a.num_computed_tokens, 5);
+  EXPECT_EQ(kv.num_computed(1), 5);
+  EXPECT_EQ(kv.num_tokens(1), 5);
+  EXPECT_EQ(kv.block_table(1).size(), 2u);
+  plan = s.schedule();  // a decodes position 5 next
+  ASSERT_EQ(plan.scheduled.size(), 2u);
+  EXPECT_EQ(plan.scheduled[0].start, 5);
+  EXPECT_EQ(plan.scheduled[0].num_tokens, 1);
+}
+
+TEST(SchedulerDrafts, DraftsNeverPreemptAndLeaveWithAnAbort) {
+  // Two blocks of 4: the request holds one (positions 0..3); drafts may take the free one only.
+  kv::KvCacheManager kv({.num_blocks = 2, .block_size = 4, .enable_prefix_caching = false});
+  Scheduler s({.max_num_batched_tokens = 64, .max_num_seqs = 4}, kv);
+  Request& a = s.add(make_request(1, distinct_prompt(1, 3), 5));
+  SchedulePlan plan = s.schedule();
+  s.commit(plan);
+  a.tokens.push_back(7);
+  for (int32_t d = 0; d < 8; ++d) a.tokens.push_back(10 + d);
+  a.num_draft_tokens = 8;
+  plan = s.schedule();
+  ASSERT_EQ(plan.scheduled.size(), 1u);
+  EXPECT_EQ(plan.scheduled[0].num_tokens, 5);  // positions 3..7: all the pool has
+  EXPECT_EQ(plan.scheduled[0].num_draft_tokens, 4);
+  EXPECT_TRUE(plan.preempted.empty());
+  EXPECT_EQ(a.num_tokens(), 8);
+  s.commit(plan);
+  a.drop_drafts();
+  a.tokens.push_back(50);
+  s.rollback(1, 4);  // nothing accepted
+  EXPECT_EQ(kv.num_free_blocks(), 1);
+  // An abort applied while drafts are attached hands the request back without them.
+  for (int32_t d = 0; d < 3; ++d) a.tokens.push_back(10 + d);
+  a.num_draft_tokens = 3;
+  ASSERT_TRUE(s.abort(1));
+  plan = s.schedule();
+  ASSERT_EQ(plan.aborted.size(), 1u);
+  EXPECT_EQ(plan.aborted[0]->num_tokens(), 5);
+  EXPECT_EQ(plan.aborted[0]->num_draft_tokens, 0);
+  EXPECT_EQ(kv.num_free_blocks(), 2);
+}
+
 }  // namespace
 }  // namespace cadenza::sched

@@ -15,6 +15,8 @@
 //   - running requests first: one token for every decoding request, then prompt chunks for
 //     running requests still in their prompt, then new admissions from the waiting queue;
 //   - chunked prefill: a chunk is bounded by the budget left, so a long prompt never stalls decodes;
+//   - speculative drafts (Request::num_draft_tokens) ride on a decode token with the budget and
+//     free blocks left after prompt chunks, never preempting; the rest are dropped;
 //   - admission looks up the prefix cache and starts num_computed_tokens after the cached part;
 //     it is strictly in order: the first waiting request that does not fit stops admission;
 //   - a running request that needs a block when none is free preempts the least important running

@@ -19,6 +19,13 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
                                                        const Tokenizer& tokenizer,
                                                        const EngineConfig& config) {
+  return create(model, tokenizer, config, nullptr);
+}
+
+Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
+                                                       const Tokenizer& tokenizer,
+                                                       const EngineConfig& config,
+                                                       std::unique_ptr<spec::Proposer> custom) {
   EngineConfig c = config;
   const int64_t context = model.config().context_length;
   if (c.block_size < 1) return make_error("engine: block_size must be >= 1 (got {})", c.block_size);
@@ -44,7 +51,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
                       tokenizer.n_vocab(), model.config().n_vocab);
   if (Status st = validate(c.speculative); !st) return make_error("engine: {}", st.error());
   std::unique_ptr<spec::Proposer> proposer;
-  if (c.speculative.method == SpeculativeMethod::kNgram) {
+  if (!c.speculative.enabled()) {
+    // No speculation: a custom proposer is not used.
+  } else if (custom) {
+    proposer = std::move(custom);
+  } else if (c.speculative.method == SpeculativeMethod::kNgram) {
     auto p = spec::NgramProposer::create({.ngram_min = c.speculative.ngram_min,
                                           .ngram_max = c.speculative.ngram_max,
                                           .num_speculative_tokens = c.speculative.num_speculative_tokens});

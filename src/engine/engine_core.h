@@ -150,6 +150,12 @@ class EngineCore {
   // over the model's context, KV memory that cannot be allocated.
   static Result<std::unique_ptr<EngineCore>> create(model::Model& model, const Tokenizer& tokenizer,
                                                     const EngineConfig& config = {});
+  // The same with a caller's proposer (tests, embedders): when config.speculative is enabled,
+  // drafts come from `proposer` (owned by the engine from here on) instead of the method's own;
+  // null means the method's own. Its drafts must be token ids of the model's vocabulary.
+  static Result<std::unique_ptr<EngineCore>> create(model::Model& model, const Tokenizer& tokenizer,
+                                                    const EngineConfig& config,
+                                                    std::unique_ptr<spec::Proposer> proposer);
   ~EngineCore();
   EngineCore(const EngineCore&) = delete;
   EngineCore& operator=(const EngineCore&) = delete;

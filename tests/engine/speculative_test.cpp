@@ -370,5 +370,89 @@ TEST_F(SpeculativeLicenses, StopsInsideAcceptedDrafts) {
   expect_pool_full(*spec);
 }
 
+// Proposes the known plain continuation of a history (when it is a prefix of one of
+// `sequences`), with the last draft of every third call made wrong: drafts are then accepted on
+// any model, wholly or in part, which n-gram lookup rarely achieves on random-weight models.
+class OracleProposer final : public spec::Proposer {
+ public:
+  OracleProposer(std::vector<std::vector<int32_t>> sequences, int32_t n_vocab)
+      : sequences_(std::move(sequences)), n_vocab_(n_vocab) {}
+  Status propose(RequestId, std::span<const int32_t> history, int32_t k,
+                 std::vector<int32_t>& draft) override {
+    draft.clear();
+    for (const std::vector<int32_t>& seq : sequences_) {
+      if (seq.size() <= history.size() || !std::equal(history.begin(), history.end(), seq.begin()))
+        continue;
+      const size_t n = std::min(static_cast<size_t>(std::max(k, 0)), seq.size() - history.size());
+      draft.assign(seq.begin() + static_cast<ptrdiff_t>(history.size()),
+                   seq.begin() + static_cast<ptrdiff_t>(history.size() + n));
+      if (!draft.empty() && ++calls_ % 3 == 0) draft.back() = (draft.back() + 1) % n_vocab_;
+      return {};
+    }
+    return {};
+  }
+  std::string_view name() const override { return "oracle"; }
+
+ private:
+  std::vector<std::vector<int32_t>> sequences_;
+  int32_t n_vocab_ = 0;
+  int64_t calls_ = 0;
+};
+
+// Every shared golden model: greedy with drafts equals greedy without, alone and batched, on
+// prompts that repeat text and prompts that do not; with n-gram drafts and with oracle drafts
+// (accepted on every model).
+TEST(SpeculativeShared, EveryGoldenModelMatchesPlain) {
+  CADENZA_REQUIRE_SHARED();
+  for (const std::string& name : test::shared_model_names()) {
+    SCOPED_TRACE(name);
+    const auto path = test::shared_dir() / "models" / (name + ".gguf");
+    auto l = test_util::load(path.string());
+    ASSERT_NE(l, nullptr);
+    const Tokenizer& tok = *l->tokenizer;
+    std::vector<std::vector<int32_t>> prompts = {
+        tok.encode("one two three four five six. one two three four five six. one two three", true, false),
+        tok.encode("The licence grants you the right to copy. The licence grants you", true, false),
+        tok.encode("Once upon a time, number 7!", true, false),
+        tok.encode("A B C D E F G H A B C D E F G H A B C D", true, false),
+    };
+    const SamplingParams p = greedy(24);
+    EngineConfig base{.num_kv_blocks = 64, .max_num_batched_tokens = 64, .max_num_seqs = 8,
+                      .max_model_len = 256};
+    auto plain = EngineCore::create(*l->model, tok, base);
+    EngineConfig with = base;
+    with.speculative = kNgram;
+    auto spec = EngineCore::create(*l->model, tok, with);
+    ASSERT_TRUE(plain.ok() && spec.ok());
+    std::vector<SpecRun> expected, alone;
+    for (const auto& prompt : prompts) {
+      expected.push_back(run_all(**plain, {prompt}, p)[0]);
+      alone.push_back(run_all(**spec, {prompt}, p)[0]);
+    }
+    expect_same_tokens(alone, expected);
+    expect_same_tokens(run_all(**spec, prompts, p), expected);
+    expect_pool_full(**spec);
+
+    std::vector<std::vector<int32_t>> sequences;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      sequences.push_back(prompts[i]);
+      sequences.back().insert(sequences.back().end(), expected[i].g.tokens.begin(),
+                              expected[i].g.tokens.end());
+    }
+    auto oracle = EngineCore::create(
+        *l->model, tok, with,
+        std::make_unique<OracleProposer>(sequences, static_cast<int32_t>(l->model->config().n_vocab)));
+    ASSERT_TRUE(oracle.ok()) << oracle.error();
+    std::vector<SpecRun> by_oracle;
+    for (const auto& prompt : prompts) by_oracle.push_back(run_all(**oracle, {prompt}, p)[0]);
+    expect_same_tokens(by_oracle, expected);
+    expect_same_tokens(run_all(**oracle, prompts, p), expected);
+    expect_pool_full(**oracle);
+    const EngineStats s = (*oracle)->stats();
+    EXPECT_GT(s.num_spec_accepted_tokens, s.num_spec_draft_tokens / 2);
+    EXPECT_LT(s.num_spec_accepted_tokens, s.num_spec_draft_tokens);  // the wrong ones rejected
+  }
+}
+
 }  // namespace
 }  // namespace cadenza::engine

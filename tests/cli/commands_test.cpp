@@ -3,6 +3,7 @@
 // stderr, stops, the context limit), `bench --json` (parses, has its fields), `info` and
 // `info --json`, `gateway --check` (the example configuration, a bad one, a missing one) and
 // `gateway --hash-key`. Every command's stdout carries its output only: no log line.
+#include <fstream>
 #include <regex>
 #include <string>
 
@@ -85,6 +86,41 @@ TEST_F(CommandsTest, RunStopStringCutsTheText) {
   ASSERT_EQ(cut.status, 0) << cut.err;
   EXPECT_EQ(cut.out, full.out.substr(0, full.out.find(stop)) + "\n");
   EXPECT_NE(cut.err.find("run: stopped: stop string"), std::string::npos) << cut.err;
+}
+
+// --speculative-method ngram: the same greedy text, a report line, start-up errors for bad
+// values; bench --prompt-file measures through the engine with identical outputs.
+TEST_F(CommandsTest, SpeculativeOptionsKeepTheOutput) {
+  const std::string common =
+      m() + " --temp 0 -n 48 --ignore-eos -t 2 --no-echo -p " + shell_quote("abcabcabcabcabc");
+  const test::CliRun plain = run_cadenza("run " + common);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const test::CliRun spec =
+      run_cadenza("run " + common + " --speculative-method ngram --num-speculative-tokens 3 --ngram-max 2");
+  ASSERT_EQ(spec.status, 0) << spec.err;
+  EXPECT_EQ(spec.out, plain.out);
+  EXPECT_NE(spec.err.find("run: speculative: "), std::string::npos) << spec.err;
+  EXPECT_EQ(plain.err.find("speculative"), std::string::npos) << plain.err;
+
+  const test::CliRun bad_k = run_cadenza("run " + common + " --speculative-method ngram --num-speculative-tokens 0");
+  EXPECT_EQ(bad_k.status, 1);
+  EXPECT_NE(bad_k.err.find("num_speculative_tokens 0 must be in [1, 32]"), std::string::npos) << bad_k.err;
+  const test::CliRun bad_method = run_cadenza("run " + common + " --speculative-method draft");
+  EXPECT_NE(bad_method.status, 0);
+  EXPECT_NE(bad_method.err.find("expected none or ngram"), std::string::npos) << bad_method.err;
+
+  const fs::path prompt = dir_->path() / "prompt.txt";
+  {
+    std::ofstream(prompt) << "one two three one two three one two three one two";
+  }
+  const test::CliRun bench = run_cadenza("bench " + m() + " -t 2 -n 16 -r 2 -b 2 --json --prompt-file " +
+                                         shell_quote(prompt.string()) + " --speculative-method ngram");
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  const json j = json::parse(bench.out);
+  EXPECT_EQ(j.at("speculative_method"), "ngram");
+  EXPECT_EQ(j.at("concurrency"), 2);
+  EXPECT_TRUE(j.at("identical_outputs").get<bool>());
+  EXPECT_GT(j.at("tg_tokens_per_s_median").get<double>(), 0.0);
 }
 
 TEST_F(CommandsTest, RunStopsAtTheContextAndRejectsTooLongPrompts) {

@@ -176,13 +176,12 @@ float fit_levels(int n, const float* x, const float* w, const Levels& lv, uint8_
 float fit_affine(int n, const float* x, const float* w, int nmax, bool m_nonpositive, float* d_out,
                  float* m_out, uint8_t* q) {
   float lo = x[0], hi = x[0];
-  double sw = 0, swx = 0, swxx = 0;
+  double sw = 0, swx = 0;
   for (int i = 0; i < n; ++i) {
     lo = std::min(lo, x[i]);
     hi = std::max(hi, x[i]);
     sw += w[i];
     swx += static_cast<double>(w[i]) * x[i];
-    swxx += static_cast<double>(w[i]) * x[i] * x[i];
   }
   if (m_nonpositive && lo > 0.0f) lo = 0.0f;
   if (hi - lo < kTiny || !(sw > 0)) {

@@ -99,6 +99,14 @@ int run_prompt_bench(model::Model& model, const Tokenizer& tokenizer, const Prom
     j["spec_num_draft_tokens"] = st.num_spec_draft_tokens;
     j["spec_num_accepted_tokens"] = st.num_spec_accepted_tokens;
     j["spec_num_emitted_tokens"] = st.num_spec_emitted_tokens;
+    j["speculative_adaptive"] = a.speculative.adaptive;
+    nlohmann::json per_pos = nlohmann::json::array();
+    for (size_t i = 0; i < st.spec_draft_tokens_per_position.size(); ++i) {
+      if (st.spec_draft_tokens_per_position[i] == 0) break;
+      per_pos.push_back({{"drafted", st.spec_draft_tokens_per_position[i]},
+                         {"accepted", st.spec_accepted_per_position[i]}});
+    }
+    j["spec_per_position"] = per_pos;
     j["steps"] = st.num_steps;
     j["identical_outputs"] = identical;
     fmt::print("{}\n", j.dump(2));

@@ -181,9 +181,9 @@ void add_speculative_options(CLI::App& sub, engine::SpeculativeConfig& value) {
          [&value](const std::string& text) {
            if (auto m = engine::parse_speculative_method(text)) value.method = *m;
          },
-         "Speculative decoding for greedy requests: none, or ngram (prompt lookup: drafts "
-         "copied from the prompt and output, verified in one pass; same output, faster when "
-         "the text quotes its input)")
+         "Speculative decoding: none, or ngram (prompt lookup: drafts copied from the prompt "
+         "and output, verified in one pass; greedy output unchanged, sampled output of the "
+         "same distribution; faster when the text quotes its input)")
       ->check(CLI::Validator(
           [](std::string& text) {
             auto m = engine::parse_speculative_method(text);
@@ -192,7 +192,12 @@ void add_speculative_options(CLI::App& sub, engine::SpeculativeConfig& value) {
           "{none,ngram}"))
       ->default_str(engine::to_string(value.method));
   sub.add_option("--num-speculative-tokens", value.num_speculative_tokens,
-                 "Draft tokens per request and step (1-32)")
+                 "Most draft tokens per request and step (1-32)")
+      ->capture_default_str();
+  sub.add_option("--speculative-adaptive", value.adaptive,
+                 "true: each step's draft count per request (0 to the most) follows the measured "
+                 "acceptance and step cost, so speculation stops where it does not pay; false: "
+                 "always the most")
       ->capture_default_str();
   sub.add_option("--ngram-min", value.ngram_min, "Shortest suffix the n-gram lookup matches")
       ->capture_default_str();
@@ -204,12 +209,21 @@ std::string speculative_summary(const engine::EngineStats& s) {
   const auto ratio = [](int64_t a, int64_t b) {
     return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
   };
-  return fmt::format(
+  std::string line = fmt::format(
       "speculative: {} verifications, {} draft tokens, {} accepted ({:.1f}%), {:.2f} tokens per "
       "verification",
       s.num_spec_drafts, s.num_spec_draft_tokens, s.num_spec_accepted_tokens,
       100.0 * ratio(s.num_spec_accepted_tokens, s.num_spec_draft_tokens),
       ratio(s.num_spec_emitted_tokens, s.num_spec_drafts));
+  // Acceptance rate at each draft position that had drafts (accepted there / drafted there).
+  if (s.spec_draft_tokens_per_position[0] > 0) {
+    line += "; acceptance by position:";
+    for (size_t i = 0; i < s.spec_draft_tokens_per_position.size(); ++i) {
+      if (s.spec_draft_tokens_per_position[i] == 0) break;
+      line += fmt::format(" {:.2f}", ratio(s.spec_accepted_per_position[i], s.spec_draft_tokens_per_position[i]));
+    }
+  }
+  return line;
 }
 
 Status apply_config_file(CLI::App& app, const std::string& path) {

@@ -127,6 +127,7 @@ Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const Sam
     auto stream = std::make_unique<Stream>(r->params, r->prompt(), eog_ids_, n_vocab_, tokenizer_,
                                            public_id, i);
     stream->metrics.num_prompt_tokens = r->num_prompt_tokens;
+    stream->acceptance = AcceptanceEstimate(acceptance_.rate());
     streams_.emplace(r->id, std::move(stream));
     if (params.n == 1)
       scheduler_->add(std::move(r));
@@ -254,7 +255,12 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
   model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_};
+  const Clock::time_point forward_start = Clock::now();
   Status status = model_.forward(batch, *kv_cache_, logits_);
+  // Adaptive speculation fits decode steps only (every position has a logit row, as drafts do):
+  // prompt chunks cost less per position and would blur the slope.
+  if (status && logit_rows_.size() == tokens_.size())
+    step_cost_.add(static_cast<double>(tokens_.size()), seconds(Clock::now() - forward_start));
   if (!status) {
     // Nothing was computed; every scheduled request fails with the reason.
     for (const sched::ScheduledRequest& e : plan.scheduled) {
@@ -305,13 +311,20 @@ void EngineCore::sample_next(Request& r, std::span<const float> logits,
 }
 
 bool EngineCore::sample_token(Request& r, Stream& s, std::span<const float> logits,
-                              RequestOutput& out) {
+                              RequestOutput& out, int32_t draft, bool* accepted) {
   if (s.processor.active()) {
     processed_.assign(logits.begin(), logits.end());
     s.processor.apply(processed_, r.num_output_tokens());
     logits = processed_;
   }
-  const int32_t token = s.sampler.sample(logits);
+  int32_t token = -1;
+  if (draft >= 0) {
+    const Sampler::Verdict v = s.sampler.verify(logits, draft);
+    token = v.token;
+    *accepted = v.accepted;
+  } else {
+    token = s.sampler.sample(logits);
+  }
   if (r.params.logprobs >= 0)
     out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, scratch_));
   s.processor.accept(token);

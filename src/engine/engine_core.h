@@ -37,6 +37,7 @@
 // a queue); the Model must not run other forward passes meanwhile.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -45,6 +46,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/draft_length_policy.h"
 #include "engine/logits_processor.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
@@ -139,6 +141,12 @@ struct EngineStats {
   int64_t num_spec_draft_tokens = 0;
   int64_t num_spec_accepted_tokens = 0;
   int64_t num_spec_emitted_tokens = 0;
+  // Per draft position i (0-based, up to spec::kMaxSpeculativeTokens): verifications that had a
+  // draft there, and how many of those accepted it (vLLM's num_accepted_tokens_per_pos). The
+  // acceptance rate at position i, accepted[i] / drafted[i], falls with i; the chance that a
+  // verification reaches position i is accepted[i] / num_spec_drafts.
+  std::array<int64_t, spec::kMaxSpeculativeTokens> spec_draft_tokens_per_position{};
+  std::array<int64_t, spec::kMaxSpeculativeTokens> spec_accepted_per_position{};
   LatencySummary queue_time;   // over finished requests that were scheduled
   LatencySummary ttft;         // over requests that produced a token
   LatencySummary inter_token;  // over all consecutive token pairs
@@ -202,6 +210,7 @@ class EngineCore {
     StopStringFilter stops;
     RequestId public_id = 0;  // the id add_request returned (outputs carry it)
     int32_t index = 0;        // sample index within that request
+    AcceptanceEstimate acceptance;  // its drafts' acceptance (adaptive speculation)
     bool scheduled = false;
     bool has_token = false;
     Clock::time_point last_token{};
@@ -237,11 +246,17 @@ class EngineCore {
   // The per-token path of sample_next without the finish: processes a copy of the row (when the
   // request has processing parameters), samples, records logprobs, appends the token and applies
   // stops into `out`. Returns whether the request ended (out.finish_reason kNone then means stop).
-  bool sample_token(Request& r, Stream& s, std::span<const float> logits, RequestOutput& out);
+  // With a `draft` (>= 0) the token comes from Sampler::verify instead of sample(), and
+  // `*accepted` (non-null then) says whether it is the draft.
+  bool sample_token(Request& r, Stream& s, std::span<const float> logits, RequestOutput& out,
+                    int32_t draft = -1, bool* accepted = nullptr);
   void finish_ended(Request& r, RequestOutput& out);
   // Speculative decoding (speculative.cpp). Before schedule(): appends drafts to every eligible
   // running request in its decode phase (Request::num_draft_tokens).
   void propose_drafts();
+  // SpeculativeConfig::adaptive: cuts draft_queries_ (and drafting_) to this step's planned k per
+  // request, dropping those planned at 0 (draft_length_policy.h).
+  void plan_adaptive_k();
   bool speculates(const Request& r) const;
   // After commit(), for an entry with drafts: `rows` holds the logits of its 1 + k last
   // positions. Emits the accepted drafts and the next token through sample_token, then rolls the
@@ -270,6 +285,12 @@ class EngineCore {
   std::vector<std::vector<int32_t>> drafts_;
   std::vector<Request*> drafting_;  // the requests of draft_queries_
   std::vector<int32_t> draft_;      // one entry's drafts while it is verified
+  // Adaptive speculation (draft_length_policy.h): the fit of decode step times, the engine-wide
+  // acceptance (the prior of a new request's), and propose_drafts' scratch.
+  StepCostModel step_cost_;
+  AcceptanceEstimate acceptance_;
+  std::vector<double> draft_rates_;
+  std::vector<int32_t> draft_max_k_, draft_k_;
   EngineStats totals_;  // the cumulative counters; stats() adds the live ones
 
   // Batch buffers, reused from step to step.

@@ -15,9 +15,73 @@ int32_t argmax(std::span<const float> values) {
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
 
+double Sampler::uniform() { return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0); }
+
 int32_t Sampler::sample(std::span<const float> logits) {
   if (params_.temperature <= 0.0f || logits.size() <= 1) return argmax(logits);
-  const float inv_t = 1.0f / params_.temperature;
+  const Filtered f = filter(logits);
+  return draw(f, logits, -1);
+}
+
+Sampler::Verdict Sampler::verify(std::span<const float> logits, int32_t draft) {
+  if (params_.temperature <= 0.0f || logits.size() <= 1) {
+    const int32_t token = argmax(logits);
+    return {token, token == draft};
+  }
+  const Filtered f = filter(logits);
+  const double p = probability(f, logits, draft);
+  if (uniform() < p) return {draft, true};
+  const int32_t token = draw(f, logits, draft);
+  // Nothing but the draft has weight (p rounded just below 1): the draft is the only outcome.
+  if (token < 0) return {draft, true};
+  return {token, false};
+}
+
+double Sampler::probability(const Filtered& f, std::span<const float> logits, int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= logits.size()) return 0.0;
+  if (f.all_tokens) return std::exp((logits[static_cast<size_t>(id)] - f.max_logit) * f.inv_t) / f.z;
+  for (const auto& c : candidates_)
+    if (c.id == id) return c.p / f.mass;
+  return 0.0;
+}
+
+int32_t Sampler::draw(const Filtered& f, std::span<const float> logits, int32_t excluded) {
+  if (f.all_tokens) {
+    // Every token stays: draw in id order, no sort at all.
+    double total = f.z;
+    if (excluded >= 0) total -= std::exp((logits[static_cast<size_t>(excluded)] - f.max_logit) * f.inv_t);
+    if (!(total > 0.0)) return -1;
+    const double u = uniform() * total;
+    double acc = 0.0;
+    int32_t last = -1;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (static_cast<int32_t>(i) == excluded) continue;
+      acc += std::exp((logits[i] - f.max_logit) * f.inv_t);
+      last = static_cast<int32_t>(i);
+      if (u < acc) return last;
+    }
+    return last;
+  }
+  double total = f.mass;
+  for (const auto& c : candidates_)
+    if (c.id == excluded) total -= c.p;
+  if (!(total > 0.0)) return -1;
+  const double u = uniform() * total;
+  double acc = 0.0;
+  int32_t last = -1;
+  for (const auto& c : candidates_) {
+    if (c.id == excluded) continue;
+    acc += c.p;
+    last = c.id;
+    if (u < acc) return last;
+  }
+  return last;
+}
+
+Sampler::Filtered Sampler::filter(std::span<const float> logits) {
+  Filtered f;
+  f.inv_t = 1.0f / params_.temperature;
+  const float inv_t = f.inv_t;
   const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < logits.size();
   const bool top_p = params_.top_p < 1.0f;
   const bool min_p = params_.min_p > 0.0f;
@@ -48,14 +112,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
     for (float l : logits) max_logit = std::max(max_logit, l);
     for (float l : logits) z += std::exp((l - max_logit) * inv_t);
     if (!top_p && !min_p) {
-      // Every token stays: draw in id order, no sort at all.
-      const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * z;
-      double acc = 0.0;
-      for (size_t i = 0; i < logits.size(); ++i) {
-        acc += std::exp((logits[i] - max_logit) * inv_t);
-        if (u < acc) return static_cast<int32_t>(i);
-      }
-      return static_cast<int32_t>(logits.size() - 1);
+      f.all_tokens = true;
+      f.max_logit = max_logit;
+      f.z = z;
+      return f;
     }
     // The pool: tokens whose weight relative to the top token is >= floor. It is a prefix of the
     // sorted order. min-p's own floor bounds the result; top-p needs a pool holding >= top_p of
@@ -97,16 +157,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
     candidates_.resize(n);
   }
 
-  double mass = 0.0;
-  for (const auto& c : candidates_) mass += c.p;
-  // A uniform double in [0, mass) from 53 random bits: reproducible across standard libraries.
-  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * mass;
-  double acc = 0.0;
-  for (const auto& c : candidates_) {
-    acc += c.p;
-    if (u < acc) return c.id;
-  }
-  return candidates_.back().id;
+  for (const auto& c : candidates_) f.mass += c.p;
+  return f;
 }
 
 }  // namespace cadenza

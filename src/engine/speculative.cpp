@@ -36,10 +36,10 @@ Status validate(const SpeculativeConfig& c) {
 }
 
 bool EngineCore::speculates(const Request& r) const {
-  // Greedy only: comparing a draft with the argmax is exact; sampling needs rejection sampling
-  // (later). n > 1 samples share a prompt and fork; they stay on the plain path for now.
-  const SamplingParams& p = r.params;
-  return p.temperature <= 0.0f && p.n == 1 && p.speculative;
+  // Every request that has not opted out: greedy ones are verified by comparison with the argmax,
+  // sampled ones by rejection sampling (Sampler::verify); n > 1 samples speculate each on its own
+  // once forked (they are separate requests then).
+  return r.params.speculative;
 }
 
 void EngineCore::propose_drafts() {
@@ -60,6 +60,7 @@ void EngineCore::propose_drafts() {
     drafting_.push_back(r);
   }
   if (draft_queries_.empty()) return;
+  if (config_.speculative.adaptive) plan_adaptive_k();
   if (drafts_.size() < draft_queries_.size()) drafts_.resize(draft_queries_.size());
   const std::span<std::vector<int32_t>> drafts(drafts_.data(), draft_queries_.size());
   // A proposer failure only costs the speedup: this step decodes plainly (drafts are empty).
@@ -71,6 +72,39 @@ void EngineCore::propose_drafts() {
     r.tokens.insert(r.tokens.end(), d.begin(), d.end());
     r.num_draft_tokens = static_cast<int32_t>(d.size());
   }
+}
+
+void EngineCore::plan_adaptive_k() {
+  // Until the step cost is known, and one step in kExploreEvery after that, every request drafts
+  // the most: that measures the cost of longer steps and each request's acceptance afresh.
+  constexpr int64_t kExploreEvery = 64;
+  if (!step_cost_.ready() || totals_.num_steps % kExploreEvery == 0) return;
+  // The step without drafts: every running request's next positions (a decode's one, a prompt
+  // chunk's up to the budget), and a token from each decoding request.
+  double positions = 0;
+  for (const Request* r : scheduler_->running())
+    positions += static_cast<double>(r->num_tokens() - r->num_computed_tokens);
+  positions = std::min(positions, static_cast<double>(config_.max_num_batched_tokens));
+  const size_t n = draft_queries_.size();
+  draft_rates_.resize(n);
+  draft_max_k_.resize(n);
+  draft_k_.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    draft_rates_[i] = streams_.at(drafting_[i]->id)->acceptance.rate();
+    draft_max_k_[i] = draft_queries_[i].max_draft_tokens;
+  }
+  plan_draft_lengths(draft_rates_, draft_max_k_, step_cost_.fixed_s(), step_cost_.per_token_s(),
+                     std::max(positions, 1.0), static_cast<double>(n), draft_k_);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (draft_k_[i] == 0) continue;
+    draft_queries_[kept] = draft_queries_[i];
+    draft_queries_[kept].max_draft_tokens = draft_k_[i];
+    drafting_[kept] = drafting_[i];
+    ++kept;
+  }
+  draft_queries_.resize(kept);
+  drafting_.resize(kept);
 }
 
 void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
@@ -87,19 +121,29 @@ void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
   // 0..i-1: the row plain decoding would see as long as those drafts were accepted. Each token
   // goes through the same path as plain decoding (processing with the state after the tokens
   // before it, sampling, logprobs, stops), so the output is identical, token for token.
+  // Greedy: a draft is accepted when it is the argmax; sampled: by rejection sampling
+  // (Sampler::verify), which makes each emitted token distributed as plain sampling's would be.
+  // The last row (after every draft was accepted) samples the bonus token plainly.
   int32_t accepted = 0;
   bool ended = false;
   for (int32_t i = 0; i <= k; ++i) {
     const std::span<const float> logits =
         rows.subspan(static_cast<size_t>(i) * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_));
-    ended = sample_token(r, s, logits, out);
-    const bool match = i < k && r.tokens.back() == draft_[static_cast<size_t>(i)];
+    bool match = false;
+    ended = i < k ? sample_token(r, s, logits, out, draft_[static_cast<size_t>(i)], &match)
+                  : sample_token(r, s, logits, out);
     if (match) ++accepted;
     if (ended || !match) break;
   }
+  s.acceptance.add(k, accepted);
+  acceptance_.add(k, accepted);
   ++totals_.num_spec_drafts;
   totals_.num_spec_draft_tokens += k;
   totals_.num_spec_accepted_tokens += accepted;
+  for (int32_t i = 0; i < k; ++i) {
+    ++totals_.spec_draft_tokens_per_position[static_cast<size_t>(i)];
+    if (i < accepted) ++totals_.spec_accepted_per_position[static_cast<size_t>(i)];
+  }
   totals_.num_spec_emitted_tokens += static_cast<int64_t>(out.new_token_ids.size());
 
   if (ended) {

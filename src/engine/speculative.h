@@ -35,6 +35,10 @@ struct SpeculativeConfig {
   int32_t num_speculative_tokens = 4;  // most drafts per request and step, 1..spec::kMaxSpeculativeTokens
   int32_t ngram_min = 1;               // 1..ngram_max
   int32_t ngram_max = 4;               // ngram_min..spec::kMaxNgram
+  // true: each request's k per step (0..num_speculative_tokens) comes from its measured
+  // acceptance and the measured step cost (draft_length_policy.h), so speculation stops where it
+  // does not pay (compute-bound steps: large batches, tiny models). false: always the most k.
+  bool adaptive = true;
   bool enabled() const { return method != SpeculativeMethod::kNone; }
 };
 

@@ -183,6 +183,11 @@ void EngineBridge::publish_gauges(size_t pending) {
   g.spec_num_drafts = s.num_spec_drafts;
   g.spec_num_draft_tokens = s.num_spec_draft_tokens;
   g.spec_num_accepted_tokens = s.num_spec_accepted_tokens;
+  g.spec_accepted_per_position.clear();
+  for (size_t i = 0; i < s.spec_draft_tokens_per_position.size(); ++i) {
+    if (s.spec_draft_tokens_per_position[i] == 0) break;  // positions fill from 0 up
+    g.spec_accepted_per_position.push_back(s.spec_accepted_per_position[i]);
+  }
   const model::Model& model = engine_->model();
   if (model.config().n_experts > 0) {
     g.moe_layers = model.config().n_layers;

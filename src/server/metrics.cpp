@@ -17,6 +17,7 @@ constexpr const char* kPreemptions = "cadenza_num_preemptions_total";
 constexpr const char* kSpecDrafts = "cadenza_spec_decode_num_drafts_total";
 constexpr const char* kSpecDraftTokens = "cadenza_spec_decode_num_draft_tokens_total";
 constexpr const char* kSpecAccepted = "cadenza_spec_decode_num_accepted_tokens_total";
+constexpr const char* kSpecAcceptedPerPos = "cadenza_spec_decode_num_accepted_tokens_per_pos_total";
 constexpr const char* kExpertTokens = "cadenza_moe_expert_tokens_total";
 constexpr const char* kDistWorld = "cadenza_dist_world_size";
 constexpr const char* kDistHeartbeat = "cadenza_dist_heartbeat_seconds";
@@ -60,6 +61,8 @@ Metrics::Metrics() {
             WhenEmpty::zero);
   r.declare(kSpecDraftTokens, MetricType::counter, "Speculative decoding: draft tokens verified.",
             WhenEmpty::zero);
+  r.declare(kSpecAcceptedPerPos, MetricType::counter,
+            "Speculative decoding: accepted draft tokens by draft position (0-based).");
   r.declare(kSpecAccepted, MetricType::counter, "Speculative decoding: draft tokens accepted.",
             WhenEmpty::zero);
   // Dense models export no expert series at all.
@@ -134,6 +137,9 @@ std::string Metrics::render() const {
   registry_.set(kSpecDrafts, {}, static_cast<double>(g.spec_num_drafts));
   registry_.set(kSpecDraftTokens, {}, static_cast<double>(g.spec_num_draft_tokens));
   registry_.set(kSpecAccepted, {}, static_cast<double>(g.spec_num_accepted_tokens));
+  for (size_t i = 0; i < g.spec_accepted_per_position.size(); ++i)
+    registry_.set(kSpecAcceptedPerPos, {{"position", std::to_string(i)}},
+                  static_cast<double>(g.spec_accepted_per_position[i]));
   registry_.clear(kExpertTokens);
   if (g.moe_experts > 0 &&
       g.expert_tokens.size() == static_cast<size_t>(g.moe_layers * g.moe_experts)) {

@@ -41,6 +41,8 @@ struct EngineGauges {
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
+  // Accepted draft tokens by draft position (0-based), for each position that ever had a draft.
+  std::vector<int64_t> spec_accepted_per_position;
   // MoE routing statistics: tokens routed to each expert, [layer][expert] row-major
   // (moe_layers x moe_experts; empty for dense models).
   int64_t moe_layers = 0;

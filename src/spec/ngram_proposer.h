@@ -29,7 +29,6 @@
 namespace cadenza::spec {
 
 inline constexpr int32_t kMaxNgram = 32;                // longest suffix that may be matched
-inline constexpr int32_t kMaxSpeculativeTokens = 32;    // most draft tokens per request and step
 inline constexpr int32_t kMaxSearchWindow = 1 << 18;    // most history tokens searched per call
 
 struct NgramOptions {

@@ -29,6 +29,8 @@
 
 namespace cadenza::spec {
 
+inline constexpr int32_t kMaxSpeculativeTokens = 32;  // most draft tokens per request and step
+
 // One request's question in a batched propose_batch() call.
 struct DraftQuery {
   RequestId id = 0;

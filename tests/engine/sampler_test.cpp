@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "chi_square.h"
+
 namespace cadenza {
 namespace {
 
@@ -122,6 +124,103 @@ TEST(Sampler, MinPWithoutTopKKeepsExactlyTheTokensAboveTheFloor) {
   EXPECT_EQ(counts.size(), 3u);
   EXPECT_EQ(counts.count(305), 0u);
   EXPECT_NEAR(counts[5] / 6000.0, 1.0 / 1.7, 0.03);
+}
+
+// Speculative verification (Sampler::verify): the emitted token must be distributed exactly as
+// sample()'s, whatever the draft (likely, unlikely, filtered out), for every filter combination.
+struct VerifyCase {
+  const char* name;
+  SamplingParams params;
+};
+
+std::map<int32_t, int64_t> histogram_of_samples(const std::vector<float>& logits,
+                                                const SamplingParams& p, int n) {
+  Sampler s(p);
+  std::map<int32_t, int64_t> h;
+  for (int i = 0; i < n; ++i) ++h[s.sample(logits)];
+  return h;
+}
+
+TEST(SamplerVerify, EmittedTokensAreDistributedAsPlainSampling) {
+  // A small vocabulary with a few likely tokens and a tail, so every category is well filled.
+  std::vector<float> logits = {2.0f, 1.5f, 1.4f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f, -6.0f, -9.0f};
+  const VerifyCase cases[] = {
+      {"temperature only", {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f}},
+      {"hot", {.temperature = 1.7f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f}},
+      {"top-k", {.temperature = 0.8f, .top_k = 4, .top_p = 1.0f, .min_p = 0.0f}},
+      {"top-p", {.temperature = 1.0f, .top_k = 0, .top_p = 0.8f, .min_p = 0.0f}},
+      {"defaults", {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f}},
+  };
+  constexpr int kDraws = 60000;
+  for (const VerifyCase& c : cases) {
+    SamplingParams p = c.params;
+    p.seed = 1234;
+    const auto plain = histogram_of_samples(logits, p, kDraws);
+    // The most likely token, a middling one, and one every filter but temperature drops.
+    for (int32_t draft : {0, 3, 8}) {
+      SamplingParams q = p;
+      q.seed = 99 + static_cast<uint64_t>(draft);
+      Sampler s(q);
+      std::map<int32_t, int64_t> verified;
+      int64_t accepted = 0;
+      for (int i = 0; i < kDraws; ++i) {
+        const Sampler::Verdict v = s.verify(logits, draft);
+        EXPECT_EQ(v.accepted, v.token == draft);
+        accepted += v.accepted;
+        ++verified[v.token];
+      }
+      const test_util::ChiSquare x = test_util::chi_square_two_sample(plain, verified);
+      EXPECT_TRUE(x.same()) << c.name << ", draft " << draft << ": chi2 " << x.statistic
+                            << " > " << x.critical << " (df " << x.df << ")";
+      // Acceptance is p(draft): the draft's share of plain sampling.
+      const double p_draft = plain.count(draft) ? static_cast<double>(plain.at(draft)) / kDraws : 0.0;
+      EXPECT_NEAR(static_cast<double>(accepted) / kDraws, p_draft, 0.015) << c.name << ", draft " << draft;
+    }
+  }
+}
+
+TEST(SamplerVerify, TheTestDetectsABiasedAcceptanceRule) {
+  // The control for the test above: accepting the draft twice as often as p(draft) (a wrong
+  // rule) must fail the same chi-square check, so the check has the power to catch a bug.
+  std::vector<float> logits = {2.0f, 1.5f, 1.4f, 0.5f, 0.0f, -0.5f, -1.0f, -3.0f, -6.0f, -9.0f};
+  SamplingParams p{.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 5};
+  const auto plain = histogram_of_samples(logits, p, 60000);
+  Sampler s(p);
+  std::map<int32_t, int64_t> biased;
+  std::mt19937_64 coin(3);
+  for (int i = 0; i < 60000; ++i) {
+    const Sampler::Verdict v = s.verify(logits, 3);
+    // Wrong: a rejected draft gets a second chance.
+    if (!v.accepted && (coin() & 1)) ++biased[3];
+    else ++biased[v.token];
+  }
+  EXPECT_FALSE(test_util::chi_square_two_sample(plain, biased).same());
+}
+
+TEST(SamplerVerify, GreedyComparesWithTheArgmax) {
+  Sampler s({.temperature = 0.0f});
+  const std::vector<float> logits = {0.1f, 2.0f, -1.0f, 2.0f};
+  EXPECT_EQ(s.verify(logits, 1).token, 1);
+  EXPECT_TRUE(s.verify(logits, 1).accepted);
+  const Sampler::Verdict v = s.verify(logits, 3);  // tie, but the lowest id is the argmax
+  EXPECT_EQ(v.token, 1);
+  EXPECT_FALSE(v.accepted);
+}
+
+TEST(SamplerVerify, ADraftThatIsTheOnlyCandidateIsAlwaysAccepted) {
+  Sampler s({.temperature = 1.0f, .top_k = 1, .top_p = 1.0f, .min_p = 0.0f, .seed = 1});
+  const std::vector<float> logits = {0.0f, 3.0f, 1.0f};
+  for (int i = 0; i < 100; ++i) {
+    const Sampler::Verdict v = s.verify(logits, 1);
+    EXPECT_TRUE(v.accepted);
+    EXPECT_EQ(v.token, 1);
+  }
+  // A draft outside the candidates is never accepted: the token is the only candidate.
+  for (int i = 0; i < 100; ++i) {
+    const Sampler::Verdict v = s.verify(logits, 2);
+    EXPECT_FALSE(v.accepted);
+    EXPECT_EQ(v.token, 1);
+  }
 }
 
 }  // namespace

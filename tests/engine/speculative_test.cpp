@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "chi_square.h"
 #include "engine_test_util.h"
 #include "shared_data.h"
 
@@ -18,8 +19,10 @@ using test_util::Generation;
 using test_util::greedy;
 using test_util::random_prompt;
 
+// A fixed k (adaptive off): how many drafts run must not depend on the machine's timing.
 constexpr SpeculativeConfig kNgram{.method = SpeculativeMethod::kNgram,
-                                   .num_speculative_tokens = 4, .ngram_min = 1, .ngram_max = 3};
+                                   .num_speculative_tokens = 4, .ngram_min = 1, .ngram_max = 3,
+                                   .adaptive = false};
 
 // One request's run, with how many tokens its outputs carried.
 struct SpecRun {
@@ -159,6 +162,19 @@ TEST_F(EngineTest, SpeculativeGreedyEqualsPlainAloneAndBatched) {
   EXPECT_LE(s.num_spec_accepted_tokens, s.num_spec_draft_tokens);
   // Each verification emits its accepted drafts and one more (no stop cut these short).
   EXPECT_EQ(s.num_spec_emitted_tokens, s.num_spec_accepted_tokens + s.num_spec_drafts);
+  // Per position: the counts add up to the totals, and a later position never accepts more.
+  int64_t drafted = 0, accepted = 0;
+  for (size_t i = 0; i < s.spec_draft_tokens_per_position.size(); ++i) {
+    drafted += s.spec_draft_tokens_per_position[i];
+    accepted += s.spec_accepted_per_position[i];
+    EXPECT_LE(s.spec_accepted_per_position[i], s.spec_draft_tokens_per_position[i]);
+    if (i > 0) {
+      EXPECT_LE(s.spec_accepted_per_position[i], s.spec_accepted_per_position[i - 1]);
+    }
+  }
+  EXPECT_EQ(drafted, s.num_spec_draft_tokens);
+  EXPECT_EQ(accepted, s.num_spec_accepted_tokens);
+  EXPECT_EQ(s.spec_draft_tokens_per_position[0], s.num_spec_drafts);
   EXPECT_EQ(s.num_generated_tokens, 2 * 6 * 40);
 }
 
@@ -200,17 +216,57 @@ TEST_F(EngineTest, SpeculativeOptOutsDoNotDraft) {
 
   SamplingParams off = greedy(24);
   off.speculative = false;
-  SamplingParams sampled = greedy(24);
-  sampled.temperature = 0.9f;
-  sampled.seed = 7;
-  SamplingParams two = greedy(24);
-  two.n = 2;
-  for (const SamplingParams& p : {off, sampled, two}) {
+  SamplingParams sampled_off = off;
+  sampled_off.temperature = 0.9f;
+  sampled_off.seed = 7;
+  for (const SamplingParams& p : {off, sampled_off}) {
     const std::vector<SpecRun> got = run_all(*spec, {prompt}, p);
     const std::vector<SpecRun> expected = run_all(*plain, {prompt}, p);
     expect_same_tokens(got, expected);
   }
   EXPECT_EQ(spec->stats().num_spec_drafts, 0);
+  expect_pool_full(*spec);
+}
+
+// Every output of every sample, by sample index.
+std::map<int32_t, Generation> run_samples(EngineCore& e, const std::vector<int32_t>& prompt,
+                                          const SamplingParams& p) {
+  auto id = e.add_request(prompt, p);
+  EXPECT_TRUE(id.ok()) << id.error();
+  std::map<int32_t, Generation> by_index;
+  for (int steps = 0; e.has_work() && steps < 100000; ++steps)
+    for (RequestOutput& out : e.step()) {
+      Generation& g = by_index[out.index];
+      g.tokens.insert(g.tokens.end(), out.new_token_ids.begin(), out.new_token_ids.end());
+      g.text += out.text;
+      if (out.finished) g.reason = out.finish_reason;
+    }
+  return by_index;
+}
+
+// n > 1: each forked sample speculates on its own; greedy samples all equal the plain output.
+TEST_F(EngineTest, SpeculativeParallelSamplesGreedyMatchPlain) {
+  EngineConfig config{.num_kv_blocks = 64, .max_model_len = 256};
+  auto plain = engine(config);
+  config.speculative = kNgram;
+  auto spec = engine(config);
+  ASSERT_TRUE(spec && plain);
+  for (uint32_t seed : {3u, 4u}) {
+    const std::vector<int32_t> prompt = repeating_prompt(8, 6, seed);
+    SamplingParams p = greedy(24);
+    p.n = 3;
+    const auto expected = run_samples(*plain, prompt, p);
+    const auto got = run_samples(*spec, prompt, p);
+    ASSERT_EQ(got.size(), 3u);
+    ASSERT_EQ(expected.size(), 3u);
+    for (int32_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(got.at(i).tokens, expected.at(i).tokens) << "sample " << i;
+      EXPECT_EQ(got.at(i).text, expected.at(i).text) << "sample " << i;
+      EXPECT_EQ(got.at(i).reason, expected.at(i).reason) << "sample " << i;
+    }
+  }
+  EXPECT_GT(spec->stats().num_spec_drafts, 0);
+  EXPECT_GT(spec->stats().num_spec_accepted_tokens, 0);
   expect_pool_full(*spec);
 }
 
@@ -266,6 +322,94 @@ class SpeculativeLicenses : public testing::Test {
   static inline test_util::Loaded* loaded_ = nullptr;
   static inline std::string* text_ = nullptr;
 };
+
+// Temperature > 0 (rejection sampling): over many seeds, the tokens at each output position,
+// and the pairs at the first two, are distributed as without speculation (two-sample chi-square at
+// significance 1e-4; the seeds are fixed, so the test is deterministic). Drafts must be accepted
+// and rejected often enough to exercise both branches of the rule; the pool is full afterwards.
+// The power of the check against a wrong rule: SamplerVerify.TheTestDetectsABiasedAcceptanceRule.
+TEST_F(SpeculativeLicenses, SampledTokensAreDistributedAsPlain) {
+  constexpr int kRuns = 400;
+  constexpr int32_t kLen = 6;
+  const std::vector<int32_t> prompt = quoting_prompt(41000, 500);
+  auto histograms = [&](EngineCore& e) {
+    std::vector<SamplingParams> params;
+    for (int i = 0; i < kRuns; ++i) {
+      SamplingParams p;  // top-k 40, top-p 0.95, min-p 0.05 (the defaults)
+      p.temperature = 0.6f;  // cooler than the default 0.8: the quote is followed, drafts accepted
+      p.max_tokens = kLen;
+      p.ignore_eos = true;
+      p.seed = 1000 + static_cast<uint64_t>(i);
+      params.push_back(p);
+    }
+    const std::vector<SpecRun> runs =
+        run_all(e, std::vector<std::vector<int32_t>>(kRuns, prompt), params);
+    std::vector<std::map<int32_t, int64_t>> h(kLen + 1);
+    for (const SpecRun& r : runs) {
+      EXPECT_EQ(r.g.tokens.size(), static_cast<size_t>(kLen));
+      if (r.g.tokens.size() != static_cast<size_t>(kLen)) continue;
+      for (int32_t i = 0; i < kLen; ++i) ++h[static_cast<size_t>(i)][r.g.tokens[static_cast<size_t>(i)]];
+      ++h[kLen][r.g.tokens[0] * 1000003 + r.g.tokens[1]];  // the pair (a hash; the vocab is small)
+    }
+    return h;
+  };
+  auto plain = engine(false);
+  auto spec = engine(true);
+  ASSERT_TRUE(plain && spec);
+  const auto expected = histograms(*plain);
+  const auto got = histograms(*spec);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const cadenza::test_util::ChiSquare x = cadenza::test_util::chi_square_two_sample(expected[i], got[i]);
+    EXPECT_TRUE(x.same()) << (i < kLen ? "position " + std::to_string(i) : std::string("pairs"))
+                          << ": chi2 " << x.statistic << " > " << x.critical << " (df " << x.df << ")";
+    EXPECT_GT(x.df, 0) << "a degenerate histogram tests nothing";
+  }
+  const EngineStats s = spec->stats();
+  // Both branches of the rule ran often (measured: 100 of 531 drafts accepted).
+  EXPECT_GT(s.num_spec_accepted_tokens, 50) << "too few accepted drafts";
+  EXPECT_GT(s.num_spec_draft_tokens - s.num_spec_accepted_tokens, 50) << "too few rejected drafts";
+  expect_pool_full(*spec);
+}
+
+// With a fixed k, n-gram drafts depend only on a request's own history, so a seed gives the
+// same sampled tokens alone and batched with others.
+TEST_F(SpeculativeLicenses, SampledWithASeedIsTheSameAloneAndBatched) {
+  auto spec = engine(true);
+  ASSERT_NE(spec, nullptr);
+  std::vector<SamplingParams> params;
+  for (size_t i = 0; i < prompts().size(); ++i) {
+    SamplingParams p;
+    p.temperature = 0.7f;
+    p.max_tokens = 40;
+    p.seed = 77 + i;
+    params.push_back(p);
+  }
+  std::vector<SpecRun> alone;
+  for (size_t i = 0; i < prompts().size(); ++i) alone.push_back(run_all(*spec, {prompts()[i]}, {params[i]})[0]);
+  expect_same_tokens(run_all(*spec, prompts(), params), alone);
+  EXPECT_GT(spec->stats().num_spec_accepted_tokens, 0);
+  expect_pool_full(*spec);
+}
+
+// Adaptive k (the default): whatever the timing makes it choose per step, greedy output is the
+// plain output and the pool is whole; the counters stay consistent.
+TEST_F(SpeculativeLicenses, AdaptiveGreedyEqualsPlain) {
+  EngineConfig config{.num_kv_blocks = 256, .max_num_seqs = 8, .max_model_len = 512};
+  auto plain = EngineCore::create(*loaded_->model, *loaded_->tokenizer, config);
+  config.speculative = kNgram;
+  config.speculative.adaptive = true;
+  auto adaptive = EngineCore::create(*loaded_->model, *loaded_->tokenizer, config);
+  ASSERT_TRUE(plain.ok() && adaptive.ok());
+  const SamplingParams p = greedy(96);
+  for (int round = 0; round < 2; ++round) {  // the second round starts with a fitted cost model
+    expect_same_tokens(run_all(**adaptive, prompts(), p), run_all(**plain, prompts(), p));
+    expect_pool_full(**adaptive);
+  }
+  const EngineStats s = (*adaptive)->stats();
+  EXPECT_LE(s.num_spec_accepted_tokens, s.num_spec_draft_tokens);
+  for (size_t i = 1; i < s.spec_draft_tokens_per_position.size(); ++i)
+    EXPECT_LE(s.spec_draft_tokens_per_position[i], s.spec_draft_tokens_per_position[i - 1]);
+}
 
 TEST_F(SpeculativeLicenses, GreedyEqualsPlainAloneAndBatched) {
   auto plain = engine(false);

@@ -715,5 +715,27 @@ TEST(MetricsText, ExpertTokensPerLayerAndExpert) {
   EXPECT_EQ(std::system(("promtool check metrics < " + file).c_str()), 0) << text;
 }
 
+// Speculative decoding's acceptance per draft position: one series per position that had drafts.
+TEST(MetricsText, SpecDecodeAcceptedPerPosition) {
+  Metrics m;
+  EngineGauges g;
+  g.spec_num_drafts = 10;
+  g.spec_num_draft_tokens = 30;
+  g.spec_num_accepted_tokens = 12;
+  g.spec_accepted_per_position = {7, 4, 1};
+  m.set_engine_gauges(g);
+  const std::string text = m.render();
+  EXPECT_NE(text.find("# TYPE cadenza_spec_decode_num_accepted_tokens_per_pos_total counter"),
+            std::string::npos);
+  EXPECT_NE(text.find("cadenza_spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 7\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("cadenza_spec_decode_num_accepted_tokens_per_pos_total{position=\"2\"} 1\n"),
+            std::string::npos) << text;
+  EXPECT_EQ(text.find("position=\"3\""), std::string::npos);
+  Metrics off;
+  off.set_engine_gauges(EngineGauges{});
+  EXPECT_EQ(off.render().find("cadenza_spec_decode_num_accepted_tokens_per_pos_total{"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cadenza::server

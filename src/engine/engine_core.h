@@ -28,8 +28,9 @@
 // done when every index has returned its final output; abort(id) aborts them all. The
 // bookkeeping of the samples is in parallel_samples.cpp.
 //
-// Speculative decoding (EngineConfig::speculative, speculative.h): greedy requests get n-gram
-// drafts verified in the same forward pass, 1..k+1 tokens per step, the same output as without.
+// Speculative decoding (EngineConfig::speculative, speculative.h): requests get drafts verified in
+// the same forward pass, 1..k+1 tokens per step; greedy output is the output without, sampled
+// output has its distribution (exact rejection sampling).
 //
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.

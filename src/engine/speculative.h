@@ -2,15 +2,19 @@
 //
 // What the engine does with them (speculative.cpp, src/engine/README.md "Speculative decoding"):
 // before each step, every eligible running request in its decode phase asks the proposer for up
-// to num_speculative_tokens draft tokens; they are computed in the same ragged forward pass as
-// everything else (1 + k positions for that request, logits for each), the longest prefix that
-// equals what the request would have sampled is accepted, the target's next token is appended
-// after it (so 1..k+1 tokens per step), and the rejected positions are rolled back in the KV cache.
+// to k draft tokens (k = num_speculative_tokens, or less with `adaptive`); they are computed in
+// the same ragged forward pass as everything else (1 + k positions for that request, logits for
+// each); each draft is verified in order (Sampler::verify: by comparison with the argmax for
+// greedy requests, by exact rejection sampling for sampled ones), the first rejected one is
+// replaced by the target's token (or, all accepted, a bonus token is sampled), so 1..k+1 tokens
+// per step, and the rejected positions are rolled back in the KV cache.
 //
-// Eligible (exact by comparison): temperature <= 0 (greedy), n == 1, SamplingParams::speculative.
-// Logit bias, penalties and min_tokens are allowed: each position's logits are processed with the
-// request's state after the tokens before it were accepted, exactly as plain decoding would.
-// Temperature > 0 (needs rejection sampling) and n > 1 do not speculate (yet).
+// Eligible: every request with SamplingParams::speculative (the default), greedy or sampled, and
+// each sample of an n > 1 request once forked. Greedy output is token for token the plain output;
+// sampled output has the plain output's distribution (a seed gives other tokens than without
+// speculation). Logit bias, penalties and min_tokens are allowed: each position's logits are
+// processed with the request's state after the tokens before it were accepted, exactly as plain
+// decoding would.
 #pragma once
 
 #include <cstdint>

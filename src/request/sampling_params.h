@@ -23,8 +23,8 @@ struct SamplingParams {
   std::vector<std::string> stop{};       // ... or when the text contains one (never returned)
   bool ignore_eos = false;               // true: end-of-generation tokens do not stop
   int32_t min_tokens = 0;  // 0..max_tokens: until then EOS and stop_token_ids cannot be sampled
-  // Speculative decoding (when the engine has it on): false opts this request out. Only greedy
-  // requests with n == 1 speculate (engine/speculative.h); the output is the same either way.
+  // Speculative decoding (when the engine has it on): false opts this request out. Greedy output
+  // is the same either way; sampled output has the same distribution (engine/speculative.h).
   bool speculative = true;
 
   // Logits processing (EngineCore, engine/logits_processor.h), applied to the raw logits in this

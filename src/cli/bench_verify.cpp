@@ -95,26 +95,46 @@ Result<std::vector<Point>> measure_sequences(model::Model& m, const VerifyCurveA
     }
   }
 
-  std::vector<Point> points;
-  for (const int32_t p : a.positions) {
-    const size_t n = static_cast<size_t>(c) * static_cast<size_t>(p);
-    std::vector<int32_t> tokens(n), positions(n), seq(n), rows(n);
-    for (size_t t = 0; t < n; ++t) {
-      tokens[t] = rng.next();
-      seq[t] = static_cast<int32_t>(t / static_cast<size_t>(p));
-      positions[t] = a.depth + static_cast<int32_t>(t % static_cast<size_t>(p));
-      rows[t] = static_cast<int32_t>(t);  // logits for every position, as verification needs
-    }
-    logits.assign(n * static_cast<size_t>(n_vocab), 0.0f);
-    const model::Batch batch{tokens, positions, seq, spans, rows};
+  // One batch per P: positions depth..depth+P-1 of every sequence, logits for all of them (as
+  // verification needs). Every step rewrites the same KV slots, so the context stays `depth`.
+  struct Step {
+    std::vector<int32_t> tokens, positions, seq, rows;
     std::vector<double> ms;
-    for (int r = 0; r < a.warmup + a.repetitions; ++r) {
-      const auto t0 = Clock::now();
-      if (Status st = m.forward(batch, **kv, logits); !st) return st.error_value();
-      const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (r >= a.warmup) ms.push_back(elapsed);
+  };
+  std::vector<Step> steps(a.positions.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const int32_t p = a.positions[i];
+    const size_t n = static_cast<size_t>(c) * static_cast<size_t>(p);
+    Step& st = steps[i];
+    st.tokens.resize(n);
+    st.positions.resize(n);
+    st.seq.resize(n);
+    st.rows.resize(n);
+    for (size_t t = 0; t < n; ++t) {
+      st.tokens[t] = rng.next();
+      st.seq[t] = static_cast<int32_t>(t / static_cast<size_t>(p));
+      st.positions[t] = a.depth + static_cast<int32_t>(t % static_cast<size_t>(p));
+      st.rows[t] = static_cast<int32_t>(t);
     }
-    points.push_back({c, p, median_of(ms), *std::min_element(ms.begin(), ms.end()),
+  }
+  logits.assign(static_cast<size_t>(step_tokens) * static_cast<size_t>(n_vocab), 0.0f);
+  // The P values take turns within each repetition, so that a change of machine load (other
+  // processes) hits every P alike instead of skewing the ratios.
+  for (int r = 0; r < a.warmup + a.repetitions; ++r) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      Step& st = steps[i];
+      const model::Batch batch{st.tokens, st.positions, st.seq, spans, st.rows};
+      const std::span<float> out(logits.data(), st.rows.size() * static_cast<size_t>(n_vocab));
+      const auto t0 = Clock::now();
+      if (Status s = m.forward(batch, **kv, out); !s) return s.error_value();
+      const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+      if (r >= a.warmup) st.ms.push_back(elapsed);
+    }
+  }
+  std::vector<Point> points;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const std::vector<double>& ms = steps[i].ms;
+    points.push_back({c, a.positions[i], median_of(ms), *std::min_element(ms.begin(), ms.end()),
                       *std::max_element(ms.begin(), ms.end())});
   }
   return points;

@@ -50,8 +50,9 @@ Status parse_verify_options(std::string_view positions, std::string_view sequenc
 
 // Measures the curve on `model` (a loaded driver or single-process model; nothing else may run a
 // forward pass on it meanwhile) and prints it on stdout: a table, or JSON with args.json.
-// For each c: c sequences get `depth` random tokens of context (prefilled once, untimed); then for
-// each P, `warmup` + `repetitions` steps each compute positions depth..depth+P-1 of every
+// For each c: c sequences get `depth` random tokens of context (prefilled once, untimed); then
+// `warmup` + `repetitions` rounds each run one step per P (the P values take turns, so that a
+// change of machine load hits them alike), a step computing positions depth..depth+P-1 of every
 // sequence, all with logits, overwriting the same KV slots each time so the depth stays fixed.
 // Returns the exit code: 2 when depth + the largest P exceeds the model's context length (a
 // usage error naming --depth), 1 on a model error (on stderr), 0 otherwise.

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -37,9 +38,18 @@ struct TokenStream {
   }
 };
 
+// CPU time of this process (all its threads) in ms: what a step computed, whatever the waiting
+// for a core on a shared machine.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return 1e3 * static_cast<double>(ts.tv_sec) + 1e-6 * static_cast<double>(ts.tv_nsec);
+}
+
 struct Point {
   int32_t sequences = 0, positions = 0;
-  double median_ms = 0, min_ms = 0, max_ms = 0;
+  double median_ms = 0, min_ms = 0, max_ms = 0;  // wall time of a step
+  double cpu_median_ms = 0, cpu_min_ms = 0;      // process CPU time of a step
 };
 
 double median_of(std::vector<double> v) {
@@ -99,7 +109,7 @@ Result<std::vector<Point>> measure_sequences(model::Model& m, const VerifyCurveA
   // verification needs). Every step rewrites the same KV slots, so the context stays `depth`.
   struct Step {
     std::vector<int32_t> tokens, positions, seq, rows;
-    std::vector<double> ms;
+    std::vector<double> ms, cpu_ms;
   };
   std::vector<Step> steps(a.positions.size());
   for (size_t i = 0; i < steps.size(); ++i) {
@@ -125,17 +135,24 @@ Result<std::vector<Point>> measure_sequences(model::Model& m, const VerifyCurveA
       Step& st = steps[i];
       const model::Batch batch{st.tokens, st.positions, st.seq, spans, st.rows};
       const std::span<float> out(logits.data(), st.rows.size() * static_cast<size_t>(n_vocab));
+      const double cpu0 = process_cpu_ms();
       const auto t0 = Clock::now();
       if (Status s = m.forward(batch, **kv, out); !s) return s.error_value();
       const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      if (r >= a.warmup) st.ms.push_back(elapsed);
+      const double cpu = process_cpu_ms() - cpu0;
+      if (r >= a.warmup) {
+        st.ms.push_back(elapsed);
+        st.cpu_ms.push_back(cpu);
+      }
     }
   }
   std::vector<Point> points;
   for (size_t i = 0; i < steps.size(); ++i) {
     const std::vector<double>& ms = steps[i].ms;
+    const std::vector<double>& cpu = steps[i].cpu_ms;
     points.push_back({c, a.positions[i], median_of(ms), *std::min_element(ms.begin(), ms.end()),
-                      *std::max_element(ms.begin(), ms.end())});
+                      *std::max_element(ms.begin(), ms.end()), median_of(cpu),
+                      *std::min_element(cpu.begin(), cpu.end())});
   }
   return points;
 }
@@ -211,15 +228,19 @@ int run_verify_curve(model::Model& model, const VerifyCurveArgs& a) {
     points.insert(points.end(), measured->begin(), measured->end());
   }
   // Each point's P = 1 point at the same c (positions always holds 1, first).
-  auto baseline = [&](const Point& pt) {
+  auto baseline = [&](const Point& pt) -> const Point& {
     for (const Point& q : points) {
-      if (q.sequences == pt.sequences && q.positions == 1) return q.median_ms;
+      if (q.sequences == pt.sequences && q.positions == 1) return q;
     }
-    return 0.0;
+    return pt;  // not reached: every c has its P = 1 point
   };
   auto ratio = [&](const Point& pt) {
-    const double b = baseline(pt);
+    const double b = baseline(pt).median_ms;
     return b > 0 ? pt.median_ms / b : 0.0;
+  };
+  auto cpu_ratio = [&](const Point& pt) {
+    const double b = baseline(pt).cpu_median_ms;
+    return b > 0 ? pt.cpu_median_ms / b : 0.0;
   };
   auto tokens_per_s = [](const Point& pt) {
     return pt.median_ms > 0 ? 1e3 * pt.sequences * pt.positions / pt.median_ms : 0.0;
@@ -240,6 +261,8 @@ int run_verify_curve(model::Model& model, const VerifyCurveArgs& a) {
                       {"positions", pt.positions},
                       {"step_ms", {{"median", pt.median_ms}, {"min", pt.min_ms}, {"max", pt.max_ms}}},
                       {"ratio_to_p1", ratio(pt)},
+                      {"cpu_ms", {{"median", pt.cpu_median_ms}, {"min", pt.cpu_min_ms}}},
+                      {"cpu_ratio_to_p1", cpu_ratio(pt)},
                       {"tokens_per_s", tokens_per_s(pt)}});
     }
     j["verify_curve"] = std::move(rows);
@@ -251,12 +274,16 @@ int run_verify_curve(model::Model& model, const VerifyCurveArgs& a) {
              "warm-up) per point\n",
              model.backend().name(), a.threads, a.kv_type_name, a.depth,
              a.repetitions, a.warmup);
-  fmt::print("one step: c sequences x P positions, logits for all\n");
-  fmt::print("|   c |  P | step ms (median) |   min ms | x P=1 |   tokens/s |\n");
-  fmt::print("|-----|----|------------------|----------|-------|------------|\n");
+  fmt::print("one step: c sequences x P positions, logits for all; cpu: the process's CPU time "
+             "per step (all threads)\n");
+  fmt::print("|   c |  P | step ms (median) |   min ms | x P=1 |   tokens/s | cpu ms (median) | "
+             "cpu x P=1 |\n");
+  fmt::print("|-----|----|------------------|----------|-------|------------|-----------------|"
+             "-----------|\n");
   for (const Point& pt : points) {
-    fmt::print("| {:3} | {:2} | {:16.3f} | {:8.3f} | {:5.2f} | {:10.1f} |\n", pt.sequences,
-               pt.positions, pt.median_ms, pt.min_ms, ratio(pt), tokens_per_s(pt));
+    fmt::print("| {:3} | {:2} | {:16.3f} | {:8.3f} | {:5.2f} | {:10.1f} | {:15.3f} | {:9.2f} |\n",
+               pt.sequences, pt.positions, pt.median_ms, pt.min_ms, ratio(pt), tokens_per_s(pt),
+               pt.cpu_median_ms, cpu_ratio(pt));
   }
   return 0;
 }

@@ -54,6 +54,9 @@ Status parse_verify_options(std::string_view positions, std::string_view sequenc
 // `warmup` + `repetitions` rounds each run one step per P (the P values take turns, so that a
 // change of machine load hits them alike), a step computing positions depth..depth+P-1 of every
 // sequence, all with logits, overwriting the same KV slots each time so the depth stays fixed.
+// Each point reports the wall time of a step (median, min, max), its ratio to P = 1, c * P / the
+// median as tokens/s, and the process's CPU time per step (median, min) with its ratio to P = 1:
+// on a machine shared with other jobs the wall time includes waiting for a core, CPU time not.
 // Returns the exit code: 2 when depth + the largest P exceeds the model's context length (a
 // usage error naming --depth), 1 on a model error (on stderr), 0 otherwise.
 int run_verify_curve(model::Model& model, const VerifyCurveArgs& args);

@@ -107,11 +107,18 @@ TEST_F(BenchVerifyTest, JsonHasARowPerSequenceCountAndPositionCount) {
     EXPECT_GT(ms.value("min", 0.0), 0.0) << row.dump();
     EXPECT_LE(ms.value("min", 0.0), ms.value("median", 0.0)) << row.dump();
     EXPECT_GE(ms.value("max", 0.0), ms.value("median", 0.0)) << row.dump();
-    const double ratio = row.value("ratio_to_p1", 0.0);
+    EXPECT_GE(row["cpu_ms"].value("median", -1.0), 0.0) << row.dump();
+    EXPECT_LE(row["cpu_ms"].value("min", -1.0), row["cpu_ms"].value("median", -1.0)) << row.dump();
+    for (const char* field : {"ratio_to_p1", "cpu_ratio_to_p1"}) {
+      ASSERT_TRUE(row.contains(field)) << field << " " << row.dump();
+      if (p == 1 && row[field].get<double>() > 0) {
+        EXPECT_DOUBLE_EQ(row[field].get<double>(), 1.0) << field;
+      }
+    }
     if (p == 1) {
-      EXPECT_DOUBLE_EQ(ratio, 1.0);
+      EXPECT_DOUBLE_EQ(row.value("ratio_to_p1", 0.0), 1.0);
     } else {
-      EXPECT_GT(ratio, 0.0);
+      EXPECT_GT(row.value("ratio_to_p1", 0.0), 0.0);
     }
     // tokens/s is c * P over the median step time.
     EXPECT_NEAR(row.value("tokens_per_s", 0.0), 1e3 * c * p / ms.value("median", 1.0),
@@ -124,6 +131,7 @@ TEST_F(BenchVerifyTest, TablePrintsARowPerPointOnStdout) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("| step ms (median) |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("context depth 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| cpu x P=1 |"), std::string::npos) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\|   3 \|  1 \| +[0-9.]+ \| +[0-9.]+ \|  1\.00 \|)")))
       << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\|   3 \|  4 \| +[0-9.]+ \| +[0-9.]+ \| +[0-9.]+ \|)")))

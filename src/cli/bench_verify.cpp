@@ -218,6 +218,17 @@ int run_verify_curve(model::Model& model, const VerifyCurveArgs& a) {
                a.depth, p_max, cfg.context_length, cfg.context_length - p_max);
     return 2;
   }
+  const int64_t logit_bytes = int64_t{a.sequences.back()} * p_max * cfg.n_vocab *
+                              static_cast<int64_t>(sizeof(float));
+  if (logit_bytes > a.max_logit_bytes) {
+    fmt::print(stderr,
+               "bench: --verify-batch {} x {} positions: the logits of a step ({} rows of {}) take "
+               "{:.1f} MiB, more than the {:.0f} MiB allowed; use fewer sequences or positions\n",
+               a.sequences.back(), p_max, int64_t{a.sequences.back()} * p_max, cfg.n_vocab,
+               static_cast<double>(logit_bytes) / 1048576.0,
+               static_cast<double>(a.max_logit_bytes) / 1048576.0);
+    return 2;
+  }
   std::vector<Point> points;
   for (const int32_t c : a.sequences) {
     auto measured = measure_sequences(model, a, c);

@@ -36,6 +36,9 @@ struct VerifyCurveArgs {
   int warmup = 1;        // untimed steps per (c, P) before them, >= 0
   DType kv_type = DType::F16;
   bool json = false;
+  // The most bytes the logits of one step (c x P rows of n_vocab floats) may take, on the host and
+  // in the backend's scratch: a larger c x P is a usage error instead of a run out of memory.
+  int64_t max_logit_bytes = int64_t{4} << 30;
   // For the report's header only.
   std::string model_path;
   std::string kv_type_name = "f16";  // --kv-cache-type's spelling of kv_type
@@ -57,8 +60,9 @@ Status parse_verify_options(std::string_view positions, std::string_view sequenc
 // Each point reports the wall time of a step (median, min, max), its ratio to P = 1, c * P / the
 // median as tokens/s, and the process's CPU time per step (median, min) with its ratio to P = 1:
 // on a machine shared with other jobs the wall time includes waiting for a core, CPU time not.
-// Returns the exit code: 2 when depth + the largest P exceeds the model's context length (a
-// usage error naming --depth), 1 on a model error (on stderr), 0 otherwise.
+// Returns the exit code: 2 on a usage error (on stderr): depth + the largest P exceeds the model's
+// context length, or the largest c x P rows of logits exceed max_logit_bytes; 1 on a model error
+// (on stderr, e.g. no memory for the KV cache); 0 otherwise.
 int run_verify_curve(model::Model& model, const VerifyCurveArgs& args);
 
 }  // namespace cadenza::cli

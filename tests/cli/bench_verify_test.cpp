@@ -13,6 +13,8 @@
 
 #include "cli/bench_verify.h"
 #include "cli_process.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "model/model.h"
 #include "shared_data.h"
 
 namespace cadenza {
@@ -168,6 +170,29 @@ TEST_F(BenchVerifyTest, BadValuesAreUsageErrors) {
   // Right at the context: depth + P = 2048 is fine.
   const test::CliRun edge = run_cadenza(bench("--depth 2046 --verify-positions 1-2 --verify-batch 1 -r 1 --json"));
   EXPECT_EQ(edge.status, 0) << edge.err;
+}
+
+// In process: a step whose logits would exceed max_logit_bytes is refused before anything runs
+// (the limit is 4 GiB by default; here it is lowered to below one step of the tiny model).
+TEST_F(BenchVerifyTest, TooManyLogitRowsAreAUsageError) {
+  std::unique_ptr<kernels::Backend> backend = kernels::make_cpu_backend({.n_threads = 1});
+  auto model = model::Model::open(model_.string(), *backend);
+  ASSERT_TRUE(model.ok()) << model.error();
+  cli::VerifyCurveArgs a;
+  ASSERT_TRUE(cli::parse_verify_options("1-4", "2", 4, a).ok());
+  a.repetitions = 1;
+  const int64_t one_step = 2 * 4 * (*model)->config().n_vocab * static_cast<int64_t>(sizeof(float));
+  a.max_logit_bytes = one_step - 1;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cli::run_verify_curve(**model, a), 2);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("--verify-batch 2 x 4 positions"), std::string::npos) << err;
+  a.max_logit_bytes = one_step;  // exactly at the limit: runs
+  a.json = true;
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::run_verify_curve(**model, a), 0);
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("\"verify_curve\""), std::string::npos) << out;
 }
 
 }  // namespace

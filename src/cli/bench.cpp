@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_prompt.h"
+#include "cli/bench_verify.h"
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/parallel.h"
@@ -44,6 +45,11 @@ struct BenchArgs {
   DType kv_cache_type = DType::F16;
   std::string prompt_file;               // --prompt-file: tg through the engine (bench_prompt.h)
   engine::SpeculativeConfig speculative;  // ... with these speculative options
+  // --verify-curve (bench_verify.h): instead of pp/tg, the step time of P positions per sequence.
+  bool verify_curve = false;
+  std::string verify_positions = "1-8", verify_batch = "1,8";
+  int32_t verify_depth = 512;
+  VerifyCurveArgs verify;  // parsed from the four above by the command's run
   std::function<std::optional<int>()> serve;  // `bench serve` / `bench compare` (loadgen)
 };
 
@@ -233,6 +239,12 @@ int run_bench(const BenchArgs& a) {
     return 1;
   }
   if (std::optional<int> code = serve_if_worker(**model)) return *code;
+  if (a.verify_curve) {
+    VerifyCurveArgs v = a.verify;
+    v.model_path = a.model;
+    v.threads = threads;
+    return run_verify_curve(**model, v);
+  }
   if (!a.prompt_file.empty()) {
     auto tokenizer = Tokenizer::from_gguf(*file);
     if (!tokenizer) {
@@ -442,6 +454,23 @@ Command bench_command() {
                     "--speculative-method")
         ->check(CLI::ExistingFile);
     add_speculative_options(*sub, args->speculative);
+    auto* verify = sub->add_flag(
+        "--verify-curve", args->verify_curve,
+        "Instead of pp/tg: the time of one forward step in which each of c sequences computes P "
+        "positions with logits for all (the cost of verifying P-1 drafts); -r steps per point");
+    sub->add_option("--verify-positions", args->verify_positions,
+                    "--verify-curve: positions per sequence, e.g. 1-8 or 1,2,4 (each in [1, 32]; "
+                    "P=1 is always measured, the ratios are to it)")
+        ->capture_default_str()
+        ->needs(verify);
+    sub->add_option("--verify-batch", args->verify_batch,
+                    "--verify-curve: sequences per step, e.g. 1,8 or 1-4 (each in [1, 256])")
+        ->capture_default_str()
+        ->needs(verify);
+    sub->add_option("--depth", args->verify_depth,
+                    "--verify-curve: tokens of context already in each sequence's KV cache")
+        ->capture_default_str()
+        ->needs(verify);
     sub->add_option("--experts-per-token", args->experts_per_token,
                     "MoE: experts used per token (default: the model's; changes quality)")
         ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
@@ -452,6 +481,23 @@ Command bench_command() {
     if (args->model.empty()) {
       fmt::print(stderr, "bench: --model is required\n");
       return 2;
+    }
+    if (args->verify_curve) {
+      if (!args->prompt_file.empty() || args->speculative.enabled()) {
+        fmt::print(stderr, "bench: --verify-curve measures the model alone: not with --prompt-file "
+                           "or --speculative-method\n");
+        return 2;
+      }
+      args->verify.repetitions = args->repetitions;
+      args->verify.kv_type = args->kv_cache_type;
+      args->verify.kv_type_name = kv_cache_type_name(args->kv_cache_type);
+      args->verify.json = args->json;
+      if (Status st = parse_verify_options(args->verify_positions, args->verify_batch,
+                                           args->verify_depth, args->verify);
+          !st) {
+        fmt::print(stderr, "bench: {}\n", st.error());
+        return 2;
+      }
     }
     return run_bench(*args);
   };

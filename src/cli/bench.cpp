@@ -260,7 +260,7 @@ int run_bench(const BenchArgs& a) {
                              .speculative = a.speculative,
                              .json = a.json});
   }
-  if (a.speculative.enabled()) {
+  if (a.speculative.enabled() || !a.speculative.draft_model.empty()) {
     fmt::print(stderr, "bench: --speculative-method needs --prompt-file (the tg test feeds random "
                        "tokens to a session, not the engine)\n");
     return 2;

@@ -181,15 +181,15 @@ void add_speculative_options(CLI::App& sub, engine::SpeculativeConfig& value) {
          [&value](const std::string& text) {
            if (auto m = engine::parse_speculative_method(text)) value.method = *m;
          },
-         "Speculative decoding: none, or ngram (prompt lookup: drafts copied from the prompt "
-         "and output, verified in one pass; greedy output unchanged, sampled output of the "
-         "same distribution; faster when the text quotes its input)")
+         "Speculative decoding: none, ngram (prompt lookup: drafts copied from the prompt and "
+         "output, verified in one pass; faster when the text quotes its input) or draft (drafts "
+         "from --draft-model); greedy output unchanged, sampled output of the same distribution")
       ->check(CLI::Validator(
           [](std::string& text) {
             auto m = engine::parse_speculative_method(text);
             return m ? std::string() : m.error();
           },
-          "{none,ngram}"))
+          "{none,ngram,draft}"))
       ->default_str(engine::to_string(value.method));
   sub.add_option("--num-speculative-tokens", value.num_speculative_tokens,
                  "Most draft tokens per request and step (1-32)")
@@ -203,6 +203,10 @@ void add_speculative_options(CLI::App& sub, engine::SpeculativeConfig& value) {
       ->capture_default_str();
   sub.add_option("--ngram-max", value.ngram_max, "Longest suffix the n-gram lookup matches (<= 32)")
       ->capture_default_str();
+  // Not CLI::ExistingFile: the engine's start-up error names the file and says what is wrong.
+  sub.add_option("--draft-model", value.draft_model,
+                 "With --speculative-method draft: a smaller GGUF with the same vocabulary (or the "
+                 "model itself quantized lower) that drafts the tokens; runs on the same device");
 }
 
 std::string speculative_summary(const engine::EngineStats& s) {

@@ -52,9 +52,11 @@ std::string kv_cache_type_name(DType type);
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value);
 
 // Adds the speculative decoding options (docs/speculative.md) to `sub`, bound to `value`:
-// --speculative-method {none,ngram} (checked at parse time), --num-speculative-tokens K, --speculative-adaptive BOOL,
-// --ngram-min N, --ngram-max N. Their ranges are checked by engine::EngineCore::create (a clear
-// start-up error naming the option). `value` must outlive the parse.
+// --speculative-method {none,ngram,draft} (checked at parse time), --num-speculative-tokens K,
+// --speculative-adaptive BOOL, --ngram-min N, --ngram-max N, --draft-model FILE. Their ranges,
+// the draft model's presence and whether it loads with the target's vocabulary are checked by
+// engine::EngineCore::create (a clear start-up error naming the option or file). `value` must
+// outlive the parse.
 void add_speculative_options(CLI::App& sub, engine::SpeculativeConfig& value);
 // One line for a report: verification passes, draft tokens, accepted (and the rate), emitted
 // tokens per pass, from the engine's counters.

@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "request/validate_request.h"
+#include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
 
 namespace cadenza::engine {
@@ -59,6 +60,21 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
     auto p = spec::NgramProposer::create({.ngram_min = c.speculative.ngram_min,
                                           .ngram_max = c.speculative.ngram_max,
                                           .num_speculative_tokens = c.speculative.num_speculative_tokens});
+    if (!p) return make_error("engine: speculative: {}", p.error());
+    proposer = std::move(*p);
+  } else if (c.speculative.method == SpeculativeMethod::kDraft) {
+    // Its own KV pool of the engine's block count: per request it needs at most the positions
+    // the target holds for it (no shared prefix blocks, though; a full pool only skips drafts).
+    auto p = spec::DraftModelProposer::create(
+        model, tokenizer,
+        {.path = c.speculative.draft_model,
+         .num_speculative_tokens = c.speculative.num_speculative_tokens,
+         .num_blocks = c.num_kv_blocks,
+         .block_size = c.block_size,
+         .kv_type = c.kv_type,
+         .max_num_seqs = c.max_num_seqs,
+         .max_model_len = c.max_model_len,
+         .max_step_tokens = c.max_num_batched_tokens});
     if (!p) return make_error("engine: speculative: {}", p.error());
     proposer = std::move(*p);
   }

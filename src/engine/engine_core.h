@@ -28,9 +28,9 @@
 // done when every index has returned its final output; abort(id) aborts them all. The
 // bookkeeping of the samples is in parallel_samples.cpp.
 //
-// Speculative decoding (EngineConfig::speculative, speculative.h): requests get drafts verified in
-// the same forward pass, 1..k+1 tokens per step; greedy output is the output without, sampled
-// output has its distribution (exact rejection sampling).
+// Speculative decoding (EngineConfig::speculative, speculative.h): requests get n-gram or
+// draft-model drafts verified in the same forward pass, 1..k+1 tokens per step; greedy output is
+// the output without, sampled output has its distribution (exact rejection sampling).
 //
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.
@@ -198,6 +198,9 @@ class EngineCore {
   const EngineConfig& config() const { return config_; }
   const kv::KvCacheManager& kv_manager() const { return *kv_manager_; }
   const sched::Scheduler& scheduler() const { return *scheduler_; }
+  // The proposer that drafts (null without speculation), e.g. a spec::DraftModelProposer whose
+  // KV pool a caller wants to look at.
+  const spec::Proposer* proposer() const { return proposer_.get(); }
 
  private:
   // Per-request engine state beside the scheduler's Request.

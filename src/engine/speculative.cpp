@@ -12,6 +12,7 @@ const char* to_string(SpeculativeMethod method) {
   switch (method) {
     case SpeculativeMethod::kNone: return "none";
     case SpeculativeMethod::kNgram: return "ngram";
+    case SpeculativeMethod::kDraft: return "draft";
   }
   return "?";
 }
@@ -19,10 +20,16 @@ const char* to_string(SpeculativeMethod method) {
 Result<SpeculativeMethod> parse_speculative_method(std::string_view name) {
   if (name == "none") return SpeculativeMethod::kNone;
   if (name == "ngram") return SpeculativeMethod::kNgram;
-  return make_error("speculative: unknown method '{}' (expected none or ngram)", name);
+  if (name == "draft") return SpeculativeMethod::kDraft;
+  return make_error("speculative: unknown method '{}' (expected none, ngram or draft)", name);
 }
 
 Status validate(const SpeculativeConfig& c) {
+  if (c.method == SpeculativeMethod::kDraft && c.draft_model.empty())
+    return Error("speculative: method draft needs a draft model file (--draft-model FILE)");
+  if (c.method != SpeculativeMethod::kDraft && !c.draft_model.empty())
+    return make_error("speculative: a draft model ({}) is only used with method draft, not {}",
+                      c.draft_model, to_string(c.method));
   if (!c.enabled()) return {};
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > spec::kMaxSpeculativeTokens)
     return make_error("speculative: num_speculative_tokens {} must be in [1, {}]",

@@ -15,9 +15,12 @@
 // speculation). Logit bias, penalties and min_tokens are allowed: each position's logits are
 // processed with the request's state after the tokens before it were accepted, exactly as plain
 // decoding would.
+//
+// Proposers: n-gram prompt lookup (method ngram), or a draft model (method draft, draft_model).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "util/result.h"
@@ -27,27 +30,35 @@ namespace cadenza::engine {
 enum class SpeculativeMethod : uint8_t {
   kNone,   // plain decoding
   kNgram,  // prompt lookup (spec::NgramProposer)
+  kDraft,  // a draft model with the target's vocabulary (spec::DraftModelProposer)
 };
 
-// "none" / "ngram".
+// "none" / "ngram" / "draft".
 const char* to_string(SpeculativeMethod method);
-// The method named `name` ("none", "ngram"); an error that lists the valid names otherwise.
+// The method named `name` ("none", "ngram", "draft"); an error that lists the valid names
+// otherwise.
 Result<SpeculativeMethod> parse_speculative_method(std::string_view name);
 
 struct SpeculativeConfig {
   SpeculativeMethod method = SpeculativeMethod::kNone;
   int32_t num_speculative_tokens = 4;  // most drafts per request and step, 1..spec::kMaxSpeculativeTokens
-  int32_t ngram_min = 1;               // 1..ngram_max
-  int32_t ngram_max = 4;               // ngram_min..spec::kMaxNgram
+  int32_t ngram_min = 1;               // 1..ngram_max (method ngram)
+  int32_t ngram_max = 4;               // ngram_min..spec::kMaxNgram (method ngram)
   // true: each request's k per step (0..num_speculative_tokens) comes from its measured
   // acceptance and the measured step cost (draft_length_policy.h), so speculation stops where it
   // does not pay (compute-bound steps: large batches, tiny models). false: always the most k.
   bool adaptive = true;
+  // Method draft: the draft model's GGUF file (required then, and only then). EngineCore::create
+  // loads it on the target's backend with a KV pool of the engine's block count and checks its
+  // vocabulary (spec/draft_model_proposer.h).
+  std::string draft_model;
   bool enabled() const { return method != SpeculativeMethod::kNone; }
 };
 
-// Ok for method none whatever the other fields; otherwise the first bad field and its range, as
-// "speculative: ..." (a start-up error for the CLI options).
+// Ok for method none with no draft_model, whatever the other fields; otherwise the first bad
+// field and its range, as "speculative: ..." (a start-up error for the CLI options): a draft_model
+// with a method other than draft, method draft without one. Whether the file loads is checked by
+// EngineCore::create.
 Status validate(const SpeculativeConfig& config);
 
 }  // namespace cadenza::engine

@@ -51,7 +51,7 @@ struct SpeculativeConfig {
   // Method draft: the draft model's GGUF file (required then, and only then). EngineCore::create
   // loads it on the target's backend with a KV pool of the engine's block count and checks its
   // vocabulary (spec/draft_model_proposer.h).
-  std::string draft_model;
+  std::string draft_model = {};
   bool enabled() const { return method != SpeculativeMethod::kNone; }
 };
 

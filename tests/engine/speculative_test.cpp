@@ -97,10 +97,28 @@ std::vector<int32_t> repeating_prompt(size_t period, size_t copies, uint32_t see
 TEST(SpeculativeConfigTest, MethodNames) {
   EXPECT_EQ(*parse_speculative_method("ngram"), SpeculativeMethod::kNgram);
   EXPECT_EQ(*parse_speculative_method("none"), SpeculativeMethod::kNone);
-  auto bad = parse_speculative_method("draft");
+  EXPECT_EQ(*parse_speculative_method("draft"), SpeculativeMethod::kDraft);
+  auto bad = parse_speculative_method("eagle");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().find("expected none or ngram"), std::string::npos) << bad.error();
+  EXPECT_NE(bad.error().find("expected none, ngram or draft"), std::string::npos) << bad.error();
   EXPECT_STREQ(to_string(SpeculativeMethod::kNgram), "ngram");
+  EXPECT_STREQ(to_string(SpeculativeMethod::kDraft), "draft");
+}
+
+TEST(SpeculativeConfigTest, DraftModelGoesWithMethodDraft) {
+  SpeculativeConfig c{.method = SpeculativeMethod::kDraft};
+  EXPECT_NE(validate(c).error().find("method draft needs a draft model file"), std::string::npos);
+  c.draft_model = "d.gguf";
+  EXPECT_TRUE(validate(c).ok());
+  c.num_speculative_tokens = 0;
+  EXPECT_FALSE(validate(c).ok());
+  for (SpeculativeMethod m : {SpeculativeMethod::kNone, SpeculativeMethod::kNgram}) {
+    SpeculativeConfig other{.method = m, .draft_model = "d.gguf"};
+    const Status st = validate(other);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.error().find("a draft model (d.gguf) is only used with method draft"),
+              std::string::npos) << st.error();
+  }
 }
 
 TEST(SpeculativeConfigTest, RangesAreChecked) {

@@ -5,6 +5,7 @@
 // `gateway --hash-key`. Every command's stdout carries its output only: no log line.
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -105,9 +106,9 @@ TEST_F(CommandsTest, SpeculativeOptionsKeepTheOutput) {
   const test::CliRun bad_k = run_cadenza("run " + common + " --speculative-method ngram --num-speculative-tokens 0");
   EXPECT_EQ(bad_k.status, 1);
   EXPECT_NE(bad_k.err.find("num_speculative_tokens 0 must be in [1, 32]"), std::string::npos) << bad_k.err;
-  const test::CliRun bad_method = run_cadenza("run " + common + " --speculative-method draft");
+  const test::CliRun bad_method = run_cadenza("run " + common + " --speculative-method eagle");
   EXPECT_NE(bad_method.status, 0);
-  EXPECT_NE(bad_method.err.find("expected none or ngram"), std::string::npos) << bad_method.err;
+  EXPECT_NE(bad_method.err.find("expected none, ngram or draft"), std::string::npos) << bad_method.err;
 
   const fs::path prompt = dir_->path() / "prompt.txt";
   {
@@ -121,6 +122,85 @@ TEST_F(CommandsTest, SpeculativeOptionsKeepTheOutput) {
   EXPECT_EQ(j.at("concurrency"), 2);
   EXPECT_TRUE(j.at("identical_outputs").get<bool>());
   EXPECT_GT(j.at("tg_tokens_per_s_median").get<double>(), 0.0);
+}
+
+// --speculative-method draft --draft-model FILE (here the model drafting for itself): run,
+// generate and bench --prompt-file give the plain text; a missing, unreadable or absent draft
+// model is a start-up error on stderr.
+TEST_F(CommandsTest, DraftModelKeepsTheOutput) {
+  const std::string draft = " --speculative-method draft --draft-model " + shell_quote(model().string());
+  const std::string common = m() + " --temp 0 -n 40 --ignore-eos -t 2 --no-echo -p " + shell_quote("Hello there");
+  const test::CliRun plain = run_cadenza("run " + common);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  const test::CliRun spec = run_cadenza("run " + common + draft + " --num-speculative-tokens 3");
+  ASSERT_EQ(spec.status, 0) << spec.err;
+  EXPECT_EQ(spec.out, plain.out);
+  // Drafting for itself: every draft accepted.
+  EXPECT_TRUE(std::regex_search(spec.err, std::regex(R"(run: speculative: \d+ verifications, (\d+) draft tokens, \1 accepted \(100\.0%\))")))
+      << spec.err;
+
+  const fs::path in = dir_->path() / "draft-in.jsonl";
+  {
+    std::ofstream(in) << "{\"id\": \"a\", \"prompt\": \"Once upon a time\", \"max_tokens\": 24, \"temperature\": 0, \"ignore_eos\": true}\n"
+                         "{\"id\": \"b\", \"prompt\": \"abcabcabc\", \"max_tokens\": 17, \"temperature\": 0, \"ignore_eos\": true}\n";
+  }
+  const auto generate = [&](const std::string& extra, const std::string& out_name) {
+    const fs::path out = dir_->path() / out_name;
+    const test::CliRun r = run_cadenza("generate " + m() + " -t 2 --input " + shell_quote(in.string()) +
+                                       " --output " + shell_quote(out.string()) + extra);
+    EXPECT_EQ(r.status, 0) << r.err;
+    return std::pair(r, test::read_text_file(out));
+  };
+  const auto [g_plain, out_plain] = generate("", "plain.jsonl");
+  const auto [g_spec, out_spec] = generate(draft, "spec.jsonl");
+  // The same records but for the timings.
+  const auto records = [](const std::string& text) {
+    std::vector<json> r;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      json j = json::parse(line);
+      j.erase("ttft_s");
+      j.erase("e2e_s");
+      r.push_back(j);
+    }
+    return r;
+  };
+  EXPECT_EQ(records(out_plain).size(), 2u);
+  EXPECT_EQ(records(out_spec), records(out_plain));
+  EXPECT_NE(g_spec.err.find("generate: speculative: "), std::string::npos) << g_spec.err;
+
+  const fs::path prompt = dir_->path() / "draft-prompt.txt";
+  {
+    std::ofstream(prompt) << "one two three one two three one two three one two";
+  }
+  const test::CliRun bench = run_cadenza("bench " + m() + " -t 2 -n 16 -r 1 -b 2 --json --prompt-file " +
+                                         shell_quote(prompt.string()) + draft);
+  ASSERT_EQ(bench.status, 0) << bench.err;
+  const json j = json::parse(bench.out);
+  EXPECT_EQ(j.at("speculative_method"), "draft");
+  EXPECT_TRUE(j.at("identical_outputs").get<bool>());
+
+  const test::CliRun missing =
+      run_cadenza("run " + common + " --speculative-method draft --draft-model /nonexistent/draft.gguf");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_EQ(missing.out, "");
+  EXPECT_NE(missing.err.find("/nonexistent/draft.gguf"), std::string::npos) << missing.err;
+  const test::CliRun not_gguf =
+      run_cadenza("run " + common + " --speculative-method draft --draft-model " + shell_quote(prompt.string()));
+  EXPECT_EQ(not_gguf.status, 1);
+  EXPECT_NE(not_gguf.err.find(prompt.string()), std::string::npos) << not_gguf.err;
+  const test::CliRun no_path = run_cadenza("run " + common + " --speculative-method draft");
+  EXPECT_EQ(no_path.status, 1);
+  EXPECT_NE(no_path.err.find("method draft needs a draft model file (--draft-model FILE)"), std::string::npos)
+      << no_path.err;
+  const test::CliRun no_method = run_cadenza("run " + common + " --draft-model " + shell_quote(model().string()));
+  EXPECT_EQ(no_method.status, 1);
+  EXPECT_NE(no_method.err.find("only used with method draft"), std::string::npos) << no_method.err;
+  const test::CliRun bad_generate = run_cadenza("generate " + m() + " --input " + shell_quote(in.string()) +
+                                                " --output " + shell_quote((dir_->path() / "x.jsonl").string()) +
+                                                " --speculative-method draft --draft-model /nonexistent/d.gguf");
+  EXPECT_NE(bad_generate.status, 0);
+  EXPECT_NE(bad_generate.err.find("/nonexistent/d.gguf"), std::string::npos) << bad_generate.err;
 }
 
 TEST_F(CommandsTest, RunStopsAtTheContextAndRejectsTooLongPrompts) {

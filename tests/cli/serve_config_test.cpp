@@ -12,6 +12,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "synth/synth.h"
+#include "test_models.h"
+
 namespace cadenza {
 namespace {
 
@@ -92,6 +95,29 @@ TEST(ServeConfig, BadFilesAreClearErrors) {
   const int status = ::pclose(p);
   EXPECT_EQ(WEXITSTATUS(status), 1);
   EXPECT_NE(out.find("not readable"), std::string::npos) << out;
+}
+
+// The speculative options by their names, --draft-model included: the engine's start-up error
+// shows that the file's draft model was the one used, and the command line wins over it.
+TEST(ServeConfig, DraftModelOptionComesFromTheFile) {
+  const fs::path model = fs::temp_directory_path() / fmt::format("cadenza-serve-draft-{}.gguf", ::getpid());
+  auto written = synth::write_synthetic_model(test::tiny_model_options(2), model.string());
+  ASSERT_TRUE(written.ok()) << written.error();
+  const std::string file = fmt::format(
+      "model = \"{}\"\nport = 0\nno-warmup = true\nspeculative-method = \"draft\"\n"
+      "num-speculative-tokens = 3\ndraft-model = \"/nonexistent/from-config-draft.gguf\"\n",
+      model.string());
+  ServeRun a = serve(file, "");
+  EXPECT_EQ(a.status, 1);
+  EXPECT_NE(a.log.find("engine: speculative: draft model: /nonexistent/from-config-draft.gguf"),
+            std::string::npos) << a.log;
+  ServeRun b = serve(file, "--draft-model /nonexistent/from-cli-draft.gguf");
+  EXPECT_EQ(b.status, 1);
+  EXPECT_NE(b.log.find("/nonexistent/from-cli-draft.gguf"), std::string::npos) << b.log;
+  ServeRun c = serve("model = \"x.gguf\"\nspeculative-method = \"eagle\"\n", "");
+  EXPECT_EQ(c.status, 1);
+  EXPECT_NE(c.log.find("expected none, ngram or draft"), std::string::npos) << c.log;
+  fs::remove(model);
 }
 
 }  // namespace

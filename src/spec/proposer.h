@@ -1,6 +1,6 @@
 // Proposer: the subsystem boundary between the engine and whatever guesses the next tokens of a
-// request for speculative decoding (n-gram prompt lookup today; a draft model, EAGLE-style heads
-// and MTP layers later). A proposal is only a guess: the engine verifies every draft token against
+// request for speculative decoding (n-gram prompt lookup and a draft model today; EAGLE-style
+// heads and MTP layers later). A proposal is only a guess: the engine verifies every draft token against
 // the target model in one forward pass and keeps the accepted prefix, so a bad proposer costs
 // speed, never correctness.
 //

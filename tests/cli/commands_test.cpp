@@ -128,7 +128,8 @@ TEST_F(CommandsTest, SpeculativeOptionsKeepTheOutput) {
 // generate and bench --prompt-file give the plain text; a missing, unreadable or absent draft
 // model is a start-up error on stderr.
 TEST_F(CommandsTest, DraftModelKeepsTheOutput) {
-  const std::string draft = " --speculative-method draft --draft-model " + shell_quote(model().string());
+  const std::string draft = " --speculative-method draft --speculative-adaptive false --draft-model " +
+                            shell_quote(model().string());
   const std::string common = m() + " --temp 0 -n 40 --ignore-eos -t 2 --no-echo -p " + shell_quote("Hello there");
   const test::CliRun plain = run_cadenza("run " + common);
   ASSERT_EQ(plain.status, 0) << plain.err;

@@ -23,8 +23,11 @@ using test_util::Generation;
 using test_util::greedy;
 using test_util::random_prompt;
 
+// Always k drafts (adaptive off: on these compute-bound tiny models the policy would stop
+// drafting, which is right for speed but leaves nothing to check).
 EngineConfig with_draft(EngineConfig c, const std::string& path, int32_t k = 4) {
-  c.speculative = {.method = SpeculativeMethod::kDraft, .num_speculative_tokens = k, .draft_model = path};
+  c.speculative = {.method = SpeculativeMethod::kDraft, .num_speculative_tokens = k,
+                   .adaptive = false, .draft_model = path};
   return c;
 }
 
@@ -181,18 +184,32 @@ TEST_F(DraftEngineTest, StartUpErrors) {
   EXPECT_NE(error(ngram_with_file).find("only used with method draft"), std::string::npos);
 }
 
-// Temperature > 0 and n > 1 do not speculate: the draft model is not asked.
-TEST_F(DraftEngineTest, NonGreedyRequestsDoNotDraft) {
-  auto spec = engine(with_draft({.num_kv_blocks = 64, .max_model_len = 256}, path_));
-  auto plain = engine({.num_kv_blocks = 64, .max_model_len = 256});
-  ASSERT_TRUE(spec && plain);
-  SamplingParams sampled = greedy(16);
-  sampled.temperature = 0.8f;
-  sampled.seed = 3;
-  const auto prompt = random_prompt(12, 5);
-  EXPECT_EQ(run_batch(*spec, {prompt}, sampled), run_batch(*plain, {prompt}, sampled));
-  EXPECT_EQ(spec->stats().num_spec_drafts, 0);
-  EXPECT_EQ(draft_of(*spec)->num_forward_passes(), 0);
+// Sampled requests speculate too (the engine's rejection sampling takes each draft as a point
+// mass): with the model drafting for itself the draft is the target's argmax, accepted with the
+// target's probability of it; both pools are empty afterwards. Adaptive k (the default) runs too.
+TEST_F(DraftEngineTest, SampledRequestsAndAdaptiveK) {
+  for (bool adaptive : {false, true}) {
+    SCOPED_TRACE(adaptive ? "adaptive" : "fixed k");
+    EngineConfig c = with_draft({.num_kv_blocks = 64, .max_model_len = 256}, path_);
+    c.speculative.adaptive = adaptive;
+    auto spec = engine(c);
+    ASSERT_NE(spec, nullptr);
+    SamplingParams sampled = greedy(24);
+    sampled.temperature = 0.8f;
+    sampled.seed = 3;
+    std::vector<std::vector<int32_t>> ps;
+    for (uint32_t i = 0; i < 3; ++i) ps.push_back(random_prompt(12 + 5 * i, 5 + i));
+    const auto got = run_batch(*spec, ps, sampled);
+    for (const auto& g : got) EXPECT_EQ(g.size(), 24u);
+    if (!adaptive) {
+      EXPECT_GT(spec->stats().num_spec_drafts, 0);
+      EXPECT_GT(spec->stats().num_spec_accepted_tokens, 0);
+    }
+    // Greedy with adaptive k still gives the plain output.
+    auto plain = engine({.num_kv_blocks = 64, .max_model_len = 256});
+    EXPECT_EQ(run_batch(*spec, ps, greedy(24)), run_batch(*plain, ps, greedy(24)));
+    expect_pools_empty(*spec);
+  }
 }
 
 // Every shared golden model drafting for itself (acceptance 1.0) and, where the shared set has a

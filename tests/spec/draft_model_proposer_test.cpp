@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "synth/synth.h"
 #include "test_models.h"
@@ -257,6 +258,34 @@ TEST_F(DraftModelProposerTest, CreateErrors) {
   const std::string bad = error(options(junk));
   EXPECT_NE(bad.find(junk.string()), std::string::npos) << bad;
   fs::remove(junk);
+
+  // The same count, one token's text differs: a copy of the target with token 299 renamed.
+  const fs::path renamed = fs::temp_directory_path() / ("draft-renamed-" + std::to_string(::getpid()) + ".gguf");
+  {
+    gguf::GgufWriter w;
+    for (const auto& [key, value] : target_->file().metadata()) {
+      if (key != "tokenizer.ggml.tokens") {
+        w.set(key, value);
+        continue;
+      }
+      auto tokens = target_->file().get_string_array(key);
+      ASSERT_TRUE(tokens.ok()) << tokens.error();
+      ASSERT_EQ(tokens->size(), 300u);
+      (*tokens)[299] = "draft-test-token";
+      w.set(key, gguf::Value::string_array(*tokens));
+    }
+    for (const gguf::TensorInfo& t : target_->file().tensors()) {
+      const std::span<const uint8_t> b = t.bytes();
+      ASSERT_TRUE(w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(b.begin(), b.end())).ok());
+    }
+    ASSERT_TRUE(w.write(renamed.string()).ok());
+  }
+  const std::string text = error(options(renamed));
+  EXPECT_NE(text.find("draft model " + renamed.string() + ": token 299 is 'draft-test-token', target " +
+                      target_path_->string() + " has '" + tokenizer_->token_text(299) + "'"),
+            std::string::npos)
+      << text;
+  fs::remove(renamed);
 
   const std::string vocab = error(options(*wide_path_));
   EXPECT_NE(vocab.find("draft model " + wide_path_->string() + ": vocabulary of 310 tokens, target " +

@@ -16,25 +16,13 @@ void StepCostModel::add(double positions, double seconds) {
   sy_ = sy_ * decay_ + seconds;
   sxx_ = sxx_ * decay_ + positions * positions;
   sxy_ = sxy_ * decay_ + positions * seconds;
-}
-
-bool StepCostModel::ready() const {
-  if (w_ < 8.0) return false;
-  const double mx = sx_ / w_;
-  return sxx_ / w_ - mx * mx >= 0.25;
-}
-
-double StepCostModel::per_token_s() const {
-  if (w_ <= 0.0) return 0.0;
+  if (w_ < 8.0) return;
   const double mx = sx_ / w_, my = sy_ / w_;
   const double var = sxx_ / w_ - mx * mx;
-  if (var <= 0.0) return 0.0;
-  return std::max(0.0, (sxy_ / w_ - mx * my) / var);
-}
-
-double StepCostModel::fixed_s() const {
-  if (w_ <= 0.0) return 0.0;
-  return std::max(0.0, sy_ / w_ - per_token_s() * (sx_ / w_));
+  if (var < 0.25) return;
+  per_token_s_ = std::max(0.0, (sxy_ / w_ - mx * my) / var);
+  fixed_s_ = std::max(0.0, my - per_token_s_ * mx);
+  has_fit_ = true;
 }
 
 AcceptanceEstimate::AcceptanceEstimate(double prior_rate)
@@ -50,7 +38,7 @@ void AcceptanceEstimate::add(int32_t drafted, int32_t accepted) {
 double AcceptanceEstimate::rate() const { return tried_ > 0.0 ? accepted_ / tried_ : 0.0; }
 
 void plan_draft_lengths(std::span<const double> rates, std::span<const int32_t> max_k,
-                        double fixed_s, double per_token_s, double base_positions,
+                        double fixed_s, double per_token_s, double draft_s, double base_positions,
                         double base_tokens, std::span<int32_t> k) {
   assert(rates.size() == max_k.size() && k.size() == max_k.size());
   std::fill(k.begin(), k.end(), 0);
@@ -58,13 +46,14 @@ void plan_draft_lengths(std::span<const double> rates, std::span<const int32_t> 
   std::priority_queue<std::pair<double, size_t>> next;
   for (size_t i = 0; i < rates.size(); ++i)
     if (max_k[i] > 0 && rates[i] > 0.0) next.push({std::min(rates[i], 1.0), i});
-  double positions = base_positions, tokens = base_tokens;
+  const double position_s = per_token_s + std::max(draft_s, 0.0);  // one more draft position
+  double step_s = fixed_s + per_token_s * base_positions, tokens = base_tokens;
   while (!next.empty()) {
     const auto [gain, i] = next.top();
-    if (gain * (fixed_s + per_token_s * positions) <= per_token_s * tokens) break;
+    if (gain * step_s <= position_s * tokens) break;
     next.pop();
     ++k[i];
-    positions += 1.0;
+    step_s += position_s;
     tokens += gain;
     if (k[i] < max_k[i]) next.push({gain * std::min(rates[i], 1.0), i});
   }

@@ -9,9 +9,11 @@
 //   - AcceptanceEstimate tracks a request's rate alpha: the chance that a draft token is accepted
 //     given that the ones before it were. Draft position j (1-based) then adds alpha^j expected
 //     tokens.
+//   - The proposer's own time per draft token (a draft model's passes; about 0 for n-gram lookup),
+//     measured by the engine around each propose call, adds to every draft position's cost.
 // plan_draft_lengths hands out draft positions greedily, the best expected gain first, while a
-// position raises the step's expected tokens per second: adding gain g to a step expected to emit
-// E tokens over T positions pays iff  g * (fixed_s + per_token_s * T) > per_token_s * E.
+// position raises the step's expected tokens per second: with c = per_token_s + draft_s per draft
+// position, adding gain g to a step expected to emit E tokens in time S pays iff  g * S > c * E.
 // With no fixed cost that needs g > E / T >= 1, which never holds: no drafts; with no per-position
 // cost every draft with any chance pays.
 //
@@ -31,16 +33,20 @@ class StepCostModel {
   explicit StepCostModel(double half_life_steps = 256);
   // One forward pass that computed `positions` positions in `seconds`.
   void add(double positions, double seconds);
-  // Enough recent steps (weight >= 8) with different sizes (weighted variance of the positions
-  // >= 0.25) for the slope to mean something.
-  bool ready() const;
-  // The fit, clamped to >= 0 (a negative intercept or slope is noise). Meaningful when ready().
-  double fixed_s() const;
-  double per_token_s() const;
+  // A fit exists: at some point enough recent steps (weight >= 8) had different sizes (weighted
+  // variance of the positions >= 0.25) for the slope to mean something. Stays true.
+  bool ready() const { return has_fit_; }
+  // The latest such fit, clamped to >= 0 (a negative intercept or slope is noise). While the
+  // recent steps are all of one size (speculation off, a steady batch) the fit is kept as it was,
+  // not refitted from the fading old points.
+  double fixed_s() const { return fixed_s_; }
+  double per_token_s() const { return per_token_s_; }
 
  private:
   double decay_ = 1.0;
   double w_ = 0, sx_ = 0, sy_ = 0, sxx_ = 0, sxy_ = 0;  // weighted sums
+  bool has_fit_ = false;
+  double fixed_s_ = 0, per_token_s_ = 0;
 };
 
 // A request's draft acceptance rate, as accepted / tried drafts with older verifications decayed
@@ -59,9 +65,10 @@ struct AcceptanceEstimate {
 
 // Draft lengths for one step. rates[i] in [0, 1] and max_k[i] >= 0 describe request i; the step
 // is expected to compute `base_positions` positions (decodes and prompt chunks) and emit
-// `base_tokens` tokens without drafts. Writes k[i] in [0, max_k[i]] (sizes must match).
+// `base_tokens` tokens without drafts; proposing costs `draft_s` seconds per draft token. Writes
+// k[i] in [0, max_k[i]] (sizes must match).
 void plan_draft_lengths(std::span<const double> rates, std::span<const int32_t> max_k,
-                        double fixed_s, double per_token_s, double base_positions,
+                        double fixed_s, double per_token_s, double draft_s, double base_positions,
                         double base_tokens, std::span<int32_t> k);
 
 }  // namespace cadenza::engine

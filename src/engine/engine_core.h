@@ -293,6 +293,11 @@ class EngineCore {
   // acceptance (the prior of a new request's), and propose_drafts' scratch.
   StepCostModel step_cost_;
   AcceptanceEstimate acceptance_;
+  double draft_s_per_token_ = 0;  // the proposer's time per draft token (moving average)
+  bool draft_cost_seen_ = false;
+  int64_t explored_at_ = 0;         // the step of the last exploration (plan_adaptive_k)
+  int64_t explore_interval_ = 64;   // steps between explorations
+  bool planned_drafts_since_explore_ = false;
   std::vector<double> draft_rates_;
   std::vector<int32_t> draft_max_k_, draft_k_;
   EngineStats totals_;  // the cumulative counters; stats() adds the live ones

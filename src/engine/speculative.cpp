@@ -71,7 +71,18 @@ void EngineCore::propose_drafts() {
   if (drafts_.size() < draft_queries_.size()) drafts_.resize(draft_queries_.size());
   const std::span<std::vector<int32_t>> drafts(drafts_.data(), draft_queries_.size());
   // A proposer failure only costs the speedup: this step decodes plainly (drafts are empty).
+  const Clock::time_point start = Clock::now();
   if (Status st = proposer_->propose_batch(draft_queries_, drafts); !st) return;
+  // The proposer's time per draft token, for adaptive k (a draft model's passes cost; n-gram
+  // lookup's microseconds do not matter).
+  size_t drafted = 0;
+  for (const std::vector<int32_t>& d : drafts) drafted += d.size();
+  if (drafted > 0) {
+    const double per_token =
+        std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(drafted);
+    draft_s_per_token_ = draft_cost_seen_ ? 0.9 * draft_s_per_token_ + 0.1 * per_token : per_token;
+    draft_cost_seen_ = true;
+  }
   for (size_t i = 0; i < drafting_.size(); ++i) {
     Request& r = *drafting_[i];
     const std::vector<int32_t>& d = drafts[i];
@@ -82,29 +93,52 @@ void EngineCore::propose_drafts() {
 }
 
 void EngineCore::plan_adaptive_k() {
-  // Until the step cost is known, and one step in kExploreEvery after that, every request drafts
-  // the most: that measures the cost of longer steps and each request's acceptance afresh.
-  constexpr int64_t kExploreEvery = 64;
-  if (!step_cost_.ready() || totals_.num_steps % kExploreEvery == 0) return;
+  // Until the step cost is known, steps explore: every request drafts 1, 2, ..., K tokens in turn,
+  // so that steps of different lengths are measured (equal steps say nothing about the slope).
+  // After that, one step every explore_interval_ drafts the most, to refresh each request's
+  // acceptance; the interval doubles (up to 4096 steps) while the plan drafts nothing between
+  // explorations, since an exploration is not free (a draft model catches up on the history).
+  constexpr int64_t kMinExploreInterval = 64, kMaxExploreInterval = 4096;
+  if (!step_cost_.ready()) {
+    const int32_t k = 1 + static_cast<int32_t>(totals_.num_steps % config_.speculative.num_speculative_tokens);
+    for (spec::DraftQuery& q : draft_queries_) q.max_draft_tokens = std::min(q.max_draft_tokens, k);
+    return;
+  }
   // The step without drafts: every running request's next positions (a decode's one, a prompt
   // chunk's up to the budget), and a token from each decoding request.
   double positions = 0;
   for (const Request* r : scheduler_->running())
     positions += static_cast<double>(r->num_tokens() - r->num_computed_tokens);
-  positions = std::min(positions, static_cast<double>(config_.max_num_batched_tokens));
+  positions = std::max(std::min(positions, static_cast<double>(config_.max_num_batched_tokens)), 1.0);
   const size_t n = draft_queries_.size();
   draft_rates_.resize(n);
   draft_max_k_.resize(n);
   draft_k_.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    draft_rates_[i] = streams_.at(drafting_[i]->id)->acceptance.rate();
-    draft_max_k_[i] = draft_queries_[i].max_draft_tokens;
+  for (size_t i = 0; i < n; ++i) draft_max_k_[i] = draft_queries_[i].max_draft_tokens;
+  const auto plan = [&] {
+    plan_draft_lengths(draft_rates_, draft_max_k_, step_cost_.fixed_s(), step_cost_.per_token_s(),
+                       draft_s_per_token_, positions, static_cast<double>(n), draft_k_);
+  };
+  if (totals_.num_steps - explored_at_ >= explore_interval_) {
+    // Explore only where drafts could pay at these costs if every one were accepted: exploring
+    // can only find better acceptance, and it costs (a draft model catching up on a history).
+    std::fill(draft_rates_.begin(), draft_rates_.end(), 1.0);
+    plan();
+    if (std::any_of(draft_k_.begin(), draft_k_.end(), [](int32_t k) { return k > 0; })) {
+      explore_interval_ = planned_drafts_since_explore_
+                              ? kMinExploreInterval
+                              : std::min(2 * explore_interval_, kMaxExploreInterval);
+      explored_at_ = totals_.num_steps;
+      planned_drafts_since_explore_ = false;
+      return;
+    }
   }
-  plan_draft_lengths(draft_rates_, draft_max_k_, step_cost_.fixed_s(), step_cost_.per_token_s(),
-                     std::max(positions, 1.0), static_cast<double>(n), draft_k_);
+  for (size_t i = 0; i < n; ++i) draft_rates_[i] = streams_.at(drafting_[i]->id)->acceptance.rate();
+  plan();
   size_t kept = 0;
   for (size_t i = 0; i < n; ++i) {
     if (draft_k_[i] == 0) continue;
+    planned_drafts_since_explore_ = true;
     draft_queries_[kept] = draft_queries_[i];
     draft_queries_[kept].max_draft_tokens = draft_k_[i];
     drafting_[kept] = drafting_[i];

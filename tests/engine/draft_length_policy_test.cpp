@@ -24,6 +24,23 @@ TEST(StepCostModel, FitsALineAndNeedsSpreadToBeReady) {
   EXPECT_NEAR(m.fixed_s(), 0.010, 0.002);
 }
 
+TEST(StepCostModel, KeepsItsFitWhileStepsAreAllOneSize) {
+  StepCostModel m;
+  for (int i = 0; i < 40; ++i) m.add(1 + i % 4, 0.010 + 0.002 * (1 + i % 4));
+  ASSERT_TRUE(m.ready());
+  // Speculation off: thousands of one-position steps (slower, say, under load). While the old
+  // points still weigh, the line moves towards the new ones (through about 15 ms at 1 position);
+  // once the sizes no longer vary the fit stays as it was, instead of refitting noise.
+  for (int i = 0; i < 3000; ++i) m.add(1, 0.015);
+  EXPECT_TRUE(m.ready());
+  const double fixed = m.fixed_s(), per = m.per_token_s();
+  EXPECT_NEAR(fixed + per, 0.015, 0.001);
+  EXPECT_GE(per, 0.0);
+  for (int i = 0; i < 2000; ++i) m.add(1, 0.015 + 0.001 * (i % 2));
+  EXPECT_DOUBLE_EQ(m.fixed_s(), fixed);
+  EXPECT_DOUBLE_EQ(m.per_token_s(), per);
+}
+
 TEST(StepCostModel, ForgetsOldSteps) {
   StepCostModel m(16);
   for (int i = 0; i < 200; ++i) m.add(1 + i % 4, 0.001 * (1 + i % 4));  // compute-bound
@@ -52,9 +69,9 @@ TEST(AcceptanceEstimate, CountsTriesUpToTheFirstRejection) {
 }
 
 std::vector<int32_t> plan(const std::vector<double>& rates, const std::vector<int32_t>& max_k,
-                          double fixed_s, double per_token_s) {
+                          double fixed_s, double per_token_s, double draft_s = 0.0) {
   std::vector<int32_t> k(rates.size());
-  plan_draft_lengths(rates, max_k, fixed_s, per_token_s, static_cast<double>(rates.size()),
+  plan_draft_lengths(rates, max_k, fixed_s, per_token_s, draft_s, static_cast<double>(rates.size()),
                      static_cast<double>(rates.size()), k);
   return k;
 }
@@ -80,7 +97,7 @@ TEST(PlanDraftLengths, InBetweenLikelyDraftsGetMore) {
   rates[0] = 0.98;
   rates[1] = 0.5;
   std::vector<int32_t> k(8);
-  plan_draft_lengths(rates, std::vector<int32_t>(8, 4), 0.001, 0.001, 8, 8, k);
+  plan_draft_lengths(rates, std::vector<int32_t>(8, 4), 0.001, 0.001, 0.0, 8, 8, k);
   EXPECT_GT(k[0], 0);
   EXPECT_EQ(k[1], 0);
   for (size_t i = 2; i < k.size(); ++i) EXPECT_EQ(k[i], 0);
@@ -89,6 +106,17 @@ TEST(PlanDraftLengths, InBetweenLikelyDraftsGetMore) {
   EXPECT_EQ(plan({0.5}, {4}, 0.001, 0.001), (std::vector<int32_t>{0}));
   const std::vector<int32_t> deep = plan({0.98}, {8}, 0.001, 0.001);
   EXPECT_GE(deep[0], 3);
+}
+
+TEST(PlanDraftLengths, TheProposersCostCountsAgainstEachDraft) {
+  // Verification nearly free (bandwidth-bound), but a draft model that costs half a target step
+  // per draft token: at rate 0.7 the first draft adds 0.7 tokens for 10 ms on a 20 ms step that
+  // emits 1 (needs > 0.5), the second 0.49 for 10 ms on 30 ms emitting 1.7 (needs > 0.57): one.
+  EXPECT_EQ(plan({0.7}, {4}, 0.020, 0.0, 0.010), (std::vector<int32_t>{1}));
+  // A cheap draft model (2% of a step) goes deep.
+  EXPECT_EQ(plan({0.7}, {4}, 0.020, 0.0, 0.0004), (std::vector<int32_t>{4}));
+  // ... and an expensive one (as costly as the target) never pays.
+  EXPECT_EQ(plan({0.9}, {4}, 0.020, 0.0, 0.020), (std::vector<int32_t>{0}));
 }
 
 TEST(PlanDraftLengths, RespectsEachRequestsLimitAndZeroRates) {

@@ -367,10 +367,11 @@ TEST_F(SpeculativeLicenses, SampledTokensAreDistributedAsPlain) {
       EXPECT_EQ(r.g.tokens.size(), static_cast<size_t>(kLen));
       if (r.g.tokens.size() != static_cast<size_t>(kLen)) continue;
       for (int32_t i = 0; i < kLen; ++i) ++h[static_cast<size_t>(i)][r.g.tokens[static_cast<size_t>(i)]];
-      ++h[kLen][r.g.tokens[0] * 1000003 + r.g.tokens[1]];  // the pair (a hash; the vocab is small)
+      ++h[kLen][r.g.tokens[0] * 32768 + r.g.tokens[1]];  // the pair (the vocab is < 32768)
     }
     return h;
   };
+  ASSERT_LT(loaded_->model->config().n_vocab, 32768);  // the pairs' keys
   auto plain = engine(false);
   auto spec = engine(true);
   ASSERT_TRUE(plain && spec);

@@ -8,13 +8,13 @@
 set -u
 cadenza=$1 work=$2 src=$3
 source "$src/tests/e2e_lib.sh"
-rm -rf "$work" && mkdir -p "$work"
 shared=${CADENZA_SHARED_DIR:-$src/../shared}
 model="$shared/models/licenses-tiny-f16.gguf"
 if [ ! -f "$model" ]; then
   echo "SKIPPED: $model not found (set CADENZA_SHARED_DIR)"
   exit 77
 fi
+rm -rf "$work" && mkdir -p "$work"
 
 # A prompt that repeats itself, so n-gram drafts (copies of earlier text) are accepted.
 python3 - "$work/prompt.jsonl" <<'PY'

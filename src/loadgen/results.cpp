@@ -176,21 +176,31 @@ void print_table(std::FILE* out, const std::vector<const PointResult*>& points,
   const bool named = !names.empty();
   size_t w = 6;
   for (const auto& n : names) w = std::max(w, n.size());
+  bool spec = false;  // speculation columns only when some point has counters
+  for (const PointResult* p : points) spec = spec || p->spec_decode.has_value();
   if (named) fmt::print(out, "{:<{}} ", "result", w);
   fmt::print(out,
-             "{:<10} {:>5} {:>5} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7}\n",
+             "{:<10} {:>5} {:>5} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7}{}\n",
              "point", "ok", "fail", "req/s", "good/s", "out tok/s", "TTFT p50", "TTFT p99",
-             "TPOT p50", "TPOT p99", "ITL p50", "E2E p50", "cpu ms");
+             "TPOT p50", "TPOT p99", "ITL p50", "E2E p50", "cpu ms",
+             spec ? fmt::format(" {:>7} {:>7}", "accept", "tok/vf") : "");
   for (size_t i = 0; i < points.size(); ++i) {
     const Summary& s = points[i]->summary;
     if (named) fmt::print(out, "{:<{}} ", i < names.size() ? names[i] : "", w);
     fmt::print(out,
                "{:<10} {:>5} {:>5} {:>8.2f} {:>8} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.2f} {:>9.2f} "
-               "{:>9.2f} {:>8.1f} {:>7.3f}\n",
+               "{:>9.2f} {:>8.1f} {:>7.3f}",
                points[i]->label, s.completed, s.failed, s.request_throughput,
                s.has_slo ? fmt::format("{:.2f}", s.goodput) : "-", s.output_token_throughput,
                s.ttft_ms.median, s.ttft_ms.p99, s.tpot_ms.median, s.tpot_ms.p99, s.itl_ms.median,
                s.e2e_ms.median, s.cpu_ms_per_request);
+    const auto& d = points[i]->spec_decode;
+    if (spec && d)
+      fmt::print(out, " {:>6.1f}% {:>7.2f}", 100 * d->acceptance_rate,
+                 d->mean_tokens_per_verification);
+    else if (spec)
+      fmt::print(out, " {:>7} {:>7}", "-", "-");
+    fmt::print(out, "\n");
   }
 }
 

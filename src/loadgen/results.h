@@ -60,7 +60,8 @@ void print_summary(std::FILE* out, const PointResult& point);
 // The speculation section of print_summary.
 void print_spec_decode(std::FILE* out, const SpecDecode& spec);
 // One row per point: the sweep / comparison table. `names` (same length) prefixes each row when
-// non-empty.
+// non-empty. When any point has spec_decode, two more columns: acceptance rate and mean tokens
+// per verification ("-" for points without).
 void print_table(std::FILE* out, const std::vector<const PointResult*>& points,
                  const std::vector<std::string>& names = {});
 

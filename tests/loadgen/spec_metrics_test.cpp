@@ -146,6 +146,7 @@ TEST(SpecMetrics, ResultFileRoundTripAndSummary) {
   std::FILE* out = open_memstream(&buf, &len);
   print_summary(out, back->points[0]);
   print_summary(out, back->points[1]);
+  print_table(out, {&back->points[0], &back->points[1]});
   std::fclose(out);
   const std::string text(buf, len);
   std::free(buf);
@@ -153,6 +154,18 @@ TEST(SpecMetrics, ResultFileRoundTripAndSummary) {
   EXPECT_NE(text.find("37.50% (accepted / draft tokens)"), std::string::npos) << text;
   EXPECT_NE(text.find("2.500 (1 + accepted / verifications)"), std::string::npos) << text;
   EXPECT_NE(text.find("[2] 0.250"), std::string::npos) << text;
+  // The table: speculation columns, "-" for the point without counters.
+  EXPECT_NE(text.find("  accept  tok/vf\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("   37.5%    2.50\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("       -       -\n"), std::string::npos) << text;
+
+  // Without any counters the table keeps its usual columns.
+  out = open_memstream(&buf, &len);
+  print_table(out, {&back->points[1]});
+  std::fclose(out);
+  const std::string plain(buf, len);
+  std::free(buf);
+  EXPECT_EQ(plain.find("accept"), std::string::npos) << plain;
 }
 
 std::string run_to_json(const std::string& url, const std::string& api_key, int& rc) {

@@ -150,7 +150,8 @@ void print_summary(std::FILE* out, const PointResult& p) {
 }
 
 void print_spec_decode(std::FILE* out, const SpecDecode& d) {
-  fmt::print(out, "---- speculative decoding (server /metrics, server-wide, over this point) ----\n");
+  fmt::print(out,
+             "---- speculative decoding (server /metrics, server-wide, over this point) ----\n");
   fmt::print(out, "{:<34} {}\n", "Verifications with drafts:", d.drafts);
   fmt::print(out, "{:<34} {}\n", "Draft tokens:", d.draft_tokens);
   fmt::print(out, "{:<34} {}\n", "Accepted tokens:", d.accepted);

@@ -18,7 +18,8 @@ constexpr size_t kMaxPositions = 4096;
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -117,11 +118,13 @@ std::optional<SpecDecode> spec_delta(const SpecCounters& before, const SpecCount
     d.accepted_per_pos.push_back(a);
   }
   // Positions beyond the last one with acceptances carry no information.
-  while (!d.accepted_per_pos.empty() && d.accepted_per_pos.back() == 0) d.accepted_per_pos.pop_back();
+  while (!d.accepted_per_pos.empty() && d.accepted_per_pos.back() == 0)
+    d.accepted_per_pos.pop_back();
   const double drafts = static_cast<double>(d.drafts);
   d.acceptance_rate = static_cast<double>(d.accepted) / static_cast<double>(d.draft_tokens);
   d.mean_tokens_per_verification = 1.0 + static_cast<double>(d.accepted) / drafts;
-  for (int64_t a : d.accepted_per_pos) d.acceptance_by_position.push_back(static_cast<double>(a) / drafts);
+  for (int64_t a : d.accepted_per_pos)
+    d.acceptance_by_position.push_back(static_cast<double>(a) / drafts);
   return d;
 }
 

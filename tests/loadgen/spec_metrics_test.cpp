@@ -47,7 +47,8 @@ TEST(SpecMetrics, LabelsTimestampsSumsAndGarbage) {
       "cadenza_spec_decode_num_drafts_total{engine=\"0\"} 3 1700000000000\r\n"
       "cadenza_spec_decode_num_drafts_total{engine=\"1\"} 4.0\n"
       "  cadenza_spec_decode_num_draft_tokens_total 1.2e1\n"
-      "cadenza_spec_decode_num_accepted_tokens_per_pos_total{model=\"a,b=\\\"c\\\"\",position=\"1\"} 5\n"
+      "cadenza_spec_decode_num_accepted_tokens_per_pos_total{model=\"a,b=\\\"c\\\"\","
+      "position=\"1\"} 5\n"
       "cadenza_spec_decode_num_accepted_tokens_per_pos_total{position=\"3\", engine=\"1\"} 2\n"
       "cadenza_spec_decode_num_accepted_tokens_per_pos_total{position=\"3\", engine=\"2\"} 1\n"
       // Skipped: no position, a bad position, a huge one, no value, not a number, negative,

@@ -203,4 +203,55 @@ asio::awaitable<HttpOutcome> HttpClient::post(std::string body,
   }
 }
 
+asio::awaitable<std::pair<HttpOutcome, std::string>> HttpClient::get(
+    std::string target, std::chrono::steady_clock::time_point deadline) {
+  using Reply = std::pair<HttpOutcome, std::string>;
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, ep_.host + ":" + ep_.port);
+  req.set(http::field::user_agent, "cadenza-bench-serve");
+  if (!auth_.empty()) req.set(http::field::authorization, auth_);
+  req.keep_alive(false);
+  error_code ec;
+  asio::ip::tcp::resolver resolver(io_);
+  auto results = co_await resolver.async_resolve(ep_.host, ep_.port,
+                                                 asio::redirect_error(asio::use_awaitable, ec));
+  if (ec)
+    co_return Reply{HttpOutcome{ErrorKind::connect, 0, "resolve " + ep_.host + ": " + ec.message()},
+                    {}};
+  Stream s(io_);
+  s.expires_at(deadline);
+  co_await s.async_connect(results, asio::redirect_error(asio::use_awaitable, ec));
+  if (ec)
+    co_return Reply{HttpOutcome{is_timeout(ec) ? ErrorKind::timeout : ErrorKind::connect, 0,
+                                "connect " + ep_.host + ":" + ep_.port + ": " + ec.message()},
+                    {}};
+  s.expires_at(deadline);
+  co_await http::async_write(s, req, asio::redirect_error(asio::use_awaitable, ec));
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(std::uint64_t{16} << 20);
+  if (!ec) {
+    s.expires_at(deadline);
+    co_await http::async_read(s, buf, parser, asio::redirect_error(asio::use_awaitable, ec));
+  }
+  if (ec)
+    co_return Reply{HttpOutcome{is_timeout(ec) ? ErrorKind::timeout : ErrorKind::closed,
+                                parser.is_header_done()
+                                    ? static_cast<int>(parser.get().result_int())
+                                    : 0,
+                                "GET " + target + ": " + ec.message()},
+                    {}};
+  error_code ignored;
+  s.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  HttpOutcome out;
+  out.status = static_cast<int>(parser.get().result_int());
+  std::string body = std::move(parser.get().body());
+  if (out.status != 200) {
+    out.error = ErrorKind::http_status;
+    out.message = "HTTP " + std::to_string(out.status) + ": " + body.substr(0, 200);
+    body.clear();
+  }
+  co_return Reply{std::move(out), std::move(body)};
+}
+
 }  // namespace cadenza::loadgen

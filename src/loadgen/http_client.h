@@ -62,6 +62,13 @@ class HttpClient {
                                            std::chrono::steady_clock::time_point deadline,
                                            std::function<bool(std::string_view)> on_data);
 
+  // GETs `target` (e.g. "/metrics") on a connection of its own, closed afterwards (the pool and
+  // connections_opened() are untouched), and returns the whole body of a 200 response (at most
+  // 16 MiB). Errors (outcome.error != none): connect, timeout, closed (also a body over the
+  // limit), http_status (with the start of the body in the message).
+  boost::asio::awaitable<std::pair<HttpOutcome, std::string>> get(
+      std::string target, std::chrono::steady_clock::time_point deadline);
+
   size_t connections_opened() const { return opened_; }
 
  private:

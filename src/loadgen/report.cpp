@@ -172,7 +172,9 @@ std::string summary_table(const std::vector<ResultFile>& files) {
   std::string h =
       "<table><tr><th>result</th><th>point</th><th>ok</th><th>failed</th><th>req/s</th>"
       "<th>goodput</th><th>out tok/s</th><th>TTFT p50</th><th>TTFT p99</th><th>TPOT p50</th>"
-      "<th>TPOT p99</th><th>ITL p50</th><th>E2E p50</th><th>errors</th><th>cpu ms/req</th></tr>";
+      "<th>TPOT p99</th><th>ITL p50</th><th>E2E p50</th><th>errors</th><th>cpu ms/req</th>"
+      "<th title=\"server /metrics over the point (server-wide): accepted / draft tokens, "
+      "1 + accepted / verifications\">spec accept, tok/verif</th></tr>";
   for (const auto& f : files)
     for (const auto& p : f.points) {
       const Summary& s = p.summary;
@@ -181,11 +183,14 @@ std::string summary_table(const std::vector<ResultFile>& files) {
       h += fmt::format(
           "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.2f}</td><td>{}</td>"
           "<td>{:.1f}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.2f}</td><td>{:.2f}</td>"
-          "<td>{:.2f}</td><td>{:.1f}</td><td>{}</td><td>{:.3f}</td></tr>",
+          "<td>{:.2f}</td><td>{:.1f}</td><td>{}</td><td>{:.3f}</td><td>{}</td></tr>",
           escape(f.name), escape(p.label), s.completed, s.failed, s.request_throughput,
           s.has_slo ? fmt::format("{:.2f}", s.goodput) : "-", s.output_token_throughput,
           s.ttft_ms.median, s.ttft_ms.p99, s.tpot_ms.median, s.tpot_ms.p99, s.itl_ms.median,
-          s.e2e_ms.median, escape(errors.empty() ? "-" : errors), s.cpu_ms_per_request);
+          s.e2e_ms.median, escape(errors.empty() ? "-" : errors), s.cpu_ms_per_request,
+          p.spec_decode ? fmt::format("{:.1f}%, {:.2f}", 100 * p.spec_decode->acceptance_rate,
+                                      p.spec_decode->mean_tokens_per_verification)
+                        : "-");
     }
   return h + "</table>";
 }

@@ -51,6 +51,7 @@ nlohmann::json to_json(const ResultFile& f) {
       pj["request_rate"] = p.request_rate;
     pj["summary"] = p.summary;
     pj["requests"] = p.requests;
+    pj["spec_decode"] = p.spec_decode ? nlohmann::json(*p.spec_decode) : nlohmann::json(nullptr);
     j["points"].push_back(std::move(pj));
   }
   return j;
@@ -83,6 +84,8 @@ Result<ResultFile> load_result_file(const std::string& path) {
     else
       p.request_rate = pj.value("request_rate", 0.0);
     if (pj.contains("summary")) p.summary = pj["summary"].get<Summary>();
+    if (pj.contains("spec_decode") && pj["spec_decode"].is_object())
+      p.spec_decode = pj["spec_decode"].get<SpecDecode>();
     if (pj.contains("requests") && pj["requests"].is_array()) {
       p.requests = pj["requests"];
       for (const auto& r : p.requests) {
@@ -143,6 +146,30 @@ void print_summary(std::FILE* out, const PointResult& p) {
   row("TPOT", s.tpot_ms);
   row("ITL", s.itl_ms);
   row("E2E", s.e2e_ms);
+  if (p.spec_decode) print_spec_decode(out, *p.spec_decode);
+}
+
+void print_spec_decode(std::FILE* out, const SpecDecode& d) {
+  fmt::print(out,
+             "---- speculative decoding (server /metrics, server-wide, over this point) ----\n");
+  fmt::print(out, "{:<34} {}\n", "Verifications with drafts:", d.drafts);
+  fmt::print(out, "{:<34} {}\n", "Draft tokens:", d.draft_tokens);
+  fmt::print(out, "{:<34} {}\n", "Accepted tokens:", d.accepted);
+  fmt::print(out, "{:<34} {:.2f}% (accepted / draft tokens)\n", "Acceptance rate:",
+             100 * d.acceptance_rate);
+  fmt::print(out, "{:<34} {:.3f} (1 + accepted / verifications)\n",
+             "Mean tokens per verification:", d.mean_tokens_per_verification);
+  if (d.acceptance_by_position.empty()) return;
+  fmt::print(out, "Acceptance by position (accepted at position i / verifications, the chance a\n"
+                  "verification gets past position i):\n");
+  std::string line;
+  for (size_t i = 0; i < d.acceptance_by_position.size(); ++i) {
+    line += fmt::format("  [{}] {:.3f}", i, d.acceptance_by_position[i]);
+    if (i % 8 == 7 || i + 1 == d.acceptance_by_position.size()) {
+      fmt::print(out, "{}\n", line);
+      line.clear();
+    }
+  }
 }
 
 void print_table(std::FILE* out, const std::vector<const PointResult*>& points,
@@ -150,21 +177,31 @@ void print_table(std::FILE* out, const std::vector<const PointResult*>& points,
   const bool named = !names.empty();
   size_t w = 6;
   for (const auto& n : names) w = std::max(w, n.size());
+  bool spec = false;  // speculation columns only when some point has counters
+  for (const PointResult* p : points) spec = spec || p->spec_decode.has_value();
   if (named) fmt::print(out, "{:<{}} ", "result", w);
   fmt::print(out,
-             "{:<10} {:>5} {:>5} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7}\n",
+             "{:<10} {:>5} {:>5} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>7}{}\n",
              "point", "ok", "fail", "req/s", "good/s", "out tok/s", "TTFT p50", "TTFT p99",
-             "TPOT p50", "TPOT p99", "ITL p50", "E2E p50", "cpu ms");
+             "TPOT p50", "TPOT p99", "ITL p50", "E2E p50", "cpu ms",
+             spec ? fmt::format(" {:>7} {:>7}", "accept", "tok/vf") : "");
   for (size_t i = 0; i < points.size(); ++i) {
     const Summary& s = points[i]->summary;
     if (named) fmt::print(out, "{:<{}} ", i < names.size() ? names[i] : "", w);
     fmt::print(out,
                "{:<10} {:>5} {:>5} {:>8.2f} {:>8} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.2f} {:>9.2f} "
-               "{:>9.2f} {:>8.1f} {:>7.3f}\n",
+               "{:>9.2f} {:>8.1f} {:>7.3f}",
                points[i]->label, s.completed, s.failed, s.request_throughput,
                s.has_slo ? fmt::format("{:.2f}", s.goodput) : "-", s.output_token_throughput,
                s.ttft_ms.median, s.ttft_ms.p99, s.tpot_ms.median, s.tpot_ms.p99, s.itl_ms.median,
                s.e2e_ms.median, s.cpu_ms_per_request);
+    const auto& d = points[i]->spec_decode;
+    if (spec && d)
+      fmt::print(out, " {:>6.1f}% {:>7.2f}", 100 * d->acceptance_rate,
+                 d->mean_tokens_per_verification);
+    else if (spec)
+      fmt::print(out, " {:>7} {:>7}", "-", "-");
+    fmt::print(out, "\n");
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <memory>
@@ -197,6 +198,24 @@ struct Run {
   }
 };
 
+// GETs cfg.metrics_target (at most 10 s, or the request timeout when shorter) into `out`.
+void scrape(asio::io_context& io, HttpClient& client, const RunConfig& cfg, MetricsScrape& out) {
+  const double limit_s = std::min(cfg.timeout_s, 10.0);
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(limit_s));
+  auto task = [&]() -> asio::awaitable<void> {
+    auto [outcome, body] = co_await client.get(cfg.metrics_target, deadline);
+    out.ok = outcome.error == ErrorKind::none;
+    if (out.ok)
+      out.body = std::move(body);
+    else
+      out.error = outcome.message;
+  };
+  asio::co_spawn(io, task(), asio::detached);
+  io.run();
+  io.restart();
+}
+
 }  // namespace
 
 Result<RunResult> run_load(const RunConfig& cfg, const std::vector<WorkItem>& items,
@@ -225,6 +244,7 @@ Result<RunResult> run_load(const RunConfig& cfg, const std::vector<WorkItem>& it
   }
 
   RunResult result;
+  if (!cfg.metrics_target.empty()) scrape(io, client, cfg, result.metrics_before);
   Run run(io, client, cfg, items, tokenizer);
   run.records = &result.records;
   run.limit = cfg.num_requests > 0 ? cfg.num_requests : std::numeric_limits<size_t>::max();
@@ -243,6 +263,10 @@ Result<RunResult> run_load(const RunConfig& cfg, const std::vector<WorkItem>& it
   result.cpu_s = cpu_seconds() - cpu0;
   result.duration_s = seconds(run.last_end - run.t0);
   result.connections_opened = client.connections_opened();
+  if (!cfg.metrics_target.empty()) {
+    io.restart();
+    scrape(io, client, cfg, result.metrics_after);
+  }
   return result;
 }
 

@@ -63,6 +63,16 @@ struct RunConfig {
   int32_t warmup = 0;       // requests sent (closed loop) and discarded before the run
   double timeout_s = 600;   // per request, connecting included
   uint64_t seed = 0;
+  // Non-empty (e.g. "/metrics"): GET this path on the server just before the measured requests
+  // (after the warm-up) and just after them (RunResult::metrics_before / metrics_after).
+  std::string metrics_target;
+};
+
+// One GET of RunConfig::metrics_target.
+struct MetricsScrape {
+  bool ok = false;
+  std::string body;   // the page, when ok
+  std::string error;  // why not, when !ok (empty: not scraped)
 };
 
 struct RunResult {
@@ -70,12 +80,13 @@ struct RunResult {
   double duration_s = 0;              // start of the run -> last response ended
   double cpu_s = 0;  // user + system CPU of this process during the run (getrusage)
   size_t connections_opened = 0;
+  MetricsScrape metrics_before, metrics_after;  // only with RunConfig::metrics_target
 };
 
 // Runs `items` (cycled when the run is longer than the list). `tokenizer` (may be null) counts
 // output tokens from the streamed text when the server sends no usage. Errors: a bad URL or
-// configuration (no items, no request or duration limit); failed requests are recorded, not
-// errors.
+// configuration (no items, no request or duration limit); failed requests and failed metrics
+// scrapes are recorded, not errors.
 Result<RunResult> run_load(const RunConfig& config, const std::vector<WorkItem>& items,
                            const std::vector<WorkItem>& warmup_items, const Tokenizer* tokenizer);
 

@@ -102,6 +102,7 @@ int run_bench_serve(const ServeOptions& o, std::FILE* out) {
     warmup_items = std::move(*wi);
   }
 
+  bool scrape_warned = false;
   ResultFile result;
   result.name = o.name.empty() ? o.model : o.name;
   result.config = config_json(o, num);
@@ -132,11 +133,27 @@ int run_bench_serve(const ServeOptions& o, std::FILE* out) {
     cfg.warmup = o.warmup;
     cfg.timeout_s = o.timeout_s;
     cfg.seed = o.workload.seed;
+    cfg.metrics_target = "/metrics";  // speculation counters (server-wide) around the point
     if (points->size() > 1) fmt::print(out, "running {} ...\n", p.label);
     std::fflush(out);
     auto run = run_load(cfg, *items, warmup_items, tokenizer.get());
     if (!run) return fail(run.error());
     result.points.push_back(make_point(p.label, p.concurrency, p.request_rate, *run, o.slo));
+    if (run->metrics_before.ok && run->metrics_after.ok) {
+      result.points.back().spec_decode =
+          spec_delta(parse_spec_counters(run->metrics_before.body),
+                     parse_spec_counters(run->metrics_after.body));
+    } else if (!scrape_warned) {
+      // Only the speculation section is lost: the benchmark itself stands. Said once per run (a
+      // server without /metrics would repeat it at every point).
+      scrape_warned = true;
+      const MetricsScrape& bad = run->metrics_before.ok ? run->metrics_after : run->metrics_before;
+      fmt::print(stderr,
+                 "bench serve: warning: {}: GET /metrics {} the point failed ({}); no "
+                 "speculative-decoding counters for it{}\n",
+                 p.label, run->metrics_before.ok ? "after" : "before", bad.error,
+                 points->size() > 1 ? " (later failures are not reported)" : "");
+    }
     if (!o.quiet) print_summary(out, result.points.back());
     // The first failures, so a broken setup is visible without the JSON file.
     size_t shown = 0;

@@ -1,5 +1,6 @@
 #include "fake_server.h"
 
+#include <algorithm>
 #include <utility>
 
 #include <boost/asio/co_spawn.hpp>
@@ -28,7 +29,7 @@ struct FakeServer::Impl {
   tcp::acceptor acceptor{io};
   std::thread thread;
   mutable std::mutex mu;
-  std::vector<std::string> bodies, targets;
+  std::vector<std::string> bodies, targets, scrape_auth;
 
   Impl(FakeServer& o, FakeScript s) : owner(o), script(s) {}
 
@@ -65,6 +66,23 @@ struct FakeServer::Impl {
       error_code ec;
       co_await http::async_read(s, buf, req, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) break;
+      if (req.method() == http::verb::get && req.target() == "/metrics") {
+        const int k = owner.scrapes_++;
+        {
+          std::lock_guard lock(mu);
+          scrape_auth.push_back(std::string(req[http::field::authorization]));
+        }
+        const auto& pages = script.metrics_pages;
+        const std::string reply =
+            pages.empty()
+                ? std::string("HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found")
+                : fmt::format("HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                              "Content-Length: {}\r\n\r\n{}",
+                              pages[std::min(static_cast<size_t>(k), pages.size() - 1)].size(),
+                              pages[std::min(static_cast<size_t>(k), pages.size() - 1)]);
+        if (!co_await send(s, reply)) break;
+        continue;
+      }
       ++owner.requests_;
       {
         std::lock_guard lock(mu);
@@ -158,6 +176,11 @@ std::vector<std::string> FakeServer::bodies() const {
 std::vector<std::string> FakeServer::targets() const {
   std::lock_guard lock(impl_->mu);
   return impl_->targets;
+}
+
+std::vector<std::string> FakeServer::scrape_auth() const {
+  std::lock_guard lock(impl_->mu);
+  return impl_->scrape_auth;
 }
 
 uint16_t unused_port() {

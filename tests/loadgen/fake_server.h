@@ -36,6 +36,9 @@ struct FakeScript {
   // stream mode: the last token chunk has empty content and finish_reason "length" (vLLM and
   // Cadenza put the finish_reason on the last token's chunk).
   bool last_token_finishes = false;
+  // GET /metrics: the k-th scrape gets metrics_pages[min(k, size - 1)] (text/plain); with no
+  // pages, a 404. Scrapes are not counted in requests(), bodies() or targets().
+  std::vector<std::string> metrics_pages = {};
 };
 
 class FakeServer {
@@ -51,6 +54,8 @@ class FakeServer {
   int connections() const { return connections_.load(); }
   std::vector<std::string> bodies() const;   // request bodies received
   std::vector<std::string> targets() const;  // request paths received
+  int scrapes() const { return scrapes_.load(); }  // GET /metrics received
+  std::vector<std::string> scrape_auth() const;  // their Authorization headers ("" when none)
 
  private:
   struct Impl;
@@ -58,6 +63,7 @@ class FakeServer {
   uint16_t port_ = 0;
   std::atomic<int> requests_{0};
   std::atomic<int> connections_{0};
+  std::atomic<int> scrapes_{0};
 };
 
 // A port on 127.0.0.1 with nothing listening (bound once, then released).

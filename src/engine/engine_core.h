@@ -71,6 +71,8 @@ using ::cadenza::RequestId;
 using ::cadenza::RequestStatus;
 using ::cadenza::to_string;
 using Clock = std::chrono::steady_clock;
+// A duration in seconds (for metrics and the step-cost fit).
+inline double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 struct EngineConfig {
   // KV blocks in the pool (model::KvCache and kv::KvCacheManager alike). 0: room for

@@ -78,8 +78,7 @@ void EngineCore::propose_drafts() {
   size_t drafted = 0;
   for (const std::vector<int32_t>& d : drafts) drafted += d.size();
   if (drafted > 0) {
-    const double per_token =
-        std::chrono::duration<double>(Clock::now() - start).count() / static_cast<double>(drafted);
+    const double per_token = seconds(Clock::now() - start) / static_cast<double>(drafted);
     draft_s_per_token_ = draft_cost_seen_ ? 0.9 * draft_s_per_token_ + 0.1 * per_token : per_token;
     draft_cost_seen_ = true;
   }

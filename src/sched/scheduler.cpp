@@ -242,7 +242,6 @@ SchedulePlan Scheduler::schedule() {
     schedule_running(r, 1, step);
   }
 
-
   // 2. The next prompt chunk of running requests still in their prompt, bounded by the budget
   //    left and, to avoid preempting for a mere chunk, by the free blocks (preempting only when
   //    not even one token fits).

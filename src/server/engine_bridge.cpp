@@ -6,9 +6,7 @@
 
 namespace cadenza::server {
 
-namespace {
-double seconds(engine::Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-}  // namespace
+using engine::seconds;
 
 EngineBridge::EngineBridge(std::unique_ptr<engine::EngineCore> engine, const Tokenizer& tokenizer,
                            Metrics& metrics, BridgeConfig config)

@@ -22,6 +22,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend_factory.h"
 #include "loadgen/bench_serve_cli.h"
+#include "loadgen/stats.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "util/bandwidth.h"
@@ -53,26 +54,10 @@ struct BenchArgs {
   std::function<std::optional<int>()> serve;  // `bench serve` / `bench compare` (loadgen)
 };
 
-struct Stats {
-  double median = 0, min = 0, max = 0, stddev = 0;
-};
-
-Stats summarize(std::vector<double> v) {
-  Stats s;
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  s.median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  s.min = v.front();
-  s.max = v.back();
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(n);
-  double var = 0;
-  for (double x : v) var += (x - mean) * (x - mean);
-  s.stddev = n > 1 ? std::sqrt(var / static_cast<double>(n - 1)) : 0.0;
-  return s;
-}
+// Median, min, max and sample standard deviation of the repetitions (one summary for every bench
+// mode and `bench serve`).
+using Stats = loadgen::Distribution;
+using loadgen::summarize;
 
 // Bytes of weights one decode step reads: every tensor once, except the embedding table of which
 // only one row is read (unless it doubles as the output projection) and expert tensors (*_exps),

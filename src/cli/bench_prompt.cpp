@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/options.h"
+#include "loadgen/stats.h"
 
 namespace cadenza::cli {
 
@@ -84,8 +85,7 @@ int run_prompt_bench(model::Model& model, const Tokenizer& tokenizer, const Prom
     if (rep == 0) first_round = tokens;
     for (const auto& t : tokens) identical = identical && t == first_round[0];
   }
-  std::sort(rates.begin(), rates.end());
-  const double median = rates[rates.size() / 2];
+  const double median = loadgen::summarize(rates).median;
   const engine::EngineStats st = e.stats();
   if (a.json) {
     nlohmann::json j;

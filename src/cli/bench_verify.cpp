@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "loadgen/stats.h"
 
 namespace cadenza::cli {
 namespace {
@@ -51,12 +52,6 @@ struct Point {
   double median_ms = 0, min_ms = 0, max_ms = 0;  // wall time of a step
   double cpu_median_ms = 0, cpu_min_ms = 0;      // process CPU time of a step
 };
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Every point of one c: prefill, then the steps of each P.
 Result<std::vector<Point>> measure_sequences(model::Model& m, const VerifyCurveArgs& a, int32_t c) {
@@ -148,11 +143,9 @@ Result<std::vector<Point>> measure_sequences(model::Model& m, const VerifyCurveA
   }
   std::vector<Point> points;
   for (size_t i = 0; i < steps.size(); ++i) {
-    const std::vector<double>& ms = steps[i].ms;
-    const std::vector<double>& cpu = steps[i].cpu_ms;
-    points.push_back({c, a.positions[i], median_of(ms), *std::min_element(ms.begin(), ms.end()),
-                      *std::max_element(ms.begin(), ms.end()), median_of(cpu),
-                      *std::min_element(cpu.begin(), cpu.end())});
+    const loadgen::Distribution ms = loadgen::summarize(steps[i].ms);
+    const loadgen::Distribution cpu = loadgen::summarize(steps[i].cpu_ms);
+    points.push_back({c, a.positions[i], ms.median, ms.min, ms.max, cpu.median, cpu.min});
   }
   return points;
 }

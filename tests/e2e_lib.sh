@@ -17,3 +17,14 @@ wait_for_serve() {
   cat "$err"
   exit 1
 }
+
+# wait_for_ready: waits up to 60 s for GET /ready on 127.0.0.1:$port (set by wait_for_serve) to
+# answer 200 (the model loaded and warmed up). Returns either way; the requests that follow fail
+# visibly if the server never got ready.
+wait_for_ready() {
+  for _ in $(seq 1 600); do
+    curl -sf "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && return 0
+    sleep 0.1
+  done
+  return 0
+}

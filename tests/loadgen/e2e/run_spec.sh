@@ -36,10 +36,7 @@ run() {
     --drain-timeout 10 "$@" >"$work/$name-serve.out" 2>"$work/$name-serve.err" &
   pid=$!
   wait_for_serve "$work/$name-serve.out" "$work/$name-serve.err" "$pid"
-  for _ in $(seq 1 600); do
-    curl -sf "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
-    sleep 0.1
-  done
+  wait_for_ready
   "$cadenza" bench serve --url "http://127.0.0.1:$port" --model lt --endpoint completions \
     --dataset "$work/prompt.jsonl" --output-len 48 --ignore-eos --sweep-concurrency 1,2 \
     --num-requests 4 --warmup 1 --json "$work/$name.json" --report "$work/$name.html" \

@@ -18,10 +18,7 @@ cleanup() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }
 trap cleanup EXIT
 
 wait_for_serve "$work/serve.out" "$work/serve.err" "$pid"
-for _ in $(seq 1 600); do
-  curl -sf "http://127.0.0.1:$port/ready" >/dev/null 2>&1 && break
-  sleep 0.1
-done
+wait_for_ready
 
 "$cadenza" bench serve --url "http://127.0.0.1:$port" --model sweep --endpoint completions \
   --sweep-concurrency 1,2,4 --num-requests 6 --input-len 32 --output-len 16 --ignore-eos \

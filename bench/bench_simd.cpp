@@ -204,10 +204,11 @@ void BM_quantize(benchmark::State& state, DType act, Isa isa) {
 
 // Prefill shape: a 4864 x 896 matrix (Qwen2.5-0.5B FFN up/gate; 4864 x 1024 for Q4_K/Q6_K, whose
 // rows must be a multiple of 256) times n activation rows, one
-// thread; row-major gemm (kernels.h) vs the repacked VNNI GEMM (repack.h). Counter: int8 MACs/s.
-void BM_prefill(benchmark::State& state, DType t, bool repacked, int64_t n) {
+// thread; row-major gemm (kernels.h) vs the repacked GEMM (repack.h) at `level` (avx512_vnni, or
+// amx: AMX tiles for each 16 activation rows). Counter: int8 MACs/s.
+void BM_prefill(benchmark::State& state, DType t, bool repacked, int64_t n, Isa level) {
   const int64_t rows = 4864, k = t == DType::Q4_K || t == DType::Q6_K ? 1024 : 896;
-  if (!use_level(state, repacked ? Isa::avx512_vnni : detected_isa())) return;
+  if (!use_level(state, repacked ? level : detected_isa())) return;
   const std::vector<uint8_t> w = make_weights(t, rows, k);
   std::vector<float> x(static_cast<size_t>(n * k));
   std::mt19937 rng(5);
@@ -258,12 +259,17 @@ void register_all() {
       ->Unit(benchmark::kMicrosecond)->UseRealTime();
   if (detected_isa() >= Isa::avx512_vnni) {
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
-      for (int64_t n : {1, 8, 64, 512}) {
+      for (int64_t n : {1, 8, 16, 64, 512}) {
         const std::string tn(dtype_name(t)), ns = std::to_string(n);
-        benchmark::RegisterBenchmark(("prefill/" + tn + "/repacked/n" + ns).c_str(), BM_prefill, t, true, n)
+        benchmark::RegisterBenchmark(("prefill/" + tn + "/repacked/n" + ns).c_str(), BM_prefill, t, true, n,
+                                     Isa::avx512_vnni)
             ->Unit(benchmark::kMillisecond);
+        if (n >= 16 && detected_isa() >= Isa::amx)
+          benchmark::RegisterBenchmark(("prefill/" + tn + "/amx/n" + ns).c_str(), BM_prefill, t, true, n, Isa::amx)
+              ->Unit(benchmark::kMillisecond);
         if (t != DType::Q5_0)
-          benchmark::RegisterBenchmark(("prefill/" + tn + "/rowmajor/n" + ns).c_str(), BM_prefill, t, false, n)
+          benchmark::RegisterBenchmark(("prefill/" + tn + "/rowmajor/n" + ns).c_str(), BM_prefill, t, false, n,
+                                       detected_isa())
               ->Unit(benchmark::kMillisecond);
       }
     }

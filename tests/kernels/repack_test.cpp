@@ -2,6 +2,9 @@
 // exact dot product, the VNNI kernel bit for bit against the reference (any n, any row range), and
 // the activation format against tensor/quant.h's Q8_0 quantizer.
 #include <cmath>
+#include <cstdio>
+#include <initializer_list>
+#include <string>
 #include <cstring>
 #include <vector>
 
@@ -110,18 +113,19 @@ TEST(Repack, ReferenceMatchesExactDotProduct) {
   }
 }
 
-TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
-  if (detected_isa() < Isa::avx512_vnni) GTEST_SKIP() << "SKIPPED: no avx512_vnni on this CPU";
-  IsaScope scope(Isa::avx512_vnni);
+// The kernel at `isa` against the reference, bit for bit, for every type, shape, batch size in
+// `batches` and a row range split at the first group boundary.
+void expect_kernel_equals_reference(Isa isa, std::initializer_list<int64_t> batches, int64_t n_max,
+                                    std::initializer_list<DType> types) {
+  IsaScope scope(isa);
   SCOPED_TRACE(seed_trace());
   Rng rng(test_seed() + 2);
-  for (DType t : kTypes) {
+  for (DType t : types) {
     for (int64_t rows : {1, 16, 37}) {
       for (int64_t k : {32, 96, 256, 512, 768}) {
         if (!repack_fits(t, k)) continue;
         SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows) + " k " +
                      std::to_string(k));
-        const int64_t n_max = 19;
         const std::vector<uint8_t> w = random_weights(rng, t, rows, k, (rows + k) % 2 == 0);
         const std::vector<float> x = random_activations(rng, n_max, k);
         const std::vector<uint8_t> a = quantize_acts(t, x, n_max, k);
@@ -130,8 +134,7 @@ TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
         const int64_t ldo = rows + 3;
         std::vector<float> want(static_cast<size_t>(n_max * ldo), -7.0f);
         ref::repack_gemm(t, w.data(), rows, k, a.data(), n_max, want.data(), ldo);
-        for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{7}, int64_t{8}, int64_t{9}, n_max}) {
-          // The whole range, and a split at the first group boundary.
+        for (int64_t n : batches) {
           for (int64_t split : {int64_t{0}, int64_t{16}}) {
             if (split > rows) continue;
             std::vector<float> got(static_cast<size_t>(n * ldo), -7.0f);
@@ -152,14 +155,29 @@ TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
   }
 }
 
+TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
+  if (detected_isa() < Isa::avx512_vnni) GTEST_SKIP() << "SKIPPED: no avx512_vnni on this CPU";
+  expect_kernel_equals_reference(Isa::avx512_vnni, {1, 2, 7, 8, 9, 19}, 19,
+                                 {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::MXFP4,
+                                  DType::Q4_K, DType::Q6_K});
+}
+
+// At amx the 32-element types run whole tiles of 16 activation rows on AMX and the rest on VNNI:
+// batches below, at and around multiples of 16, every result equal to the reference bit for bit.
+TEST(Repack, AmxKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
+  if (detected_isa() < Isa::amx) GTEST_SKIP() << "SKIPPED: no usable AMX on this CPU (" << cpu_features().why << ")";
+  expect_kernel_equals_reference(Isa::amx, {1, 15, 16, 17, 31, 32, 33, 50}, 50,
+                                 {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::MXFP4,
+                                  DType::Q4_K, DType::Q6_K});
+}
+
 // MXFP4's E8M0 scales at the ends of their range (the subnormal 2^-128 and 2^-127, the smallest
 // normal, 2^127): the VNNI kernel's in-register conversion against the reference's ldexp.
-TEST(Repack, VnniMxfp4ScaleExponentsAtTheEnds) {
+TEST(Repack, VnniAndAmxMxfp4ScaleExponentsAtTheEnds) {
   if (detected_isa() < Isa::avx512_vnni) GTEST_SKIP() << "SKIPPED: no avx512_vnni on this CPU";
-  IsaScope scope(Isa::avx512_vnni);
   SCOPED_TRACE(seed_trace());
   Rng rng(test_seed() + 4);
-  const int64_t rows = 16, k = 32 * 6, n = 3;
+  const int64_t rows = 16, k = 32 * 6, n = 19;  // at amx: one tile of 16 on AMX, 3 rows on VNNI
   std::vector<uint8_t> w = random_weights(rng, DType::MXFP4, rows, k, false);
   const uint8_t exps[] = {0, 1, 2, 3, 127, 128, 200, 254, 255};
   for (int64_t b = 0; b < rows * k / 32; ++b) w[17 * b] = exps[b % 9];
@@ -167,11 +185,20 @@ TEST(Repack, VnniMxfp4ScaleExponentsAtTheEnds) {
   const std::vector<uint8_t> a = quantize_acts(DType::MXFP4, x, n, k);
   std::vector<uint8_t> packed(static_cast<size_t>(repack_bytes(DType::MXFP4, rows, k)));
   repack_weights(DType::MXFP4, w.data(), rows, k, packed.data());
-  std::vector<float> want(static_cast<size_t>(n * rows)), got(want.size());
+  std::vector<float> want(static_cast<size_t>(n * rows));
   ref::repack_gemm(DType::MXFP4, w.data(), rows, k, a.data(), n, want.data(), rows);
-  repack_gemm(DType::MXFP4, packed.data(), rows, k, 0, rows, a.data(), n, got.data(), rows);
-  for (size_t i = 0; i < want.size(); ++i)
-    ASSERT_EQ(0, std::memcmp(&got[i], &want[i], 4)) << i << ": " << got[i] << " vs " << want[i];
+  for (Isa isa : {Isa::avx512_vnni, Isa::amx}) {
+    if (detected_isa() < isa) {
+      std::printf("SKIPPED part: %s not on this CPU\n", std::string(isa_name(isa)).c_str());
+      continue;
+    }
+    SCOPED_TRACE(std::string(isa_name(isa)));
+    IsaScope scope(isa);
+    std::vector<float> got(want.size());
+    repack_gemm(DType::MXFP4, packed.data(), rows, k, 0, rows, a.data(), n, got.data(), rows);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(&got[i], &want[i], 4)) << i << ": " << got[i] << " vs " << want[i];
+  }
 }
 
 }  // namespace

@@ -331,7 +331,14 @@ void repack_gemm(DType type, const void* packed, int64_t rows, int64_t k, int64_
   assert(0 <= r0 && r0 <= r1 && r1 <= rows && n >= 1 && (n == 1 || ldo >= rows));
   (void)rows;
   if (r1 <= r0) return;
-  detail::repack_gemm_vnni(type_code(type), packed, k, r0, r1, act, n, out, ldo);
+  int64_t done = 0;
+  // AMX for whole tiles of 16 activation rows, VNNI for the rest: the same numbers either way.
+  if (n >= 16 && active_isa() >= Isa::amx)
+    done = detail::repack_gemm_amx(type_code(type), packed, k, r0, r1, act, n, out, ldo);
+  if (done < n) {
+    const auto* a = static_cast<const uint8_t*>(act) + done * repack_act_row_bytes(type, k);
+    detail::repack_gemm_vnni(type_code(type), packed, k, r0, r1, a, n - done, out + done * ldo, ldo);
+  }
 }
 
 namespace ref {

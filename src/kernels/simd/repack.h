@@ -1,5 +1,7 @@
 // Repacked ("interleaved") weights for Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_K and Q6_K, and the AVX-512 VNNI GEMM/GEMV
 // that runs on them (prefill and decode share one kernel).
+// At the amx level, whole tiles of 16 activation rows run on AMX tiles instead (repack_amx.cpp)
+// and the remaining rows on the VNNI kernel; both give the same results bit for bit.
 //
 // Why: the row-major kernels (kernels.h) reduce each dot product horizontally and spend a sign
 // trick, a conversion and two float ops per 32-element block and activation. Here 16 weight rows

@@ -24,81 +24,8 @@ namespace {
 
 constexpr int kMaxTile = 8;
 
-inline int32_t ld32(const uint8_t* p) {
-  int32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return v;
-}
+#include "kernels/simd/repack_blocks.inc"
 
-// Type codes: 0 Q8_0, 1 Q4_0, 2 Q5_0, 3 Q4_K, 4 Q6_K, 5 IQ4_NL, 6 MXFP4 (repack.cpp's type_code).
-constexpr bool is_table_type(int type) { return type == 5 || type == 6; }
-// Bytes of a 32-element type's 16 row scales at the start of a block (MXFP4: one E8M0 byte each).
-constexpr int64_t scale_bytes(int type) { return type == 6 ? 16 : 32; }
-
-// The 16-entry code -> unsigned value table (the format's value + 128) in every 128-bit lane.
-template <int Type>
-inline __m512i value_table() {
-  const int8_t* v = Type == 5 ? iq::kIq4nlValues : iq::kMxfp4Values;
-  const __m128i t = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v)), _mm_set1_epi8(-128));
-  return _mm512_broadcast_i32x4(t);
-}
-
-// The 16 rows' block scales as floats. MXFP4: 2^(e - 128) from the E8M0 byte, exactly (e = 0
-// and 1 give the subnormals 2^-128 and 2^-127, as the row-major kernels' table has them).
-template <int Type>
-inline __m512 block_scales(const uint8_t* blk) {
-  if constexpr (Type == 6) {
-    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk)));
-    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
-    const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
-    const __mmask16 is_normal = _mm512_cmpge_epu32_mask(e, _mm512_set1_epi32(2));
-    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_normal, subnormal, normal));
-  } else {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
-  }
-}
-
-// The 8 weight vectors of one block for sub-steps s = 0..7: unsigned codes (value + offset).
-template <int Type>
-inline void weight_vectors(const uint8_t* blk, __m512i wv[8]) {
-  if constexpr (Type == 0) {
-    for (int s = 0; s < 8; ++s) wv[s] = _mm512_loadu_si512(blk + 32 + 64 * s);
-  } else {
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    for (int t = 0; t < 4; ++t) {
-      const __m512i v = _mm512_loadu_si512(blk + scale_bytes(Type) + 64 * t);
-      wv[t] = _mm512_and_si512(v, m4);
-      wv[t + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    if constexpr (is_table_type(Type)) {
-      const __m512i table = value_table<Type>();
-      for (int s = 0; s < 8; ++s) wv[s] = _mm512_shuffle_epi8(table, wv[s]);
-    }
-    if constexpr (Type == 2) {
-      const __m512i bit4 = _mm512_set1_epi8(0x10);
-      for (int s = 0; s < 8; ++s) {
-        uint64_t h;
-        __builtin_memcpy(&h, blk + 288 + 8 * s, 8);
-        wv[s] = _mm512_mask_add_epi8(wv[s], _cvtu64_mask64(h), wv[s], bit4);
-      }
-    }
-  }
-}
-
-constexpr int64_t block_bytes(int type) {
-  switch (type) {
-    case 0: return 544;
-    case 1: return 288;
-    case 2: return 352;
-    case 3: return 2368;
-    case 4: return 3360;
-    case 5: return 288;
-    default: return 272;
-  }
-}
-constexpr bool is_k_type(int type) { return type == 3 || type == 4; }
-constexpr int64_t block_elems(int type) { return is_k_type(type) ? 256 : 32; }
-constexpr int64_t act_bytes_per_block(int type) { return type == 3 ? 276 : type == 4 ? 292 : 40; }
 constexpr int tile_for(int type) { return is_k_type(type) ? 4 : kMaxTile; }
 
 // One group (16 rows) x N activations; acts[j] points at activation row j (da, corr, qs arrays).

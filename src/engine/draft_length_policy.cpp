@@ -28,11 +28,11 @@ void StepCostModel::add(double positions, double seconds) {
 AcceptanceEstimate::AcceptanceEstimate(double prior_rate)
     : accepted_(2.0 * std::clamp(prior_rate, 0.0, 1.0)), tried_(2.0) {}
 
-void AcceptanceEstimate::add(int32_t drafted, int32_t accepted) {
-  assert(drafted >= 1 && accepted >= 0 && accepted <= drafted);
+void AcceptanceEstimate::add(int32_t tried, int32_t accepted) {
+  assert(accepted >= 0 && (tried == accepted || tried == accepted + 1));
   constexpr double kKeep = 0.8;
   accepted_ = accepted_ * kKeep + accepted;
-  tried_ = tried_ * kKeep + (accepted < drafted ? accepted + 1 : accepted);
+  tried_ = tried_ * kKeep + tried;
 }
 
 double AcceptanceEstimate::rate() const { return tried_ > 0.0 ? accepted_ / tried_ : 0.0; }

@@ -54,9 +54,11 @@ class StepCostModel {
 // drafts.
 struct AcceptanceEstimate {
   explicit AcceptanceEstimate(double prior_rate = 0.5);
-  // One verification: `drafted` draft tokens, the first `accepted` of them accepted. The tried
-  // ones are those up to and including the first rejection.
-  void add(int32_t drafted, int32_t accepted);
+  // One verification that examined `tried` draft tokens and accepted the first `accepted` of them:
+  // tried = accepted + 1 when the walk stopped at a rejection, tried = accepted when every draft
+  // was accepted or a stop (EOS, a stop string, max tokens) ended the walk on an accepted one (the
+  // drafts after it were never judged, so they count neither way).
+  void add(int32_t tried, int32_t accepted);
   double rate() const;
 
   double accepted_ = 0;

@@ -164,7 +164,7 @@ void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
   // Greedy: a draft is accepted when it is the argmax; sampled: by rejection sampling
   // (Sampler::verify), which makes each emitted token distributed as plain sampling's would be.
   // The last row (after every draft was accepted) samples the bonus token plainly.
-  int32_t accepted = 0;
+  int32_t accepted = 0, tried = 0;
   bool ended = false;
   for (int32_t i = 0; i <= k; ++i) {
     const std::span<const float> logits =
@@ -172,11 +172,14 @@ void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
     bool match = false;
     ended = i < k ? sample_token(r, s, logits, out, draft_[static_cast<size_t>(i)], &match)
                   : sample_token(r, s, logits, out);
+    if (i < k) ++tried;
     if (match) ++accepted;
     if (ended || !match) break;
   }
-  s.acceptance.add(k, accepted);
-  acceptance_.add(k, accepted);
+  // A stop on an accepted draft ends the walk without judging the drafts after it: they count
+  // neither as accepted nor as tried.
+  s.acceptance.add(tried, accepted);
+  acceptance_.add(tried, accepted);
   ++totals_.num_spec_drafts;
   totals_.num_spec_draft_tokens += k;
   totals_.num_spec_accepted_tokens += accepted;

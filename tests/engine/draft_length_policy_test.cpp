@@ -62,10 +62,18 @@ TEST(AcceptanceEstimate, CountsTriesUpToTheFirstRejection) {
   EXPECT_DOUBLE_EQ(a.rate(), 0.5);
   for (int i = 0; i < 50; ++i) a.add(4, 4);  // always all accepted
   EXPECT_GT(a.rate(), 0.99);
-  for (int i = 0; i < 50; ++i) a.add(4, 1);  // one accepted, the second rejected: rate 1/2
+  for (int i = 0; i < 50; ++i) a.add(2, 1);  // one accepted, the second rejected: rate 1/2
   EXPECT_NEAR(a.rate(), 0.5, 0.01);
-  for (int i = 0; i < 50; ++i) a.add(3, 0);
+  for (int i = 0; i < 50; ++i) a.add(1, 0);
   EXPECT_LT(a.rate(), 0.01);
+}
+
+// A stop (EOS, a stop string) right after accepted drafts ends the walk: the drafts after it were
+// never judged and must not lower the estimate.
+TEST(AcceptanceEstimate, AStopOnAnAcceptedDraftIsNoRejection) {
+  AcceptanceEstimate a(0.5);
+  for (int i = 0; i < 50; ++i) a.add(2, 2);  // drafted 4, a stop on the second accepted one
+  EXPECT_GT(a.rate(), 0.99);
 }
 
 std::vector<int32_t> plan(const std::vector<double>& rates, const std::vector<int32_t>& max_k,

@@ -259,12 +259,12 @@ void register_all() {
       ->Unit(benchmark::kMicrosecond)->UseRealTime();
   if (detected_isa() >= Isa::avx512_vnni) {
     for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
-      for (int64_t n : {1, 8, 16, 64, 512}) {
+      for (int64_t n : {1, 4, 5, 8, 12, 16, 64, 512}) {
         const std::string tn(dtype_name(t)), ns = std::to_string(n);
         benchmark::RegisterBenchmark(("prefill/" + tn + "/repacked/n" + ns).c_str(), BM_prefill, t, true, n,
                                      Isa::avx512_vnni)
             ->Unit(benchmark::kMillisecond);
-        if (n >= 16 && detected_isa() >= Isa::amx)
+        if (n >= 4 && detected_isa() >= Isa::amx)
           benchmark::RegisterBenchmark(("prefill/" + tn + "/amx/n" + ns).c_str(), BM_prefill, t, true, n, Isa::amx)
               ->Unit(benchmark::kMillisecond);
         if (t != DType::Q5_0)

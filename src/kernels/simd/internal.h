@@ -57,9 +57,9 @@ const KernelTable& active_table();
 void repack_gemm_vnni(int type_code, const void* packed, int64_t k, int64_t r0, int64_t r1,
                       const void* act, int64_t n, float* out, int64_t ldo);
 
-// repack_amx.cpp: the repacked GEMM at amx (every type code):
-// computes activation rows [0, n16) with n16 = n rounded down to a multiple of 16 and returns n16
-// (0 when n < 16); equal bit for bit to repack_gemm_vnni on those rows.
+// repack_amx.cpp: the repacked GEMM at amx (every type code): computes activation rows [0, n16),
+// n16 = n rounded down to a multiple of 16, and returns n16 (0 when n < 16 or no scratch memory;
+// the caller runs the rest on VNNI). Equal bit for bit to repack_gemm_vnni on those rows.
 int64_t repack_gemm_amx(int type_code, const void* packed, int64_t k, int64_t r0, int64_t r1,
                         const void* act, int64_t n, float* out, int64_t ldo);
 

@@ -5,12 +5,13 @@
 // Why it fits the repacked layout: a block's codes q[s][r][i] = code of w[r][4s+i] are exactly
 // an AMX "B" tile of 8 rows x 64 bytes (K = 32 values for 16 columns, 4 bytes per column per
 // row), and 16 activation rows' int8 quants of one block, 32 bytes each at the activation row
-// stride, are an "A" tile of 16 rows x 32 bytes. Each 16-row group is first unpacked once into
-// per-thread scratch (signed values for the 32-element types, codes for the K-quants) and reused
-// for every tile of activations in the chunk.
+// stride, are an "A" tile of 16 rows x 32 bytes. Q8_0's stored codes are used in place; the other
+// types' 16-row groups are first unpacked once into per-thread scratch (signed values for the
+// nibble types, codes for the K-quants) and reused for every tile of activations in the chunk.
 //
-// 32-element types: one tdpbssd per block gives all 16 x 16 exact integer sums (the VNNI
-// kernel's sum(q * a) - offset * sum(a)); per activation row j the epilogue is the VNNI kernel's
+// 32-element types: one tile op per block gives all 16 x 16 integer sums (Q8_0: tdpbsud on the
+// unsigned codes, then minus offset * sum(a) as the VNNI kernel does; the others: tdpbssd on the
+// signed values, exact as they are); per activation row j the epilogue is the VNNI kernel's
 // acc[j] = fma(float(isum), dw * da_j, acc[j]). Q4_K / Q6_K: one tdpbsud per sub-block (32 / 16
 // elements: codes are unsigned), sumq = sum of tile sums times the sub-block scales (int32),
 // the min / offset term and the final fmas as the VNNI kernel has them. The integer parts are
@@ -94,17 +95,21 @@ struct Scratch {
 };
 thread_local Scratch tl_scratch;
 
-// The float epilogue of one block for 16 activation rows: c = the tile's 16 x 16 exact int32 sums
-// (signed codes times quants: the VNNI kernel's sum(q * a) - offset * sum(a)).
-template <int Type>
+// The float epilogue of one block for 16 activation rows: c = the tile's 16 x 16 int32 sums. With
+// signed codes (Direct = false) they are exact, sum(w * a); with the stored unsigned codes
+// (Direct, Q8_0 only) they are sum(q * a) and lose offset * sum(a) here, as the VNNI kernel does.
+template <int Type, bool Direct>
 inline void block_epilogue(const int32_t* c, const uint8_t* blk, const uint8_t* act, int64_t act_row,
-                           int64_t b, __m512* acc) {
+                           int64_t nb, int64_t b, __m512* acc) {
   const __m512 dw = block_scales<Type>(blk);
 #pragma GCC unroll 16
   for (int j = 0; j < kAmxRows; ++j) {
+    const uint8_t* aj = act + j * act_row;
     float da;
-    __builtin_memcpy(&da, act + j * act_row + 4 * b, 4);
-    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * j)), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[j]);
+    __builtin_memcpy(&da, aj + 4 * b, 4);
+    __m512i isum = _mm512_load_si512(c + 16 * j);
+    if constexpr (Direct) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(ld32(aj + 4 * nb + 4 * b)));
+    acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[j]);
   }
 }
 
@@ -112,19 +117,23 @@ inline void block_epilogue(const int32_t* c, const uint8_t* blk, const uint8_t* 
 #define CADENZA_AMX_BLOCK(C, A, B, b, buf)                   \
   do {                                                       \
     _tile_loadd(A, qs + 32 * (b), act_row);                  \
-    _tile_loadd(B, codes + 512 * (b), 64);                   \
+    _tile_loadd(B, codes + codes_stride * (b), 64);          \
     _tile_zero(C);                                           \
-    _tile_dpbssd(C, A, B);                                   \
+    if constexpr (Direct)                                    \
+      _tile_dpbsud(C, A, B);                                 \
+    else                                                     \
+      _tile_dpbssd(C, A, B);                                 \
     _tile_stored(C, buf, 64);                                \
   } while (0)
 
-// One 16-row group against 16 activation rows starting at `act`; `codes` holds the group's signed
-// codes, 512 bytes a block (its B tile). Software-pipelined: block b + 1's tile op is issued and
-// stored before block b's epilogue reads its sums, so the AMX unit and the vector units overlap
-// (a vector load right after the tile store that feeds it would wait for the store).
-template <int Type>
-inline void group_x16(const uint8_t* group, const uint8_t* codes, int64_t nb, const uint8_t* act,
-                      int64_t act_row, float* out, int64_t ldo, __mmask16 mask) {
+// One 16-row group against 16 activation rows starting at `act`. Block b's B tile is at
+// codes + codes_stride * b: the group's unpacked signed codes (512 bytes a block), or with Direct
+// (Q8_0) the repacked block's own unsigned codes, read in place. Software-pipelined:
+// block b + 1's tile op is issued and stored before block b's epilogue reads its sums, so the
+// tile unit and the vector units can overlap.
+template <int Type, bool Direct>
+inline void group_x16(const uint8_t* group, const uint8_t* codes, int64_t codes_stride, int64_t nb,
+                       const uint8_t* act, int64_t act_row, float* out, int64_t ldo, __mmask16 mask) {
   alignas(64) int32_t c0[256];
   alignas(64) int32_t c1[256];
   __m512 acc[kAmxRows];
@@ -134,13 +143,14 @@ inline void group_x16(const uint8_t* group, const uint8_t* codes, int64_t nb, co
   CADENZA_AMX_BLOCK(0, 2, 4, 0, c0);
   for (int64_t b = 0; b < nb; b += 2) {
     if (b + 1 < nb) CADENZA_AMX_BLOCK(1, 3, 5, b + 1, c1);
-    block_epilogue<Type>(c0, group + b * bb, act, act_row, b, acc);
+    block_epilogue<Type, Direct>(c0, group + b * bb, act, act_row, nb, b, acc);
     if (b + 1 >= nb) break;
     if (b + 2 < nb) CADENZA_AMX_BLOCK(0, 2, 4, b + 2, c0);
-    block_epilogue<Type>(c1, group + (b + 1) * bb, act, act_row, b + 1, acc);
+    block_epilogue<Type, Direct>(c1, group + (b + 1) * bb, act, act_row, nb, b + 1, acc);
   }
   for (int j = 0; j < kAmxRows; ++j) _mm512_mask_storeu_ps(out + j * ldo, mask, acc[j]);
 }
+#undef CADENZA_AMX_BLOCK
 
 // The signed codes (value = code - offset) of one 32-element-type group: block b's B tile at
 // dst + 512 b.
@@ -308,9 +318,15 @@ inline void q6_k_unpack_group(const uint8_t* group, int64_t nb, uint8_t* dst) {
   }
 }
 
+// Activation rows [0, n16) in whole tiles of 16; returns n16. The rest goes to the VNNI kernel:
+// a tile op on fewer rows costs about what a full one does, and for tails of 4..12 rows the VNNI
+// kernel measured as fast or faster for every type (bench_simd prefill/*/amx/n4..n12 with tails
+// on AMX, medians of 5, before they were taken out).
 template <int Type>
-void gemm(const void* packed, int64_t k, int64_t r0, int64_t r1, const void* act, int64_t n,
-          float* out, int64_t ldo) {
+int64_t gemm(const void* packed, int64_t k, int64_t r0, int64_t r1, const void* act, int64_t n,
+             float* out, int64_t ldo) {
+  const int64_t n16 = n / kAmxRows * kAmxRows;
+  if (n16 == 0) return 0;
   const int64_t nb = k / block_elems(Type);
   constexpr int64_t bb = block_bytes(Type);
   const int64_t group_bytes = nb * bb;
@@ -318,21 +334,26 @@ void gemm(const void* packed, int64_t k, int64_t r0, int64_t r1, const void* act
   const auto* w = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
   uint8_t* unpacked = tl_scratch.get(16 * k);  // 16 rows x k codes, one byte each
-  if (!unpacked) {  // no scratch: the VNNI kernel computes the same numbers
-    repack_gemm_vnni(Type, packed, k, r0, r1, act, n, out, ldo);
-    return;
-  }
+  if (!unpacked) return 0;  // no scratch: the VNNI kernel computes the same numbers
   load_tile_config(Type);
   const int64_t g0 = r0 / 16, g1 = (r1 + 15) / 16;
-  // Activation chunk: whole tiles, about 512 KiB, so a chunk stays in L2 across the groups.
-  int64_t chunk = (512 * 1024 / act_row) / kAmxRows * kAmxRows;
+  auto group_mask = [&](int64_t g) {
+    const int64_t valid = r1 - g * 16 < 16 ? r1 - g * 16 : 16;
+    return static_cast<__mmask16>((1u << valid) - 1u);
+  };
+  // Activation chunk: whole tiles that stay in L1 (48 KiB on the AMX parts) next to the group's
+  // codes while every group of the range passes over them; the weights then stream from L2/L3
+  // once per chunk. Measured on a 4864 x 896 matrix at n = 512 (bench_simd, medians of 3): Q8_0
+  // 110 G MAC/s with 512 KiB chunks, 150 with 128, 177 with 64, 223 with 32; the unpacking types
+  // pay their unpacking once per group and chunk and do best at 48-64 KiB.
+  const int64_t chunk_bytes = Type == 0 ? 32 * 1024 : 64 * 1024;
+  int64_t chunk = (chunk_bytes / act_row) / kAmxRows * kAmxRows;
   if (chunk < kAmxRows) chunk = kAmxRows;
-  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-    const int64_t c1 = c0 + chunk < n ? c0 + chunk : n;
+  for (int64_t c0 = 0; c0 < n16; c0 += chunk) {
+    const int64_t c1 = c0 + chunk < n16 ? c0 + chunk : n16;
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t row = g * 16;
-      const int64_t valid = r1 - row < 16 ? r1 - row : 16;
-      const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
+      const __mmask16 mask = group_mask(g);
       const uint8_t* group = w + g * group_bytes;
       if constexpr (Type == 3) {
         q4_k_unpack_group(group, nb, unpacked);
@@ -343,32 +364,35 @@ void gemm(const void* packed, int64_t k, int64_t r0, int64_t r1, const void* act
         for (int64_t j = c0; j < c1; j += kAmxRows)
           q6_k_group_x16(group, unpacked, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
       } else {
-        unpack_group<Type>(group, nb, unpacked);
-        for (int64_t j = c0; j < c1; j += kAmxRows)
-          group_x16<Type>(group, unpacked, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
+        if constexpr (Type == 0) {  // the stored codes are the B tiles: nothing to unpack
+          for (int64_t j = c0; j < c1; j += kAmxRows)
+            group_x16<Type, true>(group, group + 32, bb, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
+        } else {
+          unpack_group<Type>(group, nb, unpacked);
+          for (int64_t j = c0; j < c1; j += kAmxRows)
+            group_x16<Type, false>(group, unpacked, 512, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
+        }
       }
     }
   }
   _tile_release();
+  return n16;
 }
 
 }  // namespace
 
 int64_t repack_gemm_amx(int type_code, const void* packed, int64_t k, int64_t r0, int64_t r1,
                         const void* act, int64_t n, float* out, int64_t ldo) {
-  const int64_t n16 = n / kAmxRows * kAmxRows;
-  if (n16 == 0) return 0;
   switch (type_code) {
-    case 0: gemm<0>(packed, k, r0, r1, act, n16, out, ldo); break;
-    case 1: gemm<1>(packed, k, r0, r1, act, n16, out, ldo); break;
-    case 2: gemm<2>(packed, k, r0, r1, act, n16, out, ldo); break;
-    case 3: gemm<3>(packed, k, r0, r1, act, n16, out, ldo); break;
-    case 4: gemm<4>(packed, k, r0, r1, act, n16, out, ldo); break;
-    case 5: gemm<5>(packed, k, r0, r1, act, n16, out, ldo); break;
-    case 6: gemm<6>(packed, k, r0, r1, act, n16, out, ldo); break;
+    case 0: return gemm<0>(packed, k, r0, r1, act, n, out, ldo);
+    case 1: return gemm<1>(packed, k, r0, r1, act, n, out, ldo);
+    case 2: return gemm<2>(packed, k, r0, r1, act, n, out, ldo);
+    case 3: return gemm<3>(packed, k, r0, r1, act, n, out, ldo);
+    case 4: return gemm<4>(packed, k, r0, r1, act, n, out, ldo);
+    case 5: return gemm<5>(packed, k, r0, r1, act, n, out, ldo);
+    case 6: return gemm<6>(packed, k, r0, r1, act, n, out, ldo);
     default: return 0;
   }
-  return n16;
 }
 
 }  // namespace cadenza::simd::detail

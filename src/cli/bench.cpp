@@ -467,6 +467,12 @@ int run_bench(const BenchArgs& a) {
           unavailable[std::string(simd::peak_name(p.peak))] = p.unavailable;
       }
       pj["gmac_per_s"] = rates;
+      // Threads that ran each probe's best repetition (fewer than `threads`: a worker joined too
+      // late on a loaded machine and the caller ran its share).
+      nlohmann::ordered_json ran = nlohmann::ordered_json::object();
+      for (const simd::PeakResult& p : peaks)
+        if (p.available) ran[std::string(simd::peak_name(p.peak))] = p.threads_ran;
+      pj["threads_ran"] = ran;
       if (!unavailable.empty()) pj["unavailable"] = unavailable;
       j["peaks"] = pj;
       if (pp_peak && a.n_prompt > 0) {
@@ -522,6 +528,7 @@ int run_bench(const BenchArgs& a) {
     for (const simd::PeakResult& p : peaks) {
       if (!p.available) continue;
       fmt::print("{}{} {:.1f}", sep, simd::peak_name(p.peak), p.gmac_per_s);
+      if (p.threads_ran < p.threads) fmt::print(" (ran on {} thread)", p.threads_ran);
       sep = ", ";
     }
     fmt::print("\n");

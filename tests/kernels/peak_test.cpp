@@ -66,6 +66,8 @@ TEST(Peak, EachProbeRunsOnEveryThreadOrReportsUnavailable) {
       EXPECT_GT(r.macs, 0);
       EXPECT_EQ(r.macs % (peak_macs_per_iteration(p) * 2), 0);
       EXPECT_GT(r.seconds, 0.0);
+      EXPECT_GE(r.threads_ran, 1);
+      EXPECT_LE(r.threads_ran, 2);
       EXPECT_TRUE(std::isfinite(r.gmac_per_s));
       EXPECT_GT(r.gmac_per_s, 0.0);
     } else {

@@ -87,13 +87,21 @@ PeakResult measure_peak(Peak p, ThreadPool& pool, const PeakOptions& options) {
       1, std::llround(static_cast<double>(in.iterations) * std::max(options.work_scale, 0.0)));
   r.macs = iterations * in.macs_per_iteration * r.threads;
   std::vector<int64_t> sinks(static_cast<size_t>(r.threads) * 8, 0);  // a cache line each
+  std::vector<int> ran_on(static_cast<size_t>(r.threads), -1);        // index -> thread
   for (int rep = 0; rep < std::max(1, options.repetitions); ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
-    pool.parallel_for(r.threads, [&](int64_t i, int) {
+    pool.parallel_for(r.threads, [&](int64_t i, int thread) {
       in.loop(iterations, &sinks[static_cast<size_t>(i) * 8]);
+      ran_on[static_cast<size_t>(i)] = thread;
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (s > 0 && (r.seconds == 0.0 || s < r.seconds)) r.seconds = s;
+    if (s > 0 && (r.seconds == 0.0 || s < r.seconds)) {
+      r.seconds = s;
+      std::vector<int> distinct = ran_on;
+      std::sort(distinct.begin(), distinct.end());
+      r.threads_ran =
+          static_cast<int>(std::unique(distinct.begin(), distinct.end()) - distinct.begin());
+    }
   }
   r.gmac_per_s = r.seconds > 0 ? static_cast<double>(r.macs) / r.seconds / 1e9 : 0.0;
   return r;

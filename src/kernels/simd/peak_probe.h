@@ -60,13 +60,17 @@ struct PeakResult {
   Peak peak = Peak::f32_fma256;
   bool available = false;
   std::string unavailable;   // the reason when !available
-  int threads = 0;           // pool threads that ran it at once
+  int threads = 0;           // pool threads asked to run it at once (pool.size())
+  // Distinct threads that ran the best repetition: below `threads` when a worker joined too late
+  // (a loaded machine) and the caller ran its share too, as the kernels would.
+  int threads_ran = 0;
   int64_t macs = 0;          // multiply-adds of one repetition, all threads
   double seconds = 0.0;      // wall time of the best repetition
   double gmac_per_s = 0.0;   // macs / seconds / 1e9 of the best repetition; 0 when unavailable
 };
 
-// Runs probe `p` on every thread of `pool` at once (pool.parallel_for over pool.size() indices).
+// Runs probe `p` on every thread of `pool` at once: pool.parallel_for over pool.size() indices,
+// one fixed loop each (the equal per-thread shares the matmul kernels use).
 PeakResult measure_peak(Peak p, ThreadPool& pool, const PeakOptions& options = {});
 // Every probe, in enum order (unavailable ones included, not run).
 std::vector<PeakResult> measure_peaks(ThreadPool& pool, const PeakOptions& options = {});

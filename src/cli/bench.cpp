@@ -1,5 +1,6 @@
 // `cadenza bench`: single-request prompt (pp) and generation (tg) speed, like llama-bench, plus
-// decode bandwidth against a read-bandwidth probe measured in the same run.
+// decode bandwidth against a read-bandwidth probe and prefill multiply-adds against the compute
+// peaks (kernels/simd/peak_probe.h), both measured in the same run.
 #include <algorithm>
 #include <optional>
 #include <chrono>
@@ -21,11 +22,14 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/backend_factory.h"
+#include "kernels/simd/isa.h"
+#include "kernels/simd/peak_probe.h"
 #include "loadgen/bench_serve_cli.h"
 #include "loadgen/stats.h"
 #include "model/model.h"
 #include "model/session.h"
 #include "util/bandwidth.h"
+#include "util/thread_pool.h"
 
 namespace cadenza::cli {
 namespace {
@@ -41,6 +45,7 @@ struct BenchArgs {
   BackendArgs backend;  // -t, --device, --no-repack
   bool json = false;
   bool no_probe = false;
+  bool no_peak = false;  // --no-peak: skip the compute-peak probes
   int64_t experts_per_token = 0;  // 0: the file's
   int32_t batch = 0;  // --batch N: also decode N sequences per step (tgN); 0: skip
   DType kv_cache_type = DType::F16;
@@ -76,6 +81,52 @@ uint64_t decode_weight_bytes(const gguf::GgufFile& file, const model::ModelConfi
     }
   }
   return total;
+}
+
+// Multiply-adds per token from the weight shapes: every matmul weight (a ".weight" tensor of two or
+// more dimensions) once, rows * cols, except the embedding table (a lookup) and expert tensors
+// (*_exps), of which a token uses experts_used of n_experts matrices; the output head (output.weight,
+// or the embedding table when tied) apart, since a prompt computes it for its last token only.
+// Attention (scores and the weighted sum over the context) is not in these: see attention_macs.
+struct TokenMacs {
+  uint64_t matmul = 0;  // per token, without the output head
+  uint64_t head = 0;    // the output head, per logit row
+};
+TokenMacs token_macs(const gguf::GgufFile& file, const model::ModelConfig& cfg) {
+  const bool tied = file.find_tensor("output.weight") == nullptr;
+  TokenMacs m;
+  for (const auto& t : file.tensors()) {
+    if (t.shape.size() < 2 || !t.name.ends_with(".weight")) continue;
+    const auto elements = static_cast<uint64_t>(t.num_elements());
+    if (t.name == "token_embd.weight") {
+      if (tied) m.head += elements;
+    } else if (t.name == "output.weight") {
+      m.head += elements;
+    } else if (cfg.n_experts > 0 && t.name.ends_with("_exps.weight")) {
+      m.matmul += elements / static_cast<uint64_t>(cfg.n_experts) *
+                  static_cast<uint64_t>(cfg.n_experts_used);
+    } else {
+      m.matmul += elements;
+    }
+  }
+  return m;
+}
+
+// Multiply-adds of attention per prompt token, averaged over a causal prompt of n tokens from an
+// empty cache: token t scores t+1 positions (at most the window on sliding-window layers) with
+// head_dim_k and sums as many values of head_dim_v, per head and layer. An estimate from the
+// configuration (the kernels' exact work differs in padding and, for latent attention, in form).
+double attention_macs(const model::ModelConfig& cfg, int64_t n) {
+  if (n <= 0) return 0.0;
+  double total = 0.0;
+  for (int64_t l = 0; l < cfg.n_layers; ++l) {
+    const int64_t w = cfg.attention_window(l);
+    double positions = 0.0;  // sum over t of the positions token t attends to
+    for (int64_t t = 0; t < n; ++t) positions += static_cast<double>(w > 0 ? std::min(t + 1, w) : t + 1);
+    total += positions * static_cast<double>(cfg.n_heads) *
+             static_cast<double>(cfg.head_dim_k + cfg.head_dim_v);
+  }
+  return total / static_cast<double>(n);
 }
 
 // Deterministic pseudo-random token ids (avoiding id 0..2, often special).
@@ -333,6 +384,35 @@ int run_bench(const BenchArgs& a) {
   const double decode_gbs = tgs.median * static_cast<double>(step_bytes) / 1e9;
   BandwidthResult probe;
   if (!a.no_probe) probe = measure_read_bandwidth(size_t{1} << 30, threads, 5);
+  // The compute peaks for the same number of threads, each probe on every thread of a ThreadPool
+  // (the pool class the CPU backend runs its kernels on) at once; CPU backend only.
+  const bool cpu = std::string(backend->name()) == "cpu";
+  const bool want_peaks = cpu && !a.no_peak;
+  std::vector<simd::PeakResult> peaks;
+  if (want_peaks) {
+    ThreadPool pool(threads);
+    peaks = simd::measure_peaks(pool);
+  }
+  const simd::Isa isa = simd::active_isa();
+  const std::optional<simd::Peak> pp_peak_kind = simd::prefill_peak(isa);
+  const simd::PeakResult* pp_peak = nullptr;
+  if (pp_peak_kind && want_peaks && peaks[static_cast<size_t>(*pp_peak_kind)].available)
+    pp_peak = &peaks[static_cast<size_t>(*pp_peak_kind)];
+  const TokenMacs macs = token_macs(*file, (*model)->config());
+  // A pp test computes the output head once, for its last token.
+  const double pp_macs_per_token =
+      a.n_prompt > 0 ? static_cast<double>(macs.matmul) +
+                           static_cast<double>(macs.head) / static_cast<double>(a.n_prompt)
+                     : 0.0;
+  const double pp_gmacs = pps.median * pp_macs_per_token / 1e9;
+  const double pp_attention = attention_macs((*model)->config(), a.n_prompt);
+  auto fraction_of = [&](const simd::PeakResult& p) {
+    return p.gmac_per_s > 0 ? pp_gmacs / p.gmac_per_s : 0.0;
+  };
+  auto is_int8 = [](simd::Peak p) {
+    return p == simd::Peak::int8_vnni512 || p == simd::Peak::int8_maddubs512 ||
+           p == simd::Peak::int8_maddubs256 || p == simd::Peak::amx_int8;
+  };
 
   const auto& cfg = (*model)->config();
   if (a.json) {
@@ -366,6 +446,43 @@ int run_bench(const BenchArgs& a) {
     if (!a.no_probe) {
       j["probe_gb_per_s"] = probe.gb_per_s;
       j["decode_fraction_of_probe"] = probe.gb_per_s > 0 ? decode_gbs / probe.gb_per_s : 0.0;
+    }
+    j["macs_per_token"] = {{"matmul", macs.matmul},
+                           {"output_head", macs.head},
+                           {"decode", macs.matmul + macs.head},
+                           {"prefill", pp_macs_per_token},
+                           {"attention_included", false},
+                           {"attention_prefill_estimate", pp_attention}};
+    if (a.n_prompt > 0) j["prefill_gmac_per_s"] = pp_gmacs;
+    j["isa"] = std::string(simd::isa_name(isa));
+    if (want_peaks) {
+      nlohmann::ordered_json pj, unavailable;
+      pj["threads"] = threads;
+      pj["unit"] = "GMAC/s (1e9 multiply-adds per second; 1 MAC = 2 ops)";
+      nlohmann::ordered_json rates = nlohmann::ordered_json::object();
+      for (const simd::PeakResult& p : peaks) {
+        if (p.available)
+          rates[std::string(simd::peak_name(p.peak))] = p.gmac_per_s;
+        else
+          unavailable[std::string(simd::peak_name(p.peak))] = p.unavailable;
+      }
+      pj["gmac_per_s"] = rates;
+      // Threads that ran each probe's best repetition (fewer than `threads`: a worker joined too
+      // late on a loaded machine and the caller ran its share).
+      nlohmann::ordered_json ran = nlohmann::ordered_json::object();
+      for (const simd::PeakResult& p : peaks)
+        if (p.available) ran[std::string(simd::peak_name(p.peak))] = p.threads_ran;
+      pj["threads_ran"] = ran;
+      if (!unavailable.empty()) pj["unavailable"] = unavailable;
+      j["peaks"] = pj;
+      if (pp_peak && a.n_prompt > 0) {
+        j["prefill_peak"] = std::string(simd::peak_name(pp_peak->peak));
+        j["prefill_fraction_of_peak"] = fraction_of(*pp_peak);
+        nlohmann::ordered_json fr = nlohmann::ordered_json::object();
+        for (const simd::PeakResult& p : peaks)
+          if (p.available && is_int8(p.peak)) fr[std::string(simd::peak_name(p.peak))] = fraction_of(p);
+        j["prefill_fraction_of"] = fr;
+      }
     }
     if (cfg.n_experts > 0) {
       j["experts"] = {{"count", cfg.n_experts}, {"used", cfg.n_experts_used},
@@ -405,6 +522,36 @@ int run_bench(const BenchArgs& a) {
                  100.0 * decode_gbs / probe.gb_per_s, probe.gb_per_s, threads);
     fmt::print("\n");
   }
+  if (want_peaks) {
+    fmt::print("peaks:   GMAC/s (1e9 multiply-adds/s) on {} threads at once:", threads);
+    const char* sep = " ";
+    for (const simd::PeakResult& p : peaks) {
+      if (!p.available) continue;
+      fmt::print("{}{} {:.1f}", sep, simd::peak_name(p.peak), p.gmac_per_s);
+      if (p.threads_ran < p.threads) fmt::print(" (ran on {} thread)", p.threads_ran);
+      sep = ", ";
+    }
+    fmt::print("\n");
+  }
+  if (a.n_prompt > 0) {
+    fmt::print("prefill: {:.1f} GMAC/s ({:.1f} M multiply-adds per token from the weight shapes, "
+               "the output head once per prompt; attention not included, about {:.1f} M more per "
+               "token at {} tokens)",
+               pp_gmacs, pp_macs_per_token / 1e6, pp_attention / 1e6, a.n_prompt);
+    if (pp_peak) {
+      fmt::print(" = {:.1f}% of the {} peak {:.1f} GMAC/s (the int8 path at ISA {})",
+                 100.0 * fraction_of(*pp_peak), simd::peak_name(pp_peak->peak),
+                 pp_peak->gmac_per_s, simd::isa_name(isa));
+      // At amx the GEMV kernels (and the matmuls without an AMX path) are the VNNI ones.
+      const simd::PeakResult& vnni = peaks[static_cast<size_t>(simd::Peak::int8_vnni512)];
+      if (isa == simd::Isa::amx && vnni.available)
+        fmt::print("; {:.1f}% of the int8_vnni512 peak {:.1f}", 100.0 * fraction_of(vnni),
+                   vnni.gmac_per_s);
+    } else if (want_peaks) {
+      fmt::print(" (no int8 SIMD path at ISA {}: no peak to compare)", simd::isa_name(isa));
+    }
+    fmt::print("\n");
+  }
   if (cfg.n_experts > 0) print_routing(cfg, routing, *moe_step);
   return 0;
 }
@@ -432,6 +579,8 @@ Command bench_command() {
                     "Also decode this many sequences per step (tgN; -n steps each)")
         ->check(CLI::Range(1, 4096));
     sub->add_flag("--no-probe", args->no_probe, "Skip the memory-bandwidth probe");
+    sub->add_flag("--no-peak", args->no_peak,
+                  "Skip the compute-peak probes (int8, bf16, f32, AMX multiply-add rates)");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
     sub->add_option("--prompt-file", args->prompt_file,
                     "Instead of pp/tg: greedy generation through the engine with this file's text "

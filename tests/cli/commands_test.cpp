@@ -3,6 +3,7 @@
 // stderr, stops, the context limit), `bench --json` (parses, has its fields), `info` and
 // `info --json`, `gateway --check` (the example configuration, a bad one, a missing one) and
 // `gateway --hash-key`. Every command's stdout carries its output only: no log line.
+#include <cmath>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -245,12 +246,55 @@ TEST_F(CommandsTest, BenchJsonParsesAndHasItsFields) {
   }
   EXPECT_GT(j.value("decode_gb_per_s", 0.0), 0.0);
   EXPECT_FALSE(j.contains("probe_gb_per_s"));  // --no-probe
-  // The text form: the table on stdout, still no log line.
-  const test::CliRun text = run_cadenza("bench " + m() + " -p 16 -n 4 -r 1 -t 2 --no-probe");
+  // Multiply-adds per token from the shapes, and the compute peaks (not skipped by --no-probe).
+  ASSERT_TRUE(j.contains("macs_per_token"));
+  const json& macs = j["macs_per_token"];
+  EXPECT_GT(macs.value("matmul", uint64_t{0}), 0u);
+  EXPECT_GT(macs.value("output_head", uint64_t{0}), 0u);
+  EXPECT_EQ(macs.value("decode", uint64_t{0}),
+            macs.value("matmul", uint64_t{0}) + macs.value("output_head", uint64_t{0}));
+  EXPECT_GT(macs.value("prefill", 0.0), 0.0);
+  EXPECT_FALSE(macs.value("attention_included", true));
+  EXPECT_GT(macs.value("attention_prefill_estimate", 0.0), 0.0);
+  EXPECT_GT(j.value("prefill_gmac_per_s", 0.0), 0.0);
+  const std::string isa = j.value("isa", "");
+  EXPECT_FALSE(isa.empty());
+  ASSERT_TRUE(j.contains("peaks"));
+  const json& peaks = j["peaks"];
+  EXPECT_EQ(peaks.value("threads", 0), 2);
+  EXPECT_NE(peaks.value("unit", "").find("multiply-adds"), std::string::npos);
+  ASSERT_TRUE(peaks.contains("gmac_per_s"));
+  for (const auto& [name, rate] : peaks["gmac_per_s"].items()) {
+    EXPECT_TRUE(rate.is_number()) << name;
+    EXPECT_GT(rate.get<double>(), 0.0) << name;
+  }
+  if (isa != "scalar") {
+    ASSERT_TRUE(j.contains("prefill_peak")) << j.dump(2);
+    const std::string peak = j.value("prefill_peak", "");
+    EXPECT_TRUE(peaks["gmac_per_s"].contains(peak)) << peak;
+    const double fraction = j.value("prefill_fraction_of_peak", 0.0);
+    EXPECT_GT(fraction, 0.0);
+    EXPECT_TRUE(std::isfinite(fraction));
+    EXPECT_DOUBLE_EQ(j["prefill_fraction_of"].value(peak, 0.0), fraction);
+  }
+  // The text form: the table on stdout, still no log line; --no-peak skips the peaks.
+  const test::CliRun text =
+      run_cadenza("bench " + m() + " -p 16 -n 4 -r 1 -t 2 --no-probe --no-peak");
   ASSERT_EQ(text.status, 0) << text.err;
   EXPECT_FALSE(has_log_line(text.out)) << text.out;
   EXPECT_NE(text.out.find("| pp16   |"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("| tg4    |"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("prefill: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("attention not included"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("peaks:"), std::string::npos) << text.out;
+  const test::CliRun no_peak =
+      run_cadenza("bench " + m() + " -p 16 -n 4 -r 1 -t 2 --no-probe --no-peak --json");
+  ASSERT_EQ(no_peak.status, 0) << no_peak.err;
+  const json jn = json::parse(no_peak.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(jn.is_discarded()) << no_peak.out;
+  EXPECT_FALSE(jn.contains("peaks"));
+  EXPECT_FALSE(jn.contains("prefill_fraction_of_peak"));
+  EXPECT_TRUE(jn.contains("macs_per_token"));
   const test::CliRun missing = run_cadenza("bench -m /nonexistent/model.gguf --json");
   EXPECT_EQ(missing.status, 1);
   EXPECT_EQ(missing.out, "");

@@ -435,6 +435,7 @@ int run_bench(const BenchArgs& a) {
       j["tg_batch"] = {{"sequences", a.batch}, {"steps", a.n_gen}, {"tokens_per_s", stats(tgbs)}};
     }
     j["peak_rss_bytes"] = peak_rss;
+    j["peak_rss_over_file"] = peak_rss / static_cast<double>(std::max<uint64_t>(file->file_size(), 1));
     if (const model::Distributed* d = (*model)->distributed()) {
       j["distributed"] = {{"world_size", d->topology().world_size},
                           {"tensor_parallel", d->topology().config.tensor},
@@ -514,7 +515,10 @@ int run_bench(const BenchArgs& a) {
                100 * pp_comm_share, 100 * tg_comm_share,
                tgb.empty() ? "" : fmt::format(", tg x{} {:.1f}%", a.batch, 100 * tgb_comm_share));
   }
-  fmt::print("memory:  peak resident {:.1f} MiB (this process)\n", peak_rss / 1048576.0);
+  fmt::print("memory:  peak resident {:.1f} MiB (this process), {:.2f}x the {:.1f} MiB file\n",
+             peak_rss / 1048576.0,
+             peak_rss / static_cast<double>(std::max<uint64_t>(file->file_size(), 1)),
+             file->file_size() / 1048576.0);
   if (a.n_gen > 0) {
     fmt::print("decode:  {:.2f} GB/s of weights", decode_gbs);
     if (!a.no_probe)

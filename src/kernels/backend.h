@@ -102,6 +102,12 @@ struct WeightDesc {
   // instead of copying (the CPU backend does so for memory-mapped files). When empty the backend
   // must copy before upload_weight returns.
   std::shared_ptr<const void> keep_alive;
+  // `data` lies in a read-only mapping of a file (held by keep_alive) that nobody writes: a
+  // backend that has made its own copy of the bytes (the CPU backend's repacked layout) may drop
+  // this process's pages of them (MappedFile::release_pages); a later read of `data` pages them in
+  // again from the file, with the same contents. False for any other memory, where dropping pages
+  // would lose the data.
+  bool file_mapped = false;
 };
 
 // A weight tensor held by a backend. Callers see its shape and type; the storage is the backend's

@@ -201,6 +201,7 @@ Result<std::unique_ptr<kernels::Weight>> WeightLoader::upload(const gguf::Tensor
                  "tensors like it are not logged", file_->name(), t.name,
                  traits->name, traits->block_size);
   }
+  desc.file_mapped = desc.keep_alive != nullptr && file_->mapped();
   Result<std::unique_ptr<kernels::Weight>> w = backend.upload_weight(desc);
   if (!w) return make_error("{}: {}", file_->name(), w.error());
   return w;

@@ -2,12 +2,30 @@
 
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace cadenza {
+
+namespace {
+// The live mappings, by start address: [start, start + size) maps file `fd` from offset 0.
+struct Mapping {
+  size_t size;
+  int fd;
+};
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<uintptr_t, Mapping>& registry() {
+  static std::map<uintptr_t, Mapping> r;
+  return r;
+}
+}  // namespace
 
 Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -33,21 +51,57 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
       return make_error("{}: cannot mmap {} bytes: {}", path, file->size_, std::strerror(e));
     }
     file->data_ = static_cast<const uint8_t*>(p);
+    file->fd_ = fd;  // kept open for read_at
+    std::lock_guard lock(registry_mutex());
+    registry()[reinterpret_cast<uintptr_t>(p)] = {file->size_, fd};
+  } else {
+    ::close(fd);
   }
-  ::close(fd);
   return file;
 }
 
-void MappedFile::release_pages(const void* data, size_t size) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+std::optional<MappedFile::Source> MappedFile::source_of(const void* data) {
+  const auto p = reinterpret_cast<uintptr_t>(data);
+  std::lock_guard lock(registry_mutex());
+  auto it = registry().upper_bound(p);
+  if (it == registry().begin()) return std::nullopt;
+  --it;
+  if (p - it->first >= it->second.size) return std::nullopt;
+  return Source{it->second.fd, static_cast<uint64_t>(p - it->first)};
+}
+
+bool MappedFile::read_at(const Source& source, uint64_t offset, void* dst, size_t size) {
+  auto* out = static_cast<uint8_t*>(dst);
+  while (size > 0) {
+    const ssize_t n = ::pread(source.fd, out, size, static_cast<off_t>(offset));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    out += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+size_t MappedFile::release_pages(const void* data, size_t size) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto begin = reinterpret_cast<uintptr_t>(data);
   const uintptr_t first = (begin + page - 1) / page * page;
   const uintptr_t last = (begin + size) / page * page;
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  if (last <= first) return 0;
+  if (::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED) != 0) return 0;
+  return last - first;
 }
 
 MappedFile::~MappedFile() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr) {
+    {
+      std::lock_guard lock(registry_mutex());
+      registry().erase(reinterpret_cast<uintptr_t>(data_));
+    }
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace cadenza

@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "util/mapped_file.h"
 #include "util/resident_memory.h"
 #include "util/thread_pool.h"
 
@@ -36,7 +37,8 @@ const float* vector_values(const Weight& w) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(const CpuBackendOptions& options) : pool_(options.n_threads) {
+  explicit CpuBackend(const CpuBackendOptions& options)
+      : pool_(options.n_threads), release_repacked_pages_(options.release_repacked_pages) {
     cpu::log_matmul_path_once();
     int64_t budget = options.repack_budget_bytes;
     if (budget < 0) budget = static_cast<int64_t>(available_memory_bytes() / 2);
@@ -76,6 +78,8 @@ class CpuBackend final : public Backend {
     if (desc.keep_alive && aligned) {
       w->data = static_cast<const uint8_t*>(desc.data);
       w->keep_alive = desc.keep_alive;
+      w->release_after_repack = desc.file_mapped && release_repacked_pages_;
+      if (w->release_after_repack) w->source = MappedFile::source_of(desc.data);
     } else {
       w->owned = cpu::aligned_zeroed(static_cast<size_t>(total_bytes));
       if (!w->owned) return make_error("tensor '{}': out of memory ({} bytes)", desc.name, total_bytes);
@@ -202,6 +206,7 @@ class CpuBackend final : public Backend {
  private:
   ThreadPool pool_;
   cpu::RepackBudget repack_budget_;
+  bool release_repacked_pages_ = true;
 };
 
 }  // namespace

@@ -19,6 +19,12 @@ struct CpuBackendOptions {
   // the memory available when the backend is created (MemAvailable); 0: no copies (--no-repack,
   // for a model near the size of RAM whose pages should stay the file's).
   int64_t repack_budget_bytes = -1;
+  // Once a weight that points into a memory-mapped file (WeightDesc::file_mapped) is repacked,
+  // drop this process's pages of its file bytes, chunk by chunk as the repacking proceeds, so
+  // resident memory holds one copy of each matrix instead of two. What still reads the original
+  // rows (get_rows on a tied embedding, another ISA level, the budget's row-major fallback) pages
+  // them in again from the page cache, with the same bytes. false keeps them (tests compare).
+  bool release_repacked_pages = true;
 };
 
 // Thread-safety: like every Backend, one thread issues ops at a time; kernels fan out internally.
@@ -34,6 +40,9 @@ struct ExpertCounters {
 ExpertCounters expert_counters();
 // Bytes of repacked weight copies made so far (all CPU backends together).
 uint64_t repacked_bytes();
+// Bytes of memory-mapped file ranges whose pages were dropped after repacking (all CPU backends
+// together; whole pages inside each weight's range, counted once per weight).
+uint64_t released_mapped_bytes();
 }  // namespace cpu
 
 }  // namespace cadenza::kernels

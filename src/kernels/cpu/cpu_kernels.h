@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "util/mapped_file.h"
 #include "util/thread_pool.h"
 
 namespace cadenza::kernels::cpu {
@@ -45,11 +47,19 @@ class CpuWeight final : public Weight {
   // A second copy in the interleaved layout of kernels/simd/repack.h (one block of
   // repacked_matrix_bytes per matrix), made on the first matmul with a type that has a repacked
   // kernel at the active ISA level (ensure_repacked); null otherwise (also when out of memory).
-  // `data` stays for get_rows and the other ISA levels.
+  // `data` stays valid for get_rows and the other ISA levels; when release_after_repack is set it
+  // points into a read-only file mapping whose pages ensure_repacked drops as it repacks (they
+  // page in again from the file when read), so only the repacked copy stays resident.
   mutable AlignedBytes repacked;
   mutable size_t repacked_matrix_bytes = 0;
   mutable std::once_flag repack_once;
   RepackBudget* repack_budget = nullptr;  // the backend's (outlives the weight); null: unlimited
+  bool release_after_repack = false;
+  // With release_after_repack: the file and offset of `data` (null when not a MappedFile's), so
+  // that get_rows reads rows with pread once the pages are dropped (pages_released) instead of
+  // mapping the file back around each row (a tied embedding: up to a large folio per token).
+  std::optional<MappedFile::Source> source;
+  mutable std::atomic<bool> pages_released{false};
 
   const uint8_t* repacked_matrix(int64_t matrix) const {
     return repacked.get() + static_cast<size_t>(matrix) * repacked_matrix_bytes;

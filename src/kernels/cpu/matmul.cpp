@@ -24,6 +24,7 @@
 #include "kernels/simd/kernels.h"
 #include "kernels/simd/repack.h"
 #include "tensor/quant.h"
+#include "util/mapped_file.h"
 
 namespace cadenza::kernels::cpu {
 
@@ -118,10 +119,24 @@ float dot(const float* a, const float* b, int64_t n) {
 
 void get_rows(ThreadPool& pool, const CpuWeight& table, IndexMatrix ids, Matrix out) {
   assert(ids.cols == 1 && out.rows == ids.rows && out.cols == table.cols());
+  // A repacked table whose file pages were dropped (a tied embedding): its rows are read from the
+  // file with pread, the same bytes, without mapping them back into this process.
+  const bool from_file =
+      table.source.has_value() && table.pages_released.load(std::memory_order_acquire);
   pool.parallel_for(ids.rows, [&](int64_t t, int) {
     const int32_t id = ids.data[t];
     assert(id >= 0 && id < table.rows());
-    decode_row(table.type(), table.row(0, id), out.data + t * out.stride, out.cols);
+    const uint8_t* src = table.row(0, id);
+    if (from_file) {
+      thread_local std::vector<uint8_t> row;
+      row.resize(table.row_bytes);
+      if (MappedFile::read_at(*table.source,
+                              table.source->offset + static_cast<uint64_t>(src - table.data),
+                              row.data(), table.row_bytes)) {
+        src = row.data();
+      }
+    }
+    decode_row(table.type(), src, out.data + t * out.stride, out.cols);
   });
 }
 
@@ -164,9 +179,11 @@ std::pair<int64_t, int64_t> split_range(int64_t units, int64_t parts, int64_t p)
 
 namespace {
 std::atomic<uint64_t> g_repacked_bytes{0};
+std::atomic<uint64_t> g_released_bytes{0};
 }  // namespace
 
 uint64_t repacked_bytes() { return g_repacked_bytes.load(std::memory_order_relaxed); }
+uint64_t released_mapped_bytes() { return g_released_bytes.load(std::memory_order_relaxed); }
 
 void ensure_repacked(ThreadPool& pool, const CpuWeight& w) {
   if (!simd::repack_usable(w.type(), simd::active_isa()) || !simd::repack_fits(w.type(), w.cols())) return;
@@ -191,25 +208,41 @@ void ensure_repacked(ThreadPool& pool, const CpuWeight& w) {
       spdlog::warn("cpu backend: no memory to repack '{}'; using the row-major kernels", w.name());
       return;
     }
-    // Chunks of 64 row groups per task.
+    // Chunks of 64 row groups per task. With release_after_repack each chunk's file pages are
+    // dropped as soon as it is repacked (the pages it shares with a neighbour chunk at the end), so
+    // the two copies coexist for a few chunks only, not for the whole matrix: this keeps the peak
+    // low for the largest matrix (a tied embedding, repacked on the first output head matmul).
+    // Dropping pages another thread still reads is safe: they page in again from the file.
     const int64_t chunk_rows = 64 * simd::kRepackRows;
     const int64_t chunks = (m + chunk_rows - 1) / chunk_rows;
     const size_t chunk_bytes = static_cast<size_t>(simd::repack_bytes(w.type(), chunk_rows, k));
     pool.parallel_for(w.matrices() * chunks, [&](int64_t i, int) {
       const int64_t e = i / chunks, c = i % chunks;
-      const int64_t r0 = c * chunk_rows;
-      simd::repack_weights(w.type(), w.row(e, r0), std::min(chunk_rows, m - r0), k,
+      const int64_t r0 = c * chunk_rows, rows = std::min(chunk_rows, m - r0);
+      simd::repack_weights(w.type(), w.row(e, r0), rows, k,
                            bytes.get() + static_cast<size_t>(e) * matrix_bytes +
                                static_cast<size_t>(c) * chunk_bytes);
+      if (w.release_after_repack) {
+        MappedFile::release_pages(w.row(e, r0), static_cast<size_t>(rows) * w.row_bytes);
+      }
     });
+    if (w.release_after_repack) {
+      const size_t source_bytes = static_cast<size_t>(w.matrices() * m) * w.row_bytes;
+      g_released_bytes.fetch_add(MappedFile::release_pages(w.data, source_bytes),
+                                 std::memory_order_relaxed);
+      w.pages_released.store(true, std::memory_order_release);
+    }
     w.repacked_matrix_bytes = matrix_bytes;
     w.repacked = std::move(bytes);
     g_repacked_bytes.fetch_add(static_cast<uint64_t>(total_bytes), std::memory_order_relaxed);
     static std::once_flag logged;
     std::call_once(logged, [&] {
       spdlog::info("cpu backend: repacking {} weights into 16-row groups for the VNNI GEMM "
-                   "(a second copy of each matrix used by matmul; first: '{}', {:.1f} MiB)",
-                   dtype_name(w.type()), w.name(),
+                   "(matmul's copy of each matrix; {}; first: '{}', {:.1f} MiB)",
+                   dtype_name(w.type()),
+                   w.release_after_repack ? "the file's pages of it are dropped"
+                                          : "the file's rows stay resident too",
+                   w.name(),
                    static_cast<double>(matrix_bytes * static_cast<size_t>(w.matrices())) / 1048576.0);
     });
   });

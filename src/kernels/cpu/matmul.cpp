@@ -237,7 +237,7 @@ void ensure_repacked(ThreadPool& pool, const CpuWeight& w) {
     g_repacked_bytes.fetch_add(static_cast<uint64_t>(total_bytes), std::memory_order_relaxed);
     static std::once_flag logged;
     std::call_once(logged, [&] {
-      spdlog::info("cpu backend: repacking {} weights into 16-row groups for the VNNI GEMM "
+      spdlog::info("cpu backend: repacking {} weights into 16-row groups for the VNNI/AMX GEMM "
                    "(matmul's copy of each matrix; {}; first: '{}', {:.1f} MiB)",
                    dtype_name(w.type()),
                    w.release_after_repack ? "the file's pages of it are dropped"
@@ -314,7 +314,10 @@ void log_matmul_path_once() {
     spdlog::info("cpu backend: matmul kernels at ISA level {} ({}); {}",
                  simd::isa_name(simd::active_isa()),
                  simd::repack_usable(DType::Q8_0, simd::active_isa())
-                     ? "Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM"
+                     ? (simd::active_isa() >= simd::Isa::amx
+                            ? "Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM, "
+                              "AMX tiles for each 16 activation rows"
+                            : "Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM")
                      : "row-major SIMD kernels",
                  simd::isa_report());
   });

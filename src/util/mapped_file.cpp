@@ -17,13 +17,16 @@ struct Mapping {
   size_t size;
   int fd;
 };
+// Both live for the whole process and are never destroyed: a MappedFile held by a static object
+// (a cached vocabulary, a test fixture) may be destroyed after function-local statics are, and
+// its destructor still erases its entry.
 std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 std::map<uintptr_t, Mapping>& registry() {
-  static std::map<uintptr_t, Mapping> r;
-  return r;
+  static auto* r = new std::map<uintptr_t, Mapping>;
+  return *r;
 }
 }  // namespace
 

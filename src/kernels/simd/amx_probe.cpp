@@ -1,6 +1,7 @@
 // AMX availability probe. Compiled alone with -mamx-tile -mamx-int8 (see CMakeLists.txt): nothing
 // here runs unless cpuid lists AMX-TILE/INT8 and XCR0 enables tile state. Like every per-ISA file it
 // uses no C++ library templates (their out-of-line copies could be shared with other files).
+#include "kernels/simd/amx_tile_config.h"
 #include "kernels/simd/internal.h"
 #include "kernels/simd/intrinsics.h"
 
@@ -10,7 +11,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 
 #ifndef ARCH_REQ_XCOMP_PERM
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -21,25 +21,10 @@ namespace {
 
 constexpr int kXfeatureXtiledata = 18;
 
-// ldtilecfg operand (64 bytes): palette 1, tiles 0..2 of 16 rows x 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-static_assert(sizeof(TileConfig) == 64);
+constexpr TileConfig kProbeConfig = full_tiles_config(3);  // tiles 0..2: 16 rows x 64 bytes
 
 [[noreturn]] void probe_child() {
-  TileConfig cfg;
-  std::memset(&cfg, 0, sizeof cfg);
-  cfg.palette_id = 1;
-  for (int t = 0; t < 3; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
+  _tile_loadconfig(&kProbeConfig);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);

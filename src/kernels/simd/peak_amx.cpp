@@ -6,37 +6,22 @@
 #include "kernels/simd/intrinsics.h"
 
 #include <cstdint>
-#include <cstring>
 
+#include "kernels/simd/amx_tile_config.h"
 #include "kernels/simd/peak_loops.h"
 
 namespace cadenza::simd::detail {
 namespace {
 
-// ldtilecfg operand (64 bytes): palette 1, tiles 0..7 of 16 rows x 64 bytes.
-struct alignas(64) PeakTileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-static_assert(sizeof(PeakTileConfig) == 64);
+constexpr TileConfig kPeakConfig = full_tiles_config(8);  // tiles 0..7: 16 rows x 64 bytes
 
 }  // namespace
 
 void peak_loop_amx_int8(int64_t iterations, int64_t* sink) {
-  PeakTileConfig cfg;
-  std::memset(&cfg, 0, sizeof cfg);
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
   alignas(64) int8_t src[16 * 64];
   for (int i = 0; i < 16 * 64; ++i) src[i] = static_cast<int8_t>((i % 7) - 3);
   alignas(64) int32_t out[16 * 16];
-  _tile_loadconfig(&cfg);
+  _tile_loadconfig(&kPeakConfig);
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "kernels/simd/amx_tile_config.h"
 #include "kernels/simd/internal.h"
 #include "tensor/iq_grids.h"
 
@@ -43,23 +44,11 @@ namespace {
 
 constexpr int kAmxRows = 16;  // activation rows per tile
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-static_assert(sizeof(TileConfig) == 64);
 
-// The tile configuration lives in read-only data, not on the stack: with a stack copy filled by
-// stores, GCC 12 may drop the stores (it does not see that ldtilecfg reads all 64 bytes), and
-// the first tile instruction then faults on a tile with no rows.
+// In read-only data (amx_tile_config.h says why).
 constexpr TileConfig make_tile_config() {
-  TileConfig cfg{};
-  cfg.palette_id = 1;
+  TileConfig cfg = full_tiles_config(2);          // C: 16 activations x 16 rows, int32
   for (int t = 0; t < 2; ++t) {
-    cfg.rows[t] = 16, cfg.colsb[t] = 64;          // C: 16 activations x 16 rows, int32
     cfg.rows[2 + t] = 16, cfg.colsb[2 + t] = 32;  // A: 16 activations x 32 quants
     cfg.rows[4 + t] = 8, cfg.colsb[4 + t] = 64;   // B: 8 x (16 rows x 4 codes)
   }

@@ -61,7 +61,7 @@ void peak_loop_f32_fma256(int64_t iterations, int64_t* sink) {
       _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
                     _mm256_add_ps(_mm256_add_ps(c4, c5), _mm256_add_ps(c6, c7))),
       _mm256_add_ps(_mm256_add_ps(c8, c9), _mm256_add_ps(c10, c11)));
-  *sink = static_cast<int64_t>(_mm256_cvtss_f32(s));
+  *sink = _mm256_extract_epi32(_mm256_castps_si256(s), 0);  // the bits: a float may be out of int64 range
 }
 
 }  // namespace cadenza::simd::detail

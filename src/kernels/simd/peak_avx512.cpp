@@ -9,6 +9,20 @@
 #include "kernels/simd/peak_loops.h"
 
 namespace cadenza::simd::detail {
+namespace {
+
+// The sink of a loop's accumulators: their lanes' bits summed as unsigned 64-bit numbers (the
+// value only keeps the loop alive; _mm512_reduce_add_epi32 would add as int and overflow).
+inline int64_t lane_sum(__m512i v) {
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, v);
+  uint64_t s = 0;
+  for (uint32_t x : lanes) s += x;
+  return static_cast<int64_t>(s);
+}
+
+}  // namespace
+
 
 // The integer loops are written in inline asm: with the intrinsics GCC 12 copies every
 // accumulator through another register each iteration (two extra moves per instruction), which
@@ -33,7 +47,7 @@ void peak_loop_int8_vnni512(int64_t iterations, int64_t* sink) {
       _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
                        _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7))),
       _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
-  *sink = _mm512_reduce_add_epi32(t);
+  *sink = lane_sum(t);
 }
 #undef CADENZA_PEAK_DPBUSD
 
@@ -61,7 +75,7 @@ void peak_loop_int8_maddubs512(int64_t iterations, int64_t* sink) {
       _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
                        _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7))),
       _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
-  *sink = _mm512_reduce_add_epi32(t);
+  *sink = lane_sum(t);
 }
 #undef CADENZA_PEAK_CHAIN
 
@@ -90,7 +104,7 @@ void peak_loop_f32_fma512(int64_t iterations, int64_t* sink) {
       _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
                     _mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7))),
       _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11)));
-  *sink = static_cast<int64_t>(_mm512_reduce_add_ps(t));
+  *sink = lane_sum(_mm512_castps_si512(t));
 }
 
 }  // namespace cadenza::simd::detail

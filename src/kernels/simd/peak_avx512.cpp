@@ -11,15 +11,7 @@
 namespace cadenza::simd::detail {
 namespace {
 
-// The sink of a loop's accumulators: their lanes' bits summed as unsigned 64-bit numbers (the
-// value only keeps the loop alive; _mm512_reduce_add_epi32 would add as int and overflow).
-inline int64_t lane_sum(__m512i v) {
-  alignas(64) uint32_t lanes[16];
-  _mm512_store_si512(lanes, v);
-  uint64_t s = 0;
-  for (uint32_t x : lanes) s += x;
-  return static_cast<int64_t>(s);
-}
+#include "kernels/simd/peak_sink.inc"
 
 }  // namespace
 

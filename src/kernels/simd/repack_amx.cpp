@@ -22,8 +22,7 @@
 // K is 32 per tile op (16 for Q6_K), not the 64 a tile can hold: every block has its own scale,
 // so the tile sums go through memory (tilestored) into a vector epilogue per block, and that
 // epilogue (about 3 vector ops per 16 outputs) plus the tile store bound the kernel, not the
-// tile multiply. Measured (docs/kernels.md): 1.2-1.4x the VNNI kernel, not the 4x+ that the
-// tile unit alone would allow.
+// tile multiply (measured in docs/kernels.md, "AMX tiles").
 //
 // Tiles: 0, 1 accumulators (16 x 16 int32); 2, 3 activations (16 x 32 bytes); 4, 5 codes
 // (8 x 64 bytes); two of each so that the next block's tile op is issued before this block's
@@ -43,7 +42,6 @@ namespace {
 #include "kernels/simd/repack_blocks.inc"
 
 constexpr int kAmxRows = 16;  // activation rows per tile
-
 
 // In read-only data (amx_tile_config.h says why).
 constexpr TileConfig make_tile_config() {
@@ -84,10 +82,15 @@ struct Scratch {
 };
 thread_local Scratch tl_scratch;
 
+// Q8_0's stored codes are its B tiles as they are (unsigned, read in place); the other 32-element
+// types' are unpacked to signed values first (unpack_group).
+template <int Type>
+constexpr bool codes_in_place() { return Type == 0; }
+
 // The float epilogue of one block for 16 activation rows: c = the tile's 16 x 16 int32 sums. With
-// signed codes (Direct = false) they are exact, sum(w * a); with the stored unsigned codes
-// (Direct, Q8_0 only) they are sum(q * a) and lose offset * sum(a) here, as the VNNI kernel does.
-template <int Type, bool Direct>
+// signed codes they are exact, sum(w * a); with Q8_0's stored unsigned codes they are sum(q * a)
+// and lose offset * sum(a) here, as the VNNI kernel does.
+template <int Type>
 inline void block_epilogue(const int32_t* c, const uint8_t* blk, const uint8_t* act, int64_t act_row,
                            int64_t nb, int64_t b, __m512* acc) {
   const __m512 dw = block_scales<Type>(blk);
@@ -97,7 +100,7 @@ inline void block_epilogue(const int32_t* c, const uint8_t* blk, const uint8_t* 
     float da;
     __builtin_memcpy(&da, aj + 4 * b, 4);
     __m512i isum = _mm512_load_si512(c + 16 * j);
-    if constexpr (Direct) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(ld32(aj + 4 * nb + 4 * b)));
+    if constexpr (codes_in_place<Type>()) isum = _mm512_sub_epi32(isum, _mm512_set1_epi32(ld32(aj + 4 * nb + 4 * b)));
     acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(dw, _mm512_set1_ps(da)), acc[j]);
   }
 }
@@ -108,34 +111,35 @@ inline void block_epilogue(const int32_t* c, const uint8_t* blk, const uint8_t* 
     _tile_loadd(A, qs + 32 * (b), act_row);                  \
     _tile_loadd(B, codes + codes_stride * (b), 64);          \
     _tile_zero(C);                                           \
-    if constexpr (Direct)                                    \
+    if constexpr (codes_in_place<Type>())                    \
       _tile_dpbsud(C, A, B);                                 \
     else                                                     \
       _tile_dpbssd(C, A, B);                                 \
     _tile_stored(C, buf, 64);                                \
   } while (0)
 
-// One 16-row group against 16 activation rows starting at `act`. Block b's B tile is at
-// codes + codes_stride * b: the group's unpacked signed codes (512 bytes a block), or with Direct
-// (Q8_0) the repacked block's own unsigned codes, read in place. Software-pipelined:
-// block b + 1's tile op is issued and stored before block b's epilogue reads its sums, so the
-// tile unit and the vector units can overlap.
-template <int Type, bool Direct>
-inline void group_x16(const uint8_t* group, const uint8_t* codes, int64_t codes_stride, int64_t nb,
-                       const uint8_t* act, int64_t act_row, float* out, int64_t ldo, __mmask16 mask) {
+// One 16-row group against 16 activation rows starting at `act`. Block b's B tile: Q8_0's own
+// codes in the repacked block, or the group's unpacked signed codes at unpacked + 512 b.
+// Software-pipelined: block b + 1's tile op is issued and stored before block b's epilogue reads
+// its sums, so the tile unit and the vector units can overlap.
+template <int Type>
+inline void group_x16(const uint8_t* group, const uint8_t* unpacked, int64_t nb, const uint8_t* act,
+                      int64_t act_row, float* out, int64_t ldo, __mmask16 mask) {
   alignas(64) int32_t c0[256];
   alignas(64) int32_t c1[256];
   __m512 acc[kAmxRows];
   for (int j = 0; j < kAmxRows; ++j) acc[j] = _mm512_setzero_ps();
   const uint8_t* qs = act + 8 * nb;  // block b's quants at qs + 32 b, rows act_row apart
   constexpr int64_t bb = block_bytes(Type);
+  const uint8_t* codes = codes_in_place<Type>() ? group + 32 : unpacked;  // Q8_0: after the scales
+  const int64_t codes_stride = codes_in_place<Type>() ? bb : 512;
   CADENZA_AMX_BLOCK(0, 2, 4, 0, c0);
   for (int64_t b = 0; b < nb; b += 2) {
     if (b + 1 < nb) CADENZA_AMX_BLOCK(1, 3, 5, b + 1, c1);
-    block_epilogue<Type, Direct>(c0, group + b * bb, act, act_row, nb, b, acc);
+    block_epilogue<Type>(c0, group + b * bb, act, act_row, nb, b, acc);
     if (b + 1 >= nb) break;
     if (b + 2 < nb) CADENZA_AMX_BLOCK(0, 2, 4, b + 2, c0);
-    block_epilogue<Type, Direct>(c1, group + (b + 1) * bb, act, act_row, nb, b + 1, acc);
+    block_epilogue<Type>(c1, group + (b + 1) * bb, act, act_row, nb, b + 1, acc);
   }
   for (int j = 0; j < kAmxRows; ++j) _mm512_mask_storeu_ps(out + j * ldo, mask, acc[j]);
 }
@@ -151,6 +155,15 @@ inline void unpack_group(const uint8_t* group, int64_t nb, uint8_t* dst) {
     weight_vectors<Type>(group + b * block_bytes(Type), wv);
     for (int s = 0; s < 8; ++s) _mm512_store_si512(dst + 512 * b + 64 * s, _mm512_sub_epi8(wv[s], offset));
   }
+}
+
+// One K-quant sub-block's tile sums into the super-block's integer sums: sumq[j] += c[j] * sc for
+// the 16 activation rows j (lanes: the 16 weight rows; sc: the sub-block's scales as int32).
+// Always inlined, so sumq stays in registers.
+__attribute__((always_inline)) inline void add_scaled_sums(const int32_t* c, __m512i sc, __m512i* sumq) {
+#pragma GCC unroll 16
+  for (int j = 0; j < kAmxRows; ++j)
+    sumq[j] = _mm512_add_epi32(sumq[j], _mm512_mullo_epi32(_mm512_load_si512(c + 16 * j), sc));
 }
 
 // Q4_K: one 16-row group against 16 activation rows, per super-block of 256 (layout in repack.h).
@@ -181,14 +194,10 @@ inline void q4_k_group_x16(const uint8_t* group, const uint8_t* codes, int64_t n
       _tile_dpbsud(1, 3, 5);
       _tile_stored(0, c[0], 64);
       const __m512i sc0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 64 + 16 * s)));
-#pragma GCC unroll 16
-      for (int j = 0; j < kAmxRows; ++j)
-        sumq[j] = _mm512_add_epi32(sumq[j], _mm512_mullo_epi32(_mm512_load_si512(c[0] + 16 * j), sc0));
+      add_scaled_sums(c[0], sc0, sumq);
       _tile_stored(1, c[1], 64);
       const __m512i sc1 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 80 + 16 * s)));
-#pragma GCC unroll 16
-      for (int j = 0; j < kAmxRows; ++j)
-        sumq[j] = _mm512_add_epi32(sumq[j], _mm512_mullo_epi32(_mm512_load_si512(c[1] + 16 * j), sc1));
+      add_scaled_sums(c[1], sc1, sumq);
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
@@ -258,13 +267,9 @@ inline void q6_k_group_x16(const uint8_t* group, const uint8_t* codes, int64_t n
       const __m512i pv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 32 * m)));
       const __m512i sc0 = _mm512_srai_epi32(_mm512_slli_epi32(pv, 16), 16), sc1 = _mm512_srai_epi32(pv, 16);
       _tile_stored(0, c[0], 64);
-#pragma GCC unroll 16
-      for (int j = 0; j < kAmxRows; ++j)
-        sumq[j] = _mm512_add_epi32(sumq[j], _mm512_mullo_epi32(_mm512_load_si512(c[0] + 16 * j), sc0));
+      add_scaled_sums(c[0], sc0, sumq);
       _tile_stored(1, c[1], 64);
-#pragma GCC unroll 16
-      for (int j = 0; j < kAmxRows; ++j)
-        sumq[j] = _mm512_add_epi32(sumq[j], _mm512_mullo_epi32(_mm512_load_si512(c[1] + 16 * j), sc1));
+      add_scaled_sums(c[1], sc1, sumq);
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     __m512i pv[8];
@@ -322,44 +327,45 @@ int64_t gemm(const void* packed, int64_t k, int64_t r0, int64_t r1, const void* 
   const int64_t act_row = nb * act_bytes_per_block(Type);
   const auto* w = static_cast<const uint8_t*>(packed);
   const auto* a = static_cast<const uint8_t*>(act);
-  uint8_t* unpacked = tl_scratch.get(16 * k);  // 16 rows x k codes, one byte each
-  if (!unpacked) return 0;  // no scratch: the VNNI kernel computes the same numbers
+  // 16 rows x k codes, one byte each, for the types that unpack (not Q8_0).
+  uint8_t* unpacked = nullptr;
+  if constexpr (!codes_in_place<Type>()) {
+    unpacked = tl_scratch.get(16 * k);
+    if (!unpacked) return 0;  // no scratch: the VNNI kernel computes the same numbers
+  }
   load_tile_config(Type);
   const int64_t g0 = r0 / 16, g1 = (r1 + 15) / 16;
-  auto group_mask = [&](int64_t g) {
-    const int64_t valid = r1 - g * 16 < 16 ? r1 - g * 16 : 16;
-    return static_cast<__mmask16>((1u << valid) - 1u);
-  };
   // Activation chunk: whole tiles that stay in L1 (48 KiB on the AMX parts) next to the group's
   // codes while every group of the range passes over them; the weights then stream from L2/L3
   // once per chunk. Measured on a 4864 x 896 matrix at n = 512 (bench_simd, medians of 3): Q8_0
   // 110 G MAC/s with 512 KiB chunks, 150 with 128, 177 with 64, 223 with 32; the unpacking types
   // pay their unpacking once per group and chunk and do best at 48-64 KiB.
-  const int64_t chunk_bytes = Type == 0 ? 32 * 1024 : 64 * 1024;
+  const int64_t chunk_bytes = codes_in_place<Type>() ? 32 * 1024 : 64 * 1024;
   int64_t chunk = (chunk_bytes / act_row) / kAmxRows * kAmxRows;
   if (chunk < kAmxRows) chunk = kAmxRows;
   for (int64_t c0 = 0; c0 < n16; c0 += chunk) {
     const int64_t c1 = c0 + chunk < n16 ? c0 + chunk : n16;
     for (int64_t g = g0; g < g1; ++g) {
       const int64_t row = g * 16;
-      const __mmask16 mask = group_mask(g);
+      const int64_t valid = r1 - row < 16 ? r1 - row : 16;
+      const __mmask16 mask = static_cast<__mmask16>((1u << valid) - 1u);
       const uint8_t* group = w + g * group_bytes;
       if constexpr (Type == 3) {
         q4_k_unpack_group(group, nb, unpacked);
-        for (int64_t j = c0; j < c1; j += kAmxRows)
-          q4_k_group_x16(group, unpacked, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
       } else if constexpr (Type == 4) {
         q6_k_unpack_group(group, nb, unpacked);
-        for (int64_t j = c0; j < c1; j += kAmxRows)
-          q6_k_group_x16(group, unpacked, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
-      } else {
-        if constexpr (Type == 0) {  // the stored codes are the B tiles: nothing to unpack
-          for (int64_t j = c0; j < c1; j += kAmxRows)
-            group_x16<Type, true>(group, group + 32, bb, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
+      } else if constexpr (!codes_in_place<Type>()) {
+        unpack_group<Type>(group, nb, unpacked);
+      }
+      for (int64_t j = c0; j < c1; j += kAmxRows) {
+        const uint8_t* aj = a + j * act_row;
+        float* oj = out + j * ldo + row;
+        if constexpr (Type == 3) {
+          q4_k_group_x16(group, unpacked, nb, aj, act_row, oj, ldo, mask);
+        } else if constexpr (Type == 4) {
+          q6_k_group_x16(group, unpacked, nb, aj, act_row, oj, ldo, mask);
         } else {
-          unpack_group<Type>(group, nb, unpacked);
-          for (int64_t j = c0; j < c1; j += kAmxRows)
-            group_x16<Type, false>(group, unpacked, 512, nb, a + j * act_row, act_row, out + j * ldo + row, ldo, mask);
+          group_x16<Type>(group, unpacked, nb, aj, act_row, oj, ldo, mask);
         }
       }
     }

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -311,14 +312,13 @@ bool simd_matmul(ThreadPool& pool, const CpuWeight& w, int64_t matrix, const flo
 void log_matmul_path_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    spdlog::info("cpu backend: matmul kernels at ISA level {} ({}); {}",
-                 simd::isa_name(simd::active_isa()),
-                 simd::repack_usable(DType::Q8_0, simd::active_isa())
-                     ? (simd::active_isa() >= simd::Isa::amx
-                            ? "Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM, "
-                              "AMX tiles for each 16 activation rows"
-                            : "Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM")
-                     : "row-major SIMD kernels",
+    const simd::Isa isa = simd::active_isa();
+    std::string path = "row-major SIMD kernels";
+    if (simd::repack_usable(DType::Q8_0, isa)) {
+      path = fmt::format("Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM{}",
+                         isa >= simd::Isa::amx ? ", AMX tiles for each 16 activation rows" : "");
+    }
+    spdlog::info("cpu backend: matmul kernels at ISA level {} ({}); {}", simd::isa_name(isa), path,
                  simd::isa_report());
   });
 }

@@ -41,10 +41,9 @@ constexpr PeakInfo kInfo[kPeakCount] = {
 
 const PeakInfo& info(Peak p) { return kInfo[static_cast<int>(p)]; }
 
-bool avx2_ok(const CpuFeatures& f) { return f.avx2 && f.fma && f.f16c && f.os_ymm; }
-bool avx512_ok(const CpuFeatures& f) {
-  return avx2_ok(f) && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.os_zmm;
-}
+// The avx2 / avx512 levels' requirements, as isa.cpp decided them (levels include each other).
+bool avx2_ok(const CpuFeatures& f) { return f.best >= Isa::avx2; }
+bool avx512_ok(const CpuFeatures& f) { return f.best >= Isa::avx512; }
 
 }  // namespace
 

@@ -372,6 +372,7 @@ int run_bench(const BenchArgs& a) {
   const double pp_comm_share = summarize(pp_comm).median, tg_comm_share = summarize(tg_comm).median,
                tgb_comm_share = summarize(tgb_comm).median;
   const double peak_rss = static_cast<double>(peak_resident_bytes());
+  const double rss_over_file = peak_rss / static_cast<double>(std::max<uint64_t>(file->file_size(), 1));
   const Stats pps = summarize(pp), tgs = summarize(tg);
   const std::vector<uint64_t> routing = (*model)->expert_token_counts();
   Result<MoeStep> moe_step = MoeStep{};
@@ -435,7 +436,7 @@ int run_bench(const BenchArgs& a) {
       j["tg_batch"] = {{"sequences", a.batch}, {"steps", a.n_gen}, {"tokens_per_s", stats(tgbs)}};
     }
     j["peak_rss_bytes"] = peak_rss;
-    j["peak_rss_over_file"] = peak_rss / static_cast<double>(std::max<uint64_t>(file->file_size(), 1));
+    j["peak_rss_over_file"] = rss_over_file;
     if (const model::Distributed* d = (*model)->distributed()) {
       j["distributed"] = {{"world_size", d->topology().world_size},
                           {"tensor_parallel", d->topology().config.tensor},
@@ -516,8 +517,7 @@ int run_bench(const BenchArgs& a) {
                tgb.empty() ? "" : fmt::format(", tg x{} {:.1f}%", a.batch, 100 * tgb_comm_share));
   }
   fmt::print("memory:  peak resident {:.1f} MiB (this process), {:.2f}x the {:.1f} MiB file\n",
-             peak_rss / 1048576.0,
-             peak_rss / static_cast<double>(std::max<uint64_t>(file->file_size(), 1)),
+             peak_rss / 1048576.0, rss_over_file,
              file->file_size() / 1048576.0);
   if (a.n_gen > 0) {
     fmt::print("decode:  {:.2f} GB/s of weights", decode_gbs);

@@ -264,7 +264,7 @@ void register_all() {
         benchmark::RegisterBenchmark(("prefill/" + tn + "/repacked/n" + ns).c_str(), BM_prefill, t, true, n,
                                      Isa::avx512_vnni)
             ->Unit(benchmark::kMillisecond);
-        if (n >= 4 && detected_isa() >= Isa::amx)
+        if (n >= 16 && detected_isa() >= Isa::amx)  // below 16 rows the AMX level runs VNNI
           benchmark::RegisterBenchmark(("prefill/" + tn + "/amx/n" + ns).c_str(), BM_prefill, t, true, n, Isa::amx)
               ->Unit(benchmark::kMillisecond);
         if (t != DType::Q5_0)

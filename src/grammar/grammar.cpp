@@ -1,0 +1,1 @@
+#include "grammar/grammar.h"

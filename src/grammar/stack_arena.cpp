@@ -1,0 +1,1 @@
+#include "grammar/stack_arena.h"

@@ -1,0 +1,1 @@
+#include "grammar/token_index.h"

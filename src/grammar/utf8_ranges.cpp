@@ -1,0 +1,1 @@
+#include "grammar/utf8_ranges.h"

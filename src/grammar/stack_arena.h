@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "grammar/compiled_grammar.h"
@@ -45,7 +46,10 @@ class StackArena {
   // `byte`; appended to `out` (not deduplicated).
   void advance_byte(int32_t node, uint8_t byte, std::vector<int32_t>& out);
 
-  // Appends the canonical serialization of one stack (positions top to bottom) to `key`.
+  // The stacks at the start of the grammar (root's alternatives expanded), sorted and unique.
+  std::vector<int32_t> start_stacks();
+
+  // Appends one stack's positions, top to bottom, 4 bytes each, to `key` (kAccept: -1).
   void serialize(int32_t node, std::string& key) const;
 
  private:
@@ -54,8 +58,10 @@ class StackArena {
     int32_t parent;
   };
   int32_t intern(int32_t pos, int32_t parent);
-  void expand(int32_t pos, int32_t parent, std::vector<int32_t>& out,
-              std::vector<uint64_t>& visiting);
+  // Adds the closure of (pos, parent) to out; `visited_` holds the (pos, parent) pairs already
+  // expanded by this top-level call (their stacks are in out), which cuts tail-call cycles and
+  // keeps diamonds of nullable rules from expanding twice.
+  void expand(int32_t pos, int32_t parent, std::vector<int32_t>& out);
 
   const Grammar* grammar_;
   std::vector<Node> nodes_;
@@ -63,7 +69,7 @@ class StackArena {
   std::unordered_map<uint64_t, uint32_t> closures_;    // (pos, parent) -> offset in pool_
   std::vector<int32_t> pool_;                          // closures: count, then node ids
   std::vector<int32_t> scratch_;
-  std::vector<uint64_t> visiting_;
+  std::unordered_set<uint64_t> visited_;
 };
 
 }  // namespace cadenza::grammar

@@ -32,8 +32,9 @@ class TokenIndex {
   // (same length, or empty for none): a control token, whose bytes are never matched by text.
   // eog_ids: end-of-generation ids (out-of-range ids are ignored). special_text[i] (same length,
   // or empty): the spelling a grammar's <...> terminal names the token by; only consulted for
-  // special tokens (a normal token is named by its bytes). Normal tokens with no bytes are left
-  // out of the trie: they can never be generated under a grammar (they would not advance it).
+  // special tokens (a normal token is named by its bytes). Normal tokens with no bytes, and eog
+  // ids, are left out of the trie: an empty token would not advance the grammar, and an eog id
+  // ends generation (allowed where the grammar can end, or by a token terminal), never as text.
   static std::shared_ptr<const TokenIndex> build(std::vector<std::string> token_bytes,
                                                  std::vector<uint8_t> is_special,
                                                  std::vector<int32_t> eog_ids,

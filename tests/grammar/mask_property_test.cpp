@@ -12,12 +12,18 @@
 namespace cadenza::grammar {
 namespace {
 
-// Walks `steps` random allowed tokens from the start (restarting when the walk terminates),
-// checking the mask against the brute force every `check_every` steps.
+// Walks `steps` random allowed tokens (restarting when the walk terminates, from one of
+// `prefixes` forced as text so that walks reach nested states), checking the mask against the
+// brute force every `check_every` steps.
 void check_random_walks(const std::shared_ptr<const CompiledGrammar>& g, uint32_t seed, int steps,
-                        int check_every) {
+                        int check_every, const std::vector<std::string>& prefixes = {""}) {
   std::mt19937 rng(seed);
   GrammarMatcher m(g);
+  const auto restart = [&] {
+    m.reset();
+    ASSERT_TRUE(m.accept_bytes(prefixes[rng() % prefixes.size()]));
+  };
+  restart();
   const int32_t n_vocab = g->index().n_vocab();
   std::vector<uint32_t> fast(m.mask_words()), cached(m.mask_words());
   for (int step = 0; step < steps; ++step) {
@@ -34,12 +40,14 @@ void check_random_walks(const std::shared_ptr<const CompiledGrammar>& g, uint32_
     m.fill_next_token_bitmask(fast);
     const std::vector<int32_t> ids = test::allowed_ids(fast, n_vocab);
     if (ids.empty() || m.is_terminated()) {
-      m.reset();
+      restart();
       continue;
     }
     // Prefer non-eog tokens so that walks go deep.
     int32_t id = ids[rng() % ids.size()];
-    if (g->index().is_eog(id) && ids.size() > 1 && rng() % 4 != 0) id = ids[rng() % ids.size()];
+    for (int retry = 0; retry < 3 && g->index().is_eog(id) && rng() % 16 != 0; ++retry) {
+      id = ids[rng() % ids.size()];
+    }
     ASSERT_TRUE(m.accept_token(id)) << "the mask allowed " << id << " but accept_token refused it";
     if (rng() % 8 == 0 && m.rollback_depth() > 1) m.rollback(1);
   }
@@ -66,10 +74,16 @@ TEST(MaskProperty, SyntheticVocabularyManyGrammars) {
   }
 }
 
+const std::vector<std::string>& json_prefixes() {
+  static const std::vector<std::string> p = {
+      "", "{", "{\"a\": [", "[{\"k\": \"", "{\"x\": {\"y\": [1, ", "[[[\"\\u00", "{\"n\": -1."};
+  return p;
+}
+
 TEST(MaskProperty, SyntheticVocabularyJson) {
   auto g = test::compile_or_die(test::json_gbnf(), test::synthetic_index());
   ASSERT_TRUE(g);
-  for (uint32_t seed = 100; seed < 110; ++seed) check_random_walks(g, seed, 200, 2);
+  for (uint32_t seed = 100; seed < 110; ++seed) check_random_walks(g, seed, 200, 2, json_prefixes());
 }
 
 TEST(MaskProperty, Qwen2VocabularyJson) {
@@ -79,7 +93,7 @@ TEST(MaskProperty, Qwen2VocabularyJson) {
   auto g = test::compile_or_die(test::json_gbnf(), index);
   ASSERT_TRUE(g);
   // Each check tries all ~152k tokens; a few walks with a sample of their states.
-  for (uint32_t seed = 7; seed < 10; ++seed) check_random_walks(g, seed, 40, 8);
+  for (uint32_t seed = 7; seed < 10; ++seed) check_random_walks(g, seed, 80, 8, json_prefixes());
 }
 
 }  // namespace

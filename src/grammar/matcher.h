@@ -1,0 +1,94 @@
+// GrammarMatcher: the state of one generation under a CompiledGrammar. Each step the engine asks
+// which tokens may come next (fill_next_token_bitmask), samples among them, and feeds the chosen
+// token back (accept_token).
+//
+// The state is a set of parse stacks (stack_arena.h) of a nondeterministic pushdown automaton
+// over bytes: a token is allowed iff its bytes (or, for a token terminal, its id) keep at least
+// one stack alive. Masks are computed by walking the vocabulary trie (token_index.h) with the
+// state, pruning a subtree as soon as no stack survives, and cached in the CompiledGrammar by
+// canonical state, so a state seen before (in this request or another) costs a copy.
+//
+// Limits: at most kMaxStacks live stacks; a byte that would produce more is treated as not
+// allowed (in masks and in accept_*, consistently). rollback() reaches back kMaxRollback tokens.
+//
+// Ownership: shares the CompiledGrammar. Thread-safety: one matcher per request, used by one
+// thread at a time (fill_next_token_bitmask is const but grows the matcher's private memo).
+// Copying is a fork: the copy and the original then advance independently (n > 1 samples).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "grammar/compiled_grammar.h"
+#include "grammar/stack_arena.h"
+
+namespace cadenza::grammar {
+
+class GrammarMatcher {
+ public:
+  static constexpr size_t kMaxStacks = 1024;
+  static constexpr int32_t kMaxRollback = 32;
+
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+
+  // words.size() must be mask_words() == (n_vocab + 31) / 32. Bit i of words[i / 32] is set iff
+  // token i may come next: a normal token whose bytes continue the grammar, a token a token
+  // terminal allows here, or an end-of-generation id when can_end(). Nothing is allowed once
+  // is_terminated() after an eog. Empty normal tokens are never allowed.
+  void fill_next_token_bitmask(std::span<uint32_t> words) const;
+  size_t mask_words() const { return grammar_->index().mask_words(); }
+
+  // Advances by one token and returns true, or returns false and leaves the state unchanged when
+  // the token is not allowed (exactly the tokens fill_next_token_bitmask sets). An eog id that no
+  // token terminal wants is accepted iff can_end(), and then terminates the matcher.
+  bool accept_token(int32_t id);
+  // Advances by raw bytes (forced text, tests); all or nothing. Counts as one step for rollback.
+  bool accept_bytes(std::string_view bytes);
+
+  // What was accepted is a complete sentence of root.
+  bool can_end() const;
+  // An eog was accepted, or no further byte or token terminal can follow (only the end remains).
+  bool is_terminated() const;
+
+  // Undoes the last num_tokens accept_token/accept_bytes calls; num_tokens must be in
+  // [0, rollback_depth()] (more is a bug: asserted, and clamped in release builds).
+  void rollback(int32_t num_tokens);
+  int32_t rollback_depth() const { return static_cast<int32_t>(history_.size()); }
+
+  // Back to the start of the grammar; the history is cleared.
+  void reset();
+
+  // The canonical key of the current state (stacks serialized and sorted); equal keys mean equal
+  // states across matchers of one grammar.
+  std::string state_key() const;
+  size_t num_stacks() const { return stacks_.size(); }
+
+  const CompiledGrammar& grammar() const { return *grammar_; }
+
+ private:
+  struct Saved {
+    std::vector<int32_t> stacks;
+    bool terminated;
+  };
+  // The stacks after consuming `byte` from `from`, deduplicated; false when over kMaxStacks.
+  bool step(std::span<const int32_t> from, uint8_t byte, std::vector<int32_t>& to) const;
+  bool advance_token_terminal(int32_t id, std::vector<int32_t>& to) const;
+  void compute_mask(std::span<uint32_t> words) const;
+  void push_history();
+
+  std::shared_ptr<const CompiledGrammar> grammar_;
+  mutable StackArena arena_;
+  std::vector<int32_t> stacks_;  // sorted, unique node ids
+  bool terminated_ = false;
+  std::deque<Saved> history_;
+  std::vector<int32_t> initial_;
+  // scratch for the trie walk: stacks per depth
+  mutable std::vector<std::vector<int32_t>> walk_;
+};
+
+}  // namespace cadenza::grammar

@@ -38,7 +38,13 @@ std::vector<OutputDelta> StreamingToolParser::emit(bool final) {
   };
   grow(emitted_.reasoning_content, scan.reasoning, OutputDelta::Kind::kReasoning);
   grow(emitted_.content, scan.content, OutputDelta::Kind::kContent);
-  if (scan.calls.size() < emitted_.tool_calls.size()) consistent_ = false;
+  if (scan.calls.size() < emitted_.tool_calls.size()) {
+    consistent_ = false;
+    return out;
+  }
+  for (size_t i = 0; i < emitted_.tool_calls.size(); ++i) {
+    if (!(scan.calls[i] == emitted_.tool_calls[i])) consistent_ = false;
+  }
   for (size_t i = emitted_.tool_calls.size(); i < scan.calls.size(); ++i) {
     const ToolCall& c = scan.calls[i];
     OutputDelta start;

@@ -1,0 +1,129 @@
+// tool_call_gbnf: per family, the GBNF of one call of each tool, then of the call list
+// (tool_call_grammar.h).
+#include "toolcall/tool_call_grammar.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace cadenza::toolcall {
+
+namespace {
+
+// A GBNF string literal of `text`.
+std::string lit(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: out += c;
+    }
+  }
+  return out + "\"";
+}
+
+// The name as it appears inside a JSON string (quotes not included).
+std::string json_escaped(const std::string& name) {
+  std::string quoted = nlohmann::json(name).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
+// The body of tc-call-i for one tool.
+std::string call_body(ToolCallFormat format, const ToolGrammarEntry& tool) {
+  const std::string& args = tool.arguments_rule;
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return lit("<tool_call>\n{\"name\": \"" + json_escaped(tool.name) + "\", \"arguments\": ") + " " +
+             args + " " + lit("}\n</tool_call>");
+    case ToolCallFormat::kLlama3:
+      return lit("{\"name\": \"" + json_escaped(tool.name) + "\", \"parameters\": ") + " " + args + " " +
+             lit("}");
+    case ToolCallFormat::kMistral:
+      return lit("{\"name\": \"" + json_escaped(tool.name) + "\", \"arguments\": ") + " " + args + " " +
+             lit("}");
+    case ToolCallFormat::kMistralV11:
+      return lit("[TOOL_CALLS]" + tool.name + "[ARGS]") + " " + args;
+    case ToolCallFormat::kDeepSeekV3:
+      return lit("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + tool.name + "\n```json\n") + " " + args +
+             " " + lit("\n```<｜tool▁call▁end｜>");
+    case ToolCallFormat::kDeepSeekV31:
+      return lit("<｜tool▁call▁begin｜>" + tool.name + "<｜tool▁sep｜>") + " " + args + " " +
+             lit("<｜tool▁call▁end｜>");
+    case ToolCallFormat::kKimiK2:
+      return "<|tool_call_begin|> " + lit("functions." + tool.name + ":") +
+             " tc-index <|tool_call_argument_begin|> " + args + " <|tool_call_end|>";
+    case ToolCallFormat::kGlm45:
+      return lit("<tool_call>" + tool.name) + " tc-glm-arg* " + lit("</tool_call>");
+    case ToolCallFormat::kGptOss:
+      return "<|channel|> " + lit("commentary to=functions." + tool.name + " ") +
+             " <|constrain|> \"json\" <|message|> " + args + " <|call|>";
+    case ToolCallFormat::kNone: break;
+  }
+  return "tc-text";
+}
+
+// The call list: (first, repeated-with-separator) per family.
+std::string calls_rule(ToolCallFormat format, bool parallel) {
+  const std::string many = parallel ? "*" : "?";
+  switch (format) {
+    case ToolCallFormat::kHermes:
+    case ToolCallFormat::kGlm45:
+      return parallel ? "tc-call (\"\\n\" tc-call)*" : "tc-call";
+    case ToolCallFormat::kLlama3:
+      return parallel ? "tc-call (\"; \" tc-call)*" : "tc-call";
+    case ToolCallFormat::kMistral:
+      return std::string("\"[TOOL_CALLS][\" tc-call ") + (parallel ? "(\", \" tc-call)* " : "") + "\"]\"";
+    case ToolCallFormat::kMistralV11:
+      return parallel ? "tc-call+" : "tc-call";
+    case ToolCallFormat::kDeepSeekV3:
+      return std::string(lit("<｜tool▁calls▁begin｜>")) + " tc-call " + (parallel ? "(\"\\n\" tc-call)* " : "") +
+             lit("<｜tool▁calls▁end｜>");
+    case ToolCallFormat::kDeepSeekV31:
+      return std::string(lit("<｜tool▁calls▁begin｜>")) + " tc-call" + (parallel ? "+ " : " ") +
+             lit("<｜tool▁calls▁end｜>");
+    case ToolCallFormat::kKimiK2:
+      return std::string("<|tool_calls_section_begin|> tc-call") + (parallel ? "+" : "") +
+             " <|tool_calls_section_end|>";
+    case ToolCallFormat::kGptOss:
+      // An analysis message may come first (the model reasons before it calls); each further call
+      // is a new assistant message.
+      return std::string("tc-analysis? tc-call") + (parallel ? " (<|start|> \"assistant\" tc-call)*" : "");
+    case ToolCallFormat::kNone: break;
+  }
+  return "tc-text";
+}
+
+}  // namespace
+
+std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolGrammarEntry>& tools,
+                           bool parallel, bool required) {
+  std::string out;
+  if (tools.empty() || format == ToolCallFormat::kNone) {
+    return "root ::= tc-text\ntc-text ::= [^\\x00]*\n";
+  }
+  out += required ? "root ::= tc-calls\n" : "root ::= tc-calls | tc-text\n";
+  out += "tc-calls ::= " + calls_rule(format, parallel) + "\n";
+  out += "tc-call ::= ";
+  for (size_t i = 0; i < tools.size(); ++i) out += fmt::format("{}tc-call-{}", i ? " | " : "", i);
+  out += "\n";
+  for (size_t i = 0; i < tools.size(); ++i) {
+    out += fmt::format("tc-call-{} ::= {}\n", i, call_body(format, tools[i]));
+  }
+  if (format == ToolCallFormat::kKimiK2) out += "tc-index ::= [0-9] [0-9]?\n";
+  if (format == ToolCallFormat::kGlm45) {
+    out += "tc-glm-arg ::= \"\\n<arg_key>\" tc-glm-key \"</arg_key>\\n<arg_value>\" tc-glm-value \"</arg_value>\"\n";
+    out += "tc-glm-key ::= [^<\\n]+\n";
+    // Any text without "</": values may hold '<' (code, markup) but not a closing tag.
+    out += "tc-glm-value ::= ([^<] | \"<\" [^/])*\n";
+  }
+  if (format == ToolCallFormat::kGptOss) {
+    out += "tc-analysis ::= <|channel|> \"analysis\" <|message|> tc-text <|end|> <|start|> \"assistant\"\n";
+  }
+  out += "tc-text ::= [^\\x00]*\n";
+  return out;
+}
+
+}  // namespace cadenza::toolcall

@@ -144,13 +144,13 @@ std::string json_rule_definition(JsonRule rule, std::string_view prefix) {
       const std::string ws = n(JsonRule::kWs);
       const std::string member = fmt::format("{} {} \":\" {} {}", n(JsonRule::kString), ws, ws,
                                              n(JsonRule::kValue));
-      return fmt::format("{} ::= \"{{\" {} ( {} ( {} \",\" {} {} )* )? {} \"}}\"\n", name, ws,
+      return fmt::format("{} ::= \"{{\" {} ( {} ( {} \",\" {} {} )* {} )? \"}}\"\n", name, ws,
                          member, ws, ws, member, ws);
     }
     case JsonRule::kArray: {
       const std::string ws = n(JsonRule::kWs);
       const std::string v = n(JsonRule::kValue);
-      return fmt::format("{} ::= \"[\" {} ( {} ( {} \",\" {} {} )* )? {} \"]\"\n", name, ws, v, ws,
+      return fmt::format("{} ::= \"[\" {} ( {} ( {} \",\" {} {} )* {} )? \"]\"\n", name, ws, v, ws,
                          ws, v, ws);
     }
   }

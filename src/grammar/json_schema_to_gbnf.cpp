@@ -191,7 +191,7 @@ class Converter {
 std::string Converter::format_rule(const std::string& format) {
   if (auto it = formats_.find(format); it != formats_.end()) return it->second;
   const std::string body = json_format_body(format);
-  const std::string name = add_rule("format-" + format, "\"\\\"\" " + body + " \"\\\"\"");
+  const std::string name = add_rule("format-" + format, body);
   formats_[format] = name;
   return name;
 }
@@ -234,6 +234,9 @@ Result<ojson> Converter::merge_all_of(const ojson& s, const std::string& ptr, in
     self.erase("$ref");
   }
   parts.insert(parts.begin(), {self, ptr});
+  // additionalProperties of one part sees only that part's properties: merging is only sound
+  // when no other part declares a property it forbids.
+  std::vector<std::pair<std::set<std::string>, std::string>> closed;
   for (auto& [part, part_ptr] : parts) {
     if (part.is_boolean()) {
       if (part.get<bool>()) continue;
@@ -245,6 +248,12 @@ Result<ojson> Converter::merge_all_of(const ojson& s, const std::string& ptr, in
       auto m = merge_all_of(p, part_ptr, depth + 1);
       if (!m) return m.error_value();
       p = std::move(*m);
+    }
+    if (p.contains("additionalProperties") && p["additionalProperties"] != ojson(true)) {
+      std::set<std::string> own;
+      if (p.contains("properties") && p["properties"].is_object())
+        for (const auto& [name, sub] : p["properties"].items()) own.insert(name);
+      closed.emplace_back(std::move(own), ptr_join(part_ptr, "additionalProperties"));
     }
     for (auto& [k, v] : p.items()) {
       if (annotation_keywords().count(k) || k == "$defs" || k == "definitions") continue;
@@ -265,6 +274,12 @@ Result<ojson> Converter::merge_all_of(const ojson& s, const std::string& ptr, in
       }
     }
   }
+  if (out.contains("properties") && out["properties"].is_object())
+    for (const auto& [own, aptr] : closed)
+      for (const auto& [name, sub] : out["properties"].items())
+        if (!own.count(name))
+          return err(aptr, fmt::format("forbids property '{}' that another allOf part declares "
+                                       "(cannot merge)", name));
   return out;
 }
 
@@ -452,24 +467,47 @@ Result<std::optional<double>> bound_keyword(const ojson& s, const char* kw, cons
   return std::optional<double>{s[kw].get<double>()};
 }
 
+// An integer bound: minimum / exclusiveMinimum give the lowest allowed integer, maximum /
+// exclusiveMaximum the highest; integer values are read exactly, others rounded inwards.
+Result<std::optional<int64_t>> integer_bound(const ojson& s, const char* kw, const std::string& ptr) {
+  if (!s.contains(kw)) return std::optional<int64_t>{};
+  const ojson& v = s[kw];
+  const std::string k = kw;
+  const bool lower = k == "minimum" || k == "exclusiveMinimum";
+  const bool exclusive = k.starts_with("exclusive");
+  const std::string kptr = ptr_join(ptr, kw);
+  if (!v.is_number()) return err(kptr, "must be a number");
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  int64_t x = 0;
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMax)) {
+    return err(kptr, "outside the 64-bit integer range");
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+    if (exclusive) {
+      if ((lower && x == kMax) || (!lower && x == kMin)) return err(kptr, "leaves no integer");
+      x += lower ? 1 : -1;
+    }
+  } else {
+    const double d = v.get<double>();
+    if (!(std::fabs(d) < 9.2e18)) return err(kptr, "outside the 64-bit integer range");
+    const double r = lower ? std::floor(d) + 1 : std::ceil(d) - 1;  // exclusive or fractional
+    const double inclusive = lower ? std::ceil(d) : std::floor(d);
+    x = static_cast<int64_t>(exclusive && inclusive == d ? r : inclusive);
+  }
+  return std::optional<int64_t>{x};
+}
+
 Result<std::string> Converter::visit_integer(const ojson& s, const std::string& ptr) {
   std::optional<int64_t> lo, hi;
-  constexpr double kLimit = 9.2e18;  // inside int64
   for (const char* kw : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
-    auto b = bound_keyword(s, kw, ptr);
+    auto b = integer_bound(s, kw, ptr);
     if (!b) return b.error_value();
     if (!b->has_value()) continue;
-    const double x = **b;
-    if (std::fabs(x) > kLimit) return err(ptr_join(ptr, kw), "outside the 64-bit integer range");
     const std::string k = kw;
     if (k == "minimum" || k == "exclusiveMinimum") {
-      const int64_t v = k == "minimum" ? static_cast<int64_t>(std::ceil(x))
-                                       : static_cast<int64_t>(std::floor(x)) + 1;
-      lo = lo ? std::max(*lo, v) : v;
+      lo = lo ? std::max(*lo, **b) : **b;
     } else {
-      const int64_t v = k == "maximum" ? static_cast<int64_t>(std::floor(x))
-                                       : static_cast<int64_t>(std::ceil(x)) - 1;
-      hi = hi ? std::min(*hi, v) : v;
+      hi = hi ? std::min(*hi, **b) : **b;
     }
   }
   if (!lo && !hi) return json(JsonRule::kInteger);

@@ -109,6 +109,40 @@ TEST(JsonSchemaSuite, ValidDocumentsAcceptedInvalidRejected) {
   EXPECT_GE(checked, 300u);
 }
 
+TEST(JsonSchemaSuite, LongDocumentsStayWithinTheMatcherLimits) {
+  // Ambiguous spots (unanchored patterns, extra keys beside declared ones, whitespace) must not
+  // multiply the matcher's stacks beyond its limit on long inputs.
+  const Checker pattern(convert_or_fail(ordered_json::parse(R"({"type":"string","pattern":"ab+c"})")));
+  std::string s = "\"" + std::string(3000, 'a') + "abbbc" + std::string(3000, 'c') + "\"";
+  EXPECT_TRUE(pattern.accepts(s));
+  EXPECT_FALSE(pattern.accepts("\"" + std::string(6000, 'a') + "\""));
+
+  SchemaGrammarOptions loose;
+  loose.strict = false;
+  const Checker extra(convert_or_fail(ordered_json::parse(
+      R"({"type":"object","properties":{"alpha":{"type":"integer"},"alphabet":{"type":"string"}}})"), loose));
+  ordered_json obj = {{"alpha", 1}, {"alphabet", "x"}};
+  for (int i = 0; i < 300; ++i) obj["alpha" + std::to_string(i)] = ordered_json::array({i, "v"});
+  EXPECT_TRUE(extra.accepts(obj.dump()));
+  EXPECT_TRUE(extra.accepts(obj.dump(2)));
+  obj["alphabet"] = "y";  // still valid: the same key, its declared place
+  EXPECT_TRUE(extra.accepts(obj.dump()));
+  EXPECT_FALSE(extra.accepts(R"({"alpha":1,"alphabet":"x","alpha":2})"));
+
+  const Checker tree(convert_or_fail(ordered_json::parse(R"({"$defs":{"n":{"type":"object",
+      "properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/n"}}},
+      "required":["v","kids"],"additionalProperties":false}},"$ref":"#/$defs/n"})")));
+  ordered_json node = {{"v", 0}, {"kids", ordered_json::array()}};
+  for (int depth = 1; depth <= 18; ++depth)
+    node = {{"v", depth}, {"kids", ordered_json::array({node, {{"v", -depth}, {"kids", ordered_json::array()}}})}};
+  EXPECT_TRUE(tree.accepts(node.dump()));
+  EXPECT_TRUE(tree.accepts(node.dump(1)));
+  ordered_json list = ordered_json::array();
+  for (int i = 0; i < 2000; ++i) list.push_back(i * 7919 % 100003);
+  const Checker ints(convert_or_fail(ordered_json::parse(R"({"type":"array","items":{"type":"integer","minimum":0,"maximum":100003}})")));
+  EXPECT_TRUE(ints.accepts(list.dump()));
+}
+
 struct ErrorCase {
   const char* schema;
   bool strict;

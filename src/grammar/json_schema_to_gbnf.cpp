@@ -707,7 +707,7 @@ Result<std::string> Converter::visit_object(const ojson& s, const std::string& p
   } else {
     body = "\"{\" " + ws + " ( " + alternatives(alts) + " " + ws + " )? \"}\"";
   }
-  return add_rule(hint.empty() ? "object" : hint, body);
+  return add_rule(hint.empty() ? opt_.root_name + "-object" : hint, body);
 }
 
 Result<std::string> Converter::visit_array(const ojson& s, const std::string& ptr,
@@ -789,7 +789,7 @@ Result<std::string> Converter::visit_array(const ojson& s, const std::string& pt
   } else {
     body = "\"[\" " + ws + " " + seq + " " + ws + " \"]\"";
   }
-  return add_rule(hint.empty() ? "array" : hint, body);
+  return add_rule(hint.empty() ? opt_.root_name + "-array" : hint, body);
 }
 
 }  // namespace

@@ -107,6 +107,12 @@ std::string alternatives(const std::vector<std::string>& alts) {
   return s + " )";
 }
 
+std::string child_hint(const std::string& hint, const std::string& part) {
+  const std::string p = sanitize(part);
+  if (hint.empty()) return p.empty() ? "p" : p;
+  return p.empty() ? hint : hint + "-" + p;
+}
+
 // --- the converter ------------------------------------------------------------------------------
 
 class Converter {
@@ -341,7 +347,7 @@ Result<std::string> Converter::visit(const ojson& s, const std::string& ptr,
     std::vector<std::string> alts;
     for (size_t i = 0; i < list.size(); ++i) {
       auto e = visit(list[i], ptr_join(kptr, std::to_string(i)),
-                     fmt::format("{}-{}", hint, i));
+                     child_hint(hint, fmt::format("alt{}", i)));
       if (!e) return e.error_value();
       alts.push_back(*e);
     }
@@ -389,7 +395,7 @@ Result<std::string> Converter::visit(const ojson& s, const std::string& ptr,
   }
   std::vector<std::string> alts;
   for (const std::string& t : types) {
-    auto e = visit_type(s, t, ptr, types.size() > 1 ? hint + "-" + t : hint);
+    auto e = visit_type(s, t, ptr, types.size() > 1 ? child_hint(hint, t) : hint);
     if (!e) return e.error_value();
     alts.push_back(*e);
   }
@@ -531,11 +537,6 @@ Result<std::string> Converter::visit_number(const ojson& s, const std::string& p
                      kJsonMaxIntegerDigits - 1, kJsonMaxFractionDigits, kJsonMaxExponentDigits);
 }
 
-std::string child_hint(const std::string& hint, const std::string& part) {
-  const std::string p = sanitize(part);
-  if (hint.empty()) return p.empty() ? "p" : p;
-  return p.empty() ? hint : hint + "-" + p;
-}
 
 // A class character for the key trie (ASCII specials as \xHH, others as themselves).
 std::string trie_class_char(const std::string& unit) {

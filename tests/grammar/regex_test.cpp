@@ -4,6 +4,7 @@
 #include "grammar/regex_to_gbnf.h"
 
 #include <memory>
+#include <random>
 #include <regex>
 #include <string>
 #include <vector>
@@ -82,6 +83,40 @@ TEST(RegexToGbnf, AgreesWithStdRegexOnAllShortStrings) {
         ADD_FAILURE() << "'" << s << "': regex " << want << ", grammar " << !want << "\n" << gbnf;
     }
   }
+}
+
+TEST(RegexToGbnf, RandomRegexesAgreeWithStdRegex) {
+  // Random regexes over a small syntax; those both sides accept are compared on every string up
+  // to length 3 (std::regex's ECMAScript grammar is the oracle).
+  std::mt19937 rng(17);
+  const std::string syntax = "ab1()[]|*+?.{}^-,2\\d";
+  const auto inputs = all_strings("ab1-", 3);
+  int compared = 0;
+  for (int i = 0; i < 3000 && compared < 400; ++i) {
+    std::string re;
+    const int n = 1 + static_cast<int>(rng() % 8);
+    for (int k = 0; k < n; ++k) re += syntax[rng() % syntax.size()];
+    std::regex oracle;
+    try {
+      oracle = std::regex(re, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+      continue;
+    }
+    auto g = regex_to_gbnf(re);
+    if (!g) continue;
+    SCOPED_TRACE(re);
+    const Checker check(*g);
+    if (!check.grammar) continue;
+    ++compared;
+    for (const auto& s : inputs) {
+      const bool want = std::regex_match(s, oracle);
+      if (check.accepts(s) != want) {
+        ADD_FAILURE() << "'" << s << "': regex " << want << ", grammar " << !want << "\n" << *g;
+        break;
+      }
+    }
+  }
+  EXPECT_GE(compared, 200);
 }
 
 TEST(RegexToGbnf, UnicodeEscapesAndOptions) {

@@ -466,13 +466,6 @@ Result<std::string> Converter::visit_string(const ojson& s, const std::string& p
   return "( " + quote + " " + gbnf_repeat(json(JsonRule::kChar), lo, *max_len) + " " + quote + " )";
 }
 
-// A numeric bound keyword as a double, or nullopt when absent.
-Result<std::optional<double>> bound_keyword(const ojson& s, const char* kw, const std::string& ptr) {
-  if (!s.contains(kw)) return std::optional<double>{};
-  if (!s[kw].is_number()) return err(ptr_join(ptr, kw), "must be a number");
-  return std::optional<double>{s[kw].get<double>()};
-}
-
 // An integer bound: minimum / exclusiveMinimum give the lowest allowed integer, maximum /
 // exclusiveMaximum the highest; integer values are read exactly, others rounded inwards.
 Result<std::optional<int64_t>> integer_bound(const ojson& s, const char* kw, const std::string& ptr) {
@@ -522,19 +515,26 @@ Result<std::string> Converter::visit_integer(const ojson& s, const std::string& 
 }
 
 Result<std::string> Converter::visit_number(const ojson& s, const std::string& ptr) {
-  for (const char* kw : {"exclusiveMinimum", "maximum", "exclusiveMaximum"})
+  for (const char* kw : {"exclusiveMinimum", "exclusiveMaximum"})
     if (s.contains(kw))
-      return err(ptr_join(ptr, kw), "bounds on numbers are supported only as minimum 0 "
-                                    "(use type integer for ranges)");
-  auto lo = bound_keyword(s, "minimum", ptr);
-  if (!lo) return lo.error_value();
-  if (!lo->has_value()) return json(JsonRule::kNumber);
-  if (**lo != 0)
-    return err(ptr_join(ptr, "minimum"), "bounds on numbers are supported only as minimum 0 "
-                                         "(use type integer for ranges)");
-  return fmt::format("( ( \"0\" | [1-9] [0-9]{{0,{}}} ) ( \".\" [0-9]{{1,{}}} )? "
-                     "( [eE] [-+]? [0-9]{{1,{}}} )? )",
-                     kJsonMaxIntegerDigits - 1, kJsonMaxFractionDigits, kJsonMaxExponentDigits);
+      return err(ptr_join(ptr, kw), "exclusive bounds on numbers are not supported (use minimum / "
+                                    "maximum, or type integer)");
+  std::optional<int64_t> lo, hi;
+  for (const char* kw : {"minimum", "maximum"}) {
+    if (!s.contains(kw)) continue;
+    const ojson& v = s[kw];
+    const bool integral = v.is_number_integer() ||
+                          (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (!v.is_number() || !integral)
+      return err(ptr_join(ptr, kw), "bounds on numbers must be integers (a fractional bound is "
+                                    "not supported)");
+    auto b = integer_bound(s, kw, ptr);
+    if (!b) return b.error_value();
+    (std::string(kw) == "minimum" ? lo : hi) = **b;
+  }
+  if (!lo && !hi) return json(JsonRule::kNumber);
+  if (lo && hi && *lo > *hi) return err(ptr, "the number range is empty (minimum above maximum)");
+  return json_number_range(lo, hi);
 }
 
 

@@ -25,7 +25,8 @@
 //   minLength, maxLength, pattern (regex_to_gbnf.h, JSON Schema's search semantics: a side without
 //                   ^ / $ accepts any text there), format: date, time, date-time, uuid, email
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum: integers any int64 range (digit-range
-//                   decomposition); numbers only a lower bound of 0 (minimum 0: no minus sign)
+//                   decomposition); numbers integer-valued minimum / maximum (json_number_range:
+//                   written without exponent); fractional or exclusive number bounds are Errors
 //   annotations, ignored: description, title, default, examples, $schema, $id, $comment,
 //                   deprecated, readOnly, writeOnly
 // Any other keyword, or a keyword value of the wrong type, is an Error.
@@ -35,7 +36,7 @@
 // both are Errors otherwise (with strict = false, optional properties and extra keys are allowed).
 //
 // Narrower: integers are written without fraction or exponent (1 but not 1.0); "-0" is not a
-// bounded integer; numbers and strings in enum/const only in their compact serialization; JSON
+// bounded integer; bounded numbers have no exponent; numbers and strings in enum/const only in their compact serialization; JSON
 // escapes other than the needed ones are not produced inside pattern/format strings (e.g. "\u0041"
 // for "A"); digits are bounded (json_grammar.h).
 // Not enforced: oneOf exclusivity; an extra key written with escapes ("\u0061ge") equal to a

@@ -166,7 +166,9 @@ TEST(JsonSchemaErrors, NameTheJsonPointer) {
       {R"({"type":"string","pattern":"^(a)\\1$"})", false,
        "/pattern: offset 4: backreferences are not supported"},
       {R"({"type":"string","pattern":"(?=a)b"})", false, "/pattern: offset 0: lookaround"},
-      {R"({"type":"number","maximum":5})", false, "/maximum: bounds on numbers"},
+      {R"({"type":"number","maximum":5.5})", false, "/maximum: bounds on numbers must be integers"},
+      {R"({"type":"number","exclusiveMinimum":0})", false, "/exclusiveMinimum: exclusive bounds on numbers"},
+      {R"({"type":"number","minimum":2,"maximum":1})", false, "(root): the number range is empty"},
       {R"({"type":"integer","minimum":10,"maximum":1})", false, "(root): the integer range is empty"},
       {R"({"type":"array","minItems":3,"maxItems":2})", false, "/maxItems: is below minItems"},
       {R"({"type":"array","minItems":-1})", false, "/minItems: must be a non-negative integer"},
@@ -269,6 +271,41 @@ TEST(JsonObjectGrammar, AcceptsAnyObjectOnly) {
   for (int i = 0; i < 50; ++i) deep += "[";
   for (int i = 0; i < 50; ++i) deep += "]";
   EXPECT_TRUE(check.accepts(deep + "}"));
+}
+
+TEST(JsonSchemaNumbers, RangesMatchExactlyTheNumbersInside) {
+  const std::pair<int, int> ranges[] = {{0, 1}, {-3, 7}, {-10, -2}, {5, 5}, {-1, 0}, {12, 130}};
+  const char* fractions[] = {"", ".0", ".00", ".5", ".25", ".999", ".001"};
+  for (const auto& [lo, hi] : ranges) {
+    SCOPED_TRACE(::testing::Message() << "[" << lo << ", " << hi << "]");
+    const std::string gbnf = convert_or_fail(ordered_json{{"type", "number"}, {"minimum", lo}, {"maximum", hi}});
+    const Checker check(gbnf);
+    ASSERT_TRUE(check.ok()) << check.error << "\n" << gbnf;
+    for (int i = -150; i <= 150; ++i)
+      for (const char* f : fractions) {
+        const std::string text = std::to_string(i) + f;
+        const double v = i < 0 ? -std::stod(std::to_string(-i) + f) : std::stod(text);
+        const bool want = v >= lo && v <= hi;
+        ASSERT_EQ(check.accepts(text), want) << text << "\n" << gbnf;
+        if (i == 0 && *f) {  // "-0.5": negative values between -1 and 0
+          const std::string negative = "-0" + std::string(f);
+          const double nv = -std::stod("0" + std::string(f));
+          if (nv != 0) {
+            ASSERT_EQ(check.accepts(negative), nv >= lo && nv <= hi) << negative;
+          } else if (check.accepts(negative)) {  // "-0.0" may be left out (narrower), never wrong
+            ASSERT_TRUE(lo <= 0 && hi >= 0) << negative;
+          }
+        }
+      }
+  }
+  const Checker open_top(convert_or_fail(ordered_json{{"type", "number"}, {"minimum", -2}}));
+  EXPECT_TRUE(open_top.accepts("123456.5"));
+  EXPECT_TRUE(open_top.accepts("-1.99"));
+  EXPECT_FALSE(open_top.accepts("-2.01"));
+  const Checker open_bottom(convert_or_fail(ordered_json{{"type", "number"}, {"maximum", -2}}));
+  EXPECT_TRUE(open_bottom.accepts("-123456.5"));
+  EXPECT_TRUE(open_bottom.accepts("-2"));
+  EXPECT_FALSE(open_bottom.accepts("-1.5"));
 }
 
 TEST(JsonSchemaIntegers, RangesMatchExactlyTheIntegersInside) {

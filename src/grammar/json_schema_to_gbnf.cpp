@@ -113,6 +113,51 @@ std::string child_hint(const std::string& hint, const std::string& part) {
   return p.empty() ? hint : hint + "-" + p;
 }
 
+// Length of the UTF-8 sequence that starts with byte b (1 for stray bytes).
+size_t utf8_length(unsigned char b) { return b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1; }
+
+// The alternatives of many literals factored by common prefixes (whole code points), so that the
+// matcher follows one path instead of one stack per value (an enum of thousands of values would
+// otherwise exceed its stack limit).
+std::string literal_trie(std::vector<std::string> texts) {
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  bool has_empty = false;
+  std::vector<std::string> alts;
+  for (size_t i = 0; i < texts.size();) {
+    if (texts[i].empty()) {
+      has_empty = true;
+      ++i;
+      continue;
+    }
+    const size_t unit = std::min(texts[i].size(), utf8_length(static_cast<unsigned char>(texts[i][0])));
+    size_t j = i + 1;
+    while (j < texts.size() && texts[j].compare(0, unit, texts[i], 0, unit) == 0) ++j;
+    // The group [i, j) shares its first unit; extend the shared prefix as far as it goes.
+    size_t common = unit;
+    for (;;) {
+      const std::string& first = texts[i];
+      if (common >= first.size()) break;
+      const size_t next = common + utf8_length(static_cast<unsigned char>(first[common]));
+      bool all = next <= first.size();
+      for (size_t k = i + 1; all && k < j; ++k)
+        all = texts[k].size() >= next && texts[k].compare(0, next, first, 0, next) == 0;
+      if (!all) break;
+      common = next;
+    }
+    std::vector<std::string> rests;
+    for (size_t k = i; k < j; ++k) rests.push_back(texts[k].substr(common));
+    const std::string head = gbnf_literal(texts[i].substr(0, common));
+    const bool only_empty = rests.size() == 1 && rests[0].empty();
+    alts.push_back(only_empty ? head : head + " " + literal_trie(std::move(rests)));
+    i = j;
+  }
+  if (alts.empty()) return "\"\"";
+  const std::string body = alternatives(alts);
+  if (!has_empty) return body;
+  return alts.size() == 1 ? "( " + body + " )?" : body + "?";
+}
+
 // --- the converter ------------------------------------------------------------------------------
 
 class Converter {
@@ -359,9 +404,9 @@ Result<std::string> Converter::visit(const ojson& s, const std::string& ptr,
     const ojson& list = s["enum"];
     if (!list.is_array() || list.empty())
       return err(ptr_join(ptr, "enum"), "must be a non-empty array");
-    std::vector<std::string> alts;
-    for (const auto& v : list) alts.push_back(gbnf_literal(v.dump()));
-    return alternatives(alts);
+    std::vector<std::string> texts;
+    for (const auto& v : list) texts.push_back(v.dump());
+    return literal_trie(std::move(texts));
   }
 
   std::vector<std::string> types;
@@ -797,12 +842,20 @@ Result<std::string> Converter::visit_array(const ojson& s, const std::string& pt
 
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema,
                                         const SchemaGrammarOptions& opt) {
-  return Converter(schema, opt).run();
+  try {
+    return Converter(schema, opt).run();
+  } catch (const nlohmann::json::exception& e) {  // e.g. dump() of a string that is not UTF-8
+    return make_error("(root): {}", e.what());
+  }
 }
 
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema,
                                         const SchemaGrammarOptions& opt) {
-  return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()), opt);
+  try {
+    return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()), opt);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("(root): {}", e.what());
+  }
 }
 
 Result<std::string> json_schema_text_to_gbnf(std::string_view schema_text,

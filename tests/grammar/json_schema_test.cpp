@@ -143,6 +143,29 @@ TEST(JsonSchemaSuite, LongDocumentsStayWithinTheMatcherLimits) {
   EXPECT_TRUE(ints.accepts(list.dump()));
 }
 
+TEST(JsonSchemaSuite, LargeEnumsAreFactoredIntoATrie) {
+  // Thousands of values sharing prefixes: one matcher path, not one stack per value.
+  ordered_json values = ordered_json::array();
+  for (int i = 0; i < 5000; ++i) values.push_back("item-" + std::to_string(i * 7));
+  values.push_back("item-");
+  values.push_back(42);
+  values.push_back("日本");
+  values.push_back("日曜");
+  const std::string gbnf = convert_or_fail(ordered_json{{"enum", values}});
+  const Checker check(gbnf);
+  ASSERT_TRUE(check.ok()) << check.error;
+  EXPECT_TRUE(check.accepts("\"item-0\""));
+  EXPECT_TRUE(check.accepts("\"item-34993\""));
+  EXPECT_TRUE(check.accepts("\"item-\""));
+  EXPECT_TRUE(check.accepts("42"));
+  EXPECT_TRUE(check.accepts("\"日本\""));
+  EXPECT_TRUE(check.accepts("\"日曜\""));
+  EXPECT_FALSE(check.accepts("\"item-1\""));
+  EXPECT_FALSE(check.accepts("\"item-34994\""));
+  EXPECT_FALSE(check.accepts("\"日\""));
+  EXPECT_FALSE(check.accepts("4"));
+}
+
 struct ErrorCase {
   const char* schema;
   bool strict;

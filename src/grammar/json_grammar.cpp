@@ -108,6 +108,37 @@ std::string json_integer_range(std::optional<int64_t> lo, std::optional<int64_t>
   return alternatives(alts);
 }
 
+std::string json_number_range(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  const std::string frac = fmt::format("( \".\" [0-9]{{1,{}}} )?", kJsonMaxFractionDigits);
+  const std::string zeros = fmt::format("( \".\" \"0\"{{1,{}}} )?", kJsonMaxFractionDigits);
+  // Magnitudes m with from <= m <= to (to absent: unbounded): an integer part below `to` with
+  // any fraction, or `to` itself with only zeros after the point.
+  auto magnitudes = [&](uint64_t from, std::optional<uint64_t> to) {
+    std::vector<std::string> alts;
+    if (!to || *to > from) {
+      std::optional<uint64_t> below;
+      if (to) below = *to - 1;
+      alts.push_back(alternatives(unsigned_range(from, below)) + " " + frac);
+    }
+    if (to) alts.push_back(fmt::format("\"{}\" {}", *to, zeros));
+    return alts;
+  };
+  std::vector<std::string> alts;
+  if (!lo || *lo < 0) {  // negative values: "-" then magnitudes up to -lo
+    const uint64_t from = hi && *hi < 0 ? static_cast<uint64_t>(-(*hi + 1)) + 1 : 0;
+    std::optional<uint64_t> to;
+    if (lo) to = static_cast<uint64_t>(-(*lo + 1)) + 1;
+    for (const std::string& m : magnitudes(from, to)) alts.push_back("\"-\" " + m);
+  }
+  if (!hi || *hi >= 0) {
+    const uint64_t from = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
+    std::optional<uint64_t> to;
+    if (hi) to = static_cast<uint64_t>(*hi);
+    for (const std::string& m : magnitudes(from, to)) alts.push_back(m);
+  }
+  return alternatives(alts);
+}
+
 std::string json_rule_name(JsonRule rule, std::string_view prefix) {
   return fmt::format("{}{}", prefix, suffix(rule));
 }
@@ -144,13 +175,13 @@ std::string json_rule_definition(JsonRule rule, std::string_view prefix) {
       const std::string ws = n(JsonRule::kWs);
       const std::string member = fmt::format("{} {} \":\" {} {}", n(JsonRule::kString), ws, ws,
                                              n(JsonRule::kValue));
-      return fmt::format("{} ::= \"{{\" {} ( {} ( {} \",\" {} {} )* )? {} \"}}\"\n", name, ws,
+      return fmt::format("{} ::= \"{{\" {} ( {} ( {} \",\" {} {} )* {} )? \"}}\"\n", name, ws,
                          member, ws, ws, member, ws);
     }
     case JsonRule::kArray: {
       const std::string ws = n(JsonRule::kWs);
       const std::string v = n(JsonRule::kValue);
-      return fmt::format("{} ::= \"[\" {} ( {} ( {} \",\" {} {} )* )? {} \"]\"\n", name, ws, v, ws,
+      return fmt::format("{} ::= \"[\" {} ( {} ( {} \",\" {} {} )* {} )? \"]\"\n", name, ws, v, ws,
                          ws, v, ws);
     }
   }

@@ -58,6 +58,11 @@ unsigned json_rule_dependencies(JsonRule rule);
 // digit limit), by digit-range decomposition; -0 and leading zeros excluded. lo <= hi.
 std::string json_integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
+// A GBNF expression for the JSON numbers x with lo <= x <= hi (integer bounds; an absent bound:
+// unbounded), written without exponent: an integer part in range with any fraction, or the bound
+// itself with only zeros after the point ("-0.5" for [-1, 0], "1.000" for [0, 1]).
+std::string json_number_range(std::optional<int64_t> lo, std::optional<int64_t> hi);
+
 // The body of a rule for a JSON string (quotes included) of a `format`; "" for other formats.
 //   date       YYYY-MM-DD, month 01-12, day within the month's length (February: 29, any year)
 //   time       hh:mm:ss, optional fraction (1-9 digits), time zone Z, z or +hh:mm / -hh:mm

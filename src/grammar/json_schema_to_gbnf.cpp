@@ -107,6 +107,57 @@ std::string alternatives(const std::vector<std::string>& alts) {
   return s + " )";
 }
 
+std::string child_hint(const std::string& hint, const std::string& part) {
+  const std::string p = sanitize(part);
+  if (hint.empty()) return p.empty() ? "p" : p;
+  return p.empty() ? hint : hint + "-" + p;
+}
+
+// Length of the UTF-8 sequence that starts with byte b (1 for stray bytes).
+size_t utf8_length(unsigned char b) { return b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1; }
+
+// The alternatives of many literals factored by common prefixes (whole code points), so that the
+// matcher follows one path instead of one stack per value (an enum of thousands of values would
+// otherwise exceed its stack limit).
+std::string literal_trie(std::vector<std::string> texts) {
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+  bool has_empty = false;
+  std::vector<std::string> alts;
+  for (size_t i = 0; i < texts.size();) {
+    if (texts[i].empty()) {
+      has_empty = true;
+      ++i;
+      continue;
+    }
+    const size_t unit = std::min(texts[i].size(), utf8_length(static_cast<unsigned char>(texts[i][0])));
+    size_t j = i + 1;
+    while (j < texts.size() && texts[j].compare(0, unit, texts[i], 0, unit) == 0) ++j;
+    // The group [i, j) shares its first unit; extend the shared prefix as far as it goes.
+    size_t common = unit;
+    for (;;) {
+      const std::string& first = texts[i];
+      if (common >= first.size()) break;
+      const size_t next = common + utf8_length(static_cast<unsigned char>(first[common]));
+      bool all = next <= first.size();
+      for (size_t k = i + 1; all && k < j; ++k)
+        all = texts[k].size() >= next && texts[k].compare(0, next, first, 0, next) == 0;
+      if (!all) break;
+      common = next;
+    }
+    std::vector<std::string> rests;
+    for (size_t k = i; k < j; ++k) rests.push_back(texts[k].substr(common));
+    const std::string head = gbnf_literal(texts[i].substr(0, common));
+    const bool only_empty = rests.size() == 1 && rests[0].empty();
+    alts.push_back(only_empty ? head : head + " " + literal_trie(std::move(rests)));
+    i = j;
+  }
+  if (alts.empty()) return "\"\"";
+  const std::string body = alternatives(alts);
+  if (!has_empty) return body;
+  return alts.size() == 1 ? "( " + body + " )?" : body + "?";
+}
+
 // --- the converter ------------------------------------------------------------------------------
 
 class Converter {
@@ -191,7 +242,7 @@ class Converter {
 std::string Converter::format_rule(const std::string& format) {
   if (auto it = formats_.find(format); it != formats_.end()) return it->second;
   const std::string body = json_format_body(format);
-  const std::string name = add_rule("format-" + format, "\"\\\"\" " + body + " \"\\\"\"");
+  const std::string name = add_rule("format-" + format, body);
   formats_[format] = name;
   return name;
 }
@@ -234,6 +285,9 @@ Result<ojson> Converter::merge_all_of(const ojson& s, const std::string& ptr, in
     self.erase("$ref");
   }
   parts.insert(parts.begin(), {self, ptr});
+  // additionalProperties of one part sees only that part's properties: merging is only sound
+  // when no other part declares a property it forbids.
+  std::vector<std::pair<std::set<std::string>, std::string>> closed;
   for (auto& [part, part_ptr] : parts) {
     if (part.is_boolean()) {
       if (part.get<bool>()) continue;
@@ -245,6 +299,12 @@ Result<ojson> Converter::merge_all_of(const ojson& s, const std::string& ptr, in
       auto m = merge_all_of(p, part_ptr, depth + 1);
       if (!m) return m.error_value();
       p = std::move(*m);
+    }
+    if (p.contains("additionalProperties") && p["additionalProperties"] != ojson(true)) {
+      std::set<std::string> own;
+      if (p.contains("properties") && p["properties"].is_object())
+        for (const auto& [name, sub] : p["properties"].items()) own.insert(name);
+      closed.emplace_back(std::move(own), ptr_join(part_ptr, "additionalProperties"));
     }
     for (auto& [k, v] : p.items()) {
       if (annotation_keywords().count(k) || k == "$defs" || k == "definitions") continue;
@@ -265,6 +325,12 @@ Result<ojson> Converter::merge_all_of(const ojson& s, const std::string& ptr, in
       }
     }
   }
+  if (out.contains("properties") && out["properties"].is_object())
+    for (const auto& [own, aptr] : closed)
+      for (const auto& [name, sub] : out["properties"].items())
+        if (!own.count(name))
+          return err(aptr, fmt::format("forbids property '{}' that another allOf part declares "
+                                       "(cannot merge)", name));
   return out;
 }
 
@@ -326,7 +392,7 @@ Result<std::string> Converter::visit(const ojson& s, const std::string& ptr,
     std::vector<std::string> alts;
     for (size_t i = 0; i < list.size(); ++i) {
       auto e = visit(list[i], ptr_join(kptr, std::to_string(i)),
-                     fmt::format("{}-{}", hint, i));
+                     child_hint(hint, fmt::format("alt{}", i)));
       if (!e) return e.error_value();
       alts.push_back(*e);
     }
@@ -338,9 +404,9 @@ Result<std::string> Converter::visit(const ojson& s, const std::string& ptr,
     const ojson& list = s["enum"];
     if (!list.is_array() || list.empty())
       return err(ptr_join(ptr, "enum"), "must be a non-empty array");
-    std::vector<std::string> alts;
-    for (const auto& v : list) alts.push_back(gbnf_literal(v.dump()));
-    return alternatives(alts);
+    std::vector<std::string> texts;
+    for (const auto& v : list) texts.push_back(v.dump());
+    return literal_trie(std::move(texts));
   }
 
   std::vector<std::string> types;
@@ -374,7 +440,7 @@ Result<std::string> Converter::visit(const ojson& s, const std::string& ptr,
   }
   std::vector<std::string> alts;
   for (const std::string& t : types) {
-    auto e = visit_type(s, t, ptr, types.size() > 1 ? hint + "-" + t : hint);
+    auto e = visit_type(s, t, ptr, types.size() > 1 ? child_hint(hint, t) : hint);
     if (!e) return e.error_value();
     alts.push_back(*e);
   }
@@ -445,31 +511,47 @@ Result<std::string> Converter::visit_string(const ojson& s, const std::string& p
   return "( " + quote + " " + gbnf_repeat(json(JsonRule::kChar), lo, *max_len) + " " + quote + " )";
 }
 
-// A numeric bound keyword as a double, or nullopt when absent.
-Result<std::optional<double>> bound_keyword(const ojson& s, const char* kw, const std::string& ptr) {
-  if (!s.contains(kw)) return std::optional<double>{};
-  if (!s[kw].is_number()) return err(ptr_join(ptr, kw), "must be a number");
-  return std::optional<double>{s[kw].get<double>()};
+// An integer bound: minimum / exclusiveMinimum give the lowest allowed integer, maximum /
+// exclusiveMaximum the highest; integer values are read exactly, others rounded inwards.
+Result<std::optional<int64_t>> integer_bound(const ojson& s, const char* kw, const std::string& ptr) {
+  if (!s.contains(kw)) return std::optional<int64_t>{};
+  const ojson& v = s[kw];
+  const std::string k = kw;
+  const bool lower = k == "minimum" || k == "exclusiveMinimum";
+  const bool exclusive = k.starts_with("exclusive");
+  const std::string kptr = ptr_join(ptr, kw);
+  if (!v.is_number()) return err(kptr, "must be a number");
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min(), kMax = std::numeric_limits<int64_t>::max();
+  int64_t x = 0;
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(kMax)) {
+    return err(kptr, "outside the 64-bit integer range");
+  } else if (v.is_number_integer()) {
+    x = v.get<int64_t>();
+    if (exclusive) {
+      if ((lower && x == kMax) || (!lower && x == kMin)) return err(kptr, "leaves no integer");
+      x += lower ? 1 : -1;
+    }
+  } else {
+    const double d = v.get<double>();
+    if (!(std::fabs(d) < 9.2e18)) return err(kptr, "outside the 64-bit integer range");
+    const double r = lower ? std::floor(d) + 1 : std::ceil(d) - 1;  // exclusive or fractional
+    const double inclusive = lower ? std::ceil(d) : std::floor(d);
+    x = static_cast<int64_t>(exclusive && inclusive == d ? r : inclusive);
+  }
+  return std::optional<int64_t>{x};
 }
 
 Result<std::string> Converter::visit_integer(const ojson& s, const std::string& ptr) {
   std::optional<int64_t> lo, hi;
-  constexpr double kLimit = 9.2e18;  // inside int64
   for (const char* kw : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
-    auto b = bound_keyword(s, kw, ptr);
+    auto b = integer_bound(s, kw, ptr);
     if (!b) return b.error_value();
     if (!b->has_value()) continue;
-    const double x = **b;
-    if (std::fabs(x) > kLimit) return err(ptr_join(ptr, kw), "outside the 64-bit integer range");
     const std::string k = kw;
     if (k == "minimum" || k == "exclusiveMinimum") {
-      const int64_t v = k == "minimum" ? static_cast<int64_t>(std::ceil(x))
-                                       : static_cast<int64_t>(std::floor(x)) + 1;
-      lo = lo ? std::max(*lo, v) : v;
+      lo = lo ? std::max(*lo, **b) : **b;
     } else {
-      const int64_t v = k == "maximum" ? static_cast<int64_t>(std::floor(x))
-                                       : static_cast<int64_t>(std::ceil(x)) - 1;
-      hi = hi ? std::min(*hi, v) : v;
+      hi = hi ? std::min(*hi, **b) : **b;
     }
   }
   if (!lo && !hi) return json(JsonRule::kInteger);
@@ -478,26 +560,28 @@ Result<std::string> Converter::visit_integer(const ojson& s, const std::string& 
 }
 
 Result<std::string> Converter::visit_number(const ojson& s, const std::string& ptr) {
-  for (const char* kw : {"exclusiveMinimum", "maximum", "exclusiveMaximum"})
+  for (const char* kw : {"exclusiveMinimum", "exclusiveMaximum"})
     if (s.contains(kw))
-      return err(ptr_join(ptr, kw), "bounds on numbers are supported only as minimum 0 "
-                                    "(use type integer for ranges)");
-  auto lo = bound_keyword(s, "minimum", ptr);
-  if (!lo) return lo.error_value();
-  if (!lo->has_value()) return json(JsonRule::kNumber);
-  if (**lo != 0)
-    return err(ptr_join(ptr, "minimum"), "bounds on numbers are supported only as minimum 0 "
-                                         "(use type integer for ranges)");
-  return fmt::format("( ( \"0\" | [1-9] [0-9]{{0,{}}} ) ( \".\" [0-9]{{1,{}}} )? "
-                     "( [eE] [-+]? [0-9]{{1,{}}} )? )",
-                     kJsonMaxIntegerDigits - 1, kJsonMaxFractionDigits, kJsonMaxExponentDigits);
+      return err(ptr_join(ptr, kw), "exclusive bounds on numbers are not supported (use minimum / "
+                                    "maximum, or type integer)");
+  std::optional<int64_t> lo, hi;
+  for (const char* kw : {"minimum", "maximum"}) {
+    if (!s.contains(kw)) continue;
+    const ojson& v = s[kw];
+    const bool integral = v.is_number_integer() ||
+                          (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+    if (!v.is_number() || !integral)
+      return err(ptr_join(ptr, kw), "bounds on numbers must be integers (a fractional bound is "
+                                    "not supported)");
+    auto b = integer_bound(s, kw, ptr);
+    if (!b) return b.error_value();
+    (std::string(kw) == "minimum" ? lo : hi) = **b;
+  }
+  if (!lo && !hi) return json(JsonRule::kNumber);
+  if (lo && hi && *lo > *hi) return err(ptr, "the number range is empty (minimum above maximum)");
+  return json_number_range(lo, hi);
 }
 
-std::string child_hint(const std::string& hint, const std::string& part) {
-  const std::string p = sanitize(part);
-  if (hint.empty()) return p.empty() ? "p" : p;
-  return p.empty() ? hint : hint + "-" + p;
-}
 
 // A class character for the key trie (ASCII specials as \xHH, others as themselves).
 std::string trie_class_char(const std::string& unit) {
@@ -669,7 +753,7 @@ Result<std::string> Converter::visit_object(const ojson& s, const std::string& p
   } else {
     body = "\"{\" " + ws + " ( " + alternatives(alts) + " " + ws + " )? \"}\"";
   }
-  return add_rule(hint.empty() ? "object" : hint, body);
+  return add_rule(hint.empty() ? opt_.root_name + "-object" : hint, body);
 }
 
 Result<std::string> Converter::visit_array(const ojson& s, const std::string& ptr,
@@ -751,19 +835,27 @@ Result<std::string> Converter::visit_array(const ojson& s, const std::string& pt
   } else {
     body = "\"[\" " + ws + " " + seq + " " + ws + " \"]\"";
   }
-  return add_rule(hint.empty() ? "array" : hint, body);
+  return add_rule(hint.empty() ? opt_.root_name + "-array" : hint, body);
 }
 
 }  // namespace
 
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema,
                                         const SchemaGrammarOptions& opt) {
-  return Converter(schema, opt).run();
+  try {
+    return Converter(schema, opt).run();
+  } catch (const nlohmann::json::exception& e) {  // e.g. dump() of a string that is not UTF-8
+    return make_error("(root): {}", e.what());
+  }
 }
 
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema,
                                         const SchemaGrammarOptions& opt) {
-  return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()), opt);
+  try {
+    return json_schema_to_gbnf(nlohmann::ordered_json::parse(schema.dump()), opt);
+  } catch (const nlohmann::json::exception& e) {
+    return make_error("(root): {}", e.what());
+  }
 }
 
 Result<std::string> json_schema_text_to_gbnf(std::string_view schema_text,

@@ -14,7 +14,7 @@
 //   additionalProperties  false: no other keys. true, a schema, or absent (non-strict): other keys
 //                   (not the declared names), values of that schema (any value for true / absent),
 //                   after the declared ones.
-//   items, prefixItems, minItems, maxItems; uniqueItems only `false`
+//   items, prefixItems, minItems, maxItems (<= 100000); uniqueItems only `false`
 //   enum, const     any JSON values, matched as their compact serialization (nlohmann dump())
 //   anyOf, oneOf    alternatives (oneOf's exclusivity is not enforced)
 //   allOf           merged into one schema when the parts do not conflict ($ref parts resolved;
@@ -25,19 +25,23 @@
 //   minLength, maxLength, pattern (regex_to_gbnf.h, JSON Schema's search semantics: a side without
 //                   ^ / $ accepts any text there), format: date, time, date-time, uuid, email
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum: integers any int64 range (digit-range
-//                   decomposition); numbers only a lower bound of 0 (minimum 0: no minus sign)
+//                   decomposition); numbers integer-valued minimum / maximum (json_number_range:
+//                   written without exponent); fractional or exclusive number bounds are Errors
 //   annotations, ignored: description, title, default, examples, $schema, $id, $comment,
 //                   deprecated, readOnly, writeOnly
 // Any other keyword, or a keyword value of the wrong type, is an Error.
 //
-// strict (OpenAI's strict mode, the default): as OpenAI requires, every object schema with
-// properties must list all of them in `required` and must say `additionalProperties: false`;
-// both are Errors otherwise (with strict = false, optional properties and extra keys are allowed).
+// strict (OpenAI's strict mode, the default): as OpenAI requires, every object schema must say
+// `additionalProperties: false` and list all its properties in `required`; both are Errors
+// otherwise (with strict = false, optional properties and other keys are allowed). OpenAI's other
+// limits (root must be an object, depth, counts) are not checked.
 //
 // Narrower: integers are written without fraction or exponent (1 but not 1.0); "-0" is not a
-// bounded integer; numbers and strings in enum/const only in their compact serialization; JSON
-// escapes other than the needed ones are not produced inside pattern/format strings (e.g. "\u0041"
-// for "A"); digits are bounded (json_grammar.h).
+// bounded integer; bounded numbers have no exponent; enum / const values only in their compact
+// serialization; declared properties only in declaration order, other keys after them; JSON
+// escapes other than the needed ones are not produced inside pattern / format strings (e.g.
+// "\u0041" for "A"); without `type`, only the types the keywords imply; digits are bounded
+// (json_grammar.h).
 // Not enforced: oneOf exclusivity; an extra key written with escapes ("\u0061ge") equal to a
 // declared name.
 //

@@ -4,6 +4,7 @@
 // each parser to the syntax its family's template actually writes, not only to hand-made fixtures.
 #include <cctype>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -27,6 +28,8 @@ struct Case {
   const char* bos;
   const char* eos;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.file; }
 
 std::string read_template(const std::string& name) {
   std::ifstream in(cadenza::test::shared_dir() / "chat_templates" / name);

@@ -36,7 +36,12 @@ Scanner scanner_for(ToolCallFormat format) {
 std::optional<size_t> scan_think_prefix(std::string_view text, bool starts_inside, bool final,
                                         Sink& sink) {
   size_t pos = 0;
-  if (!starts_inside) {
+  if (starts_inside) {
+    // The prompt opened the thought; a model that writes <think> again still only thinks once.
+    const size_t p = skip_space(text, 0);
+    if (!final && p < text.size() && is_partial_at(text, p, kThinkOpen)) return std::nullopt;
+    if (starts_with_at(text, p, kThinkOpen)) pos = p + kThinkOpen.size();
+  } else {
     // Only a <think> at the very start (after whitespace) opens reasoning: later in the text it is
     // more likely quoted than meant.
     const size_t p = skip_space(text, 0);

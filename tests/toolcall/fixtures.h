@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <set>
 #include <sstream>
 #include <string>
@@ -26,6 +27,9 @@ struct Fixture {
   std::string text;
   nlohmann::json expected;
 };
+
+// gtest prints a parameter with this (instead of its bytes).
+inline void PrintTo(const Fixture& f, std::ostream* os) { *os << f.family << "/" << f.name; }
 
 inline std::vector<Fixture> load_fixtures() {
   std::vector<Fixture> out;

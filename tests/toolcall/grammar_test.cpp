@@ -1,5 +1,6 @@
 // tool_call_gbnf: every rule it refers to is defined (by it or as a caller's arguments rule), the
 // markers are token terminals or literals as documented, and names are escaped.
+#include <cctype>
 #include <map>
 #include <regex>
 #include <set>
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "toolcall/tool_call_grammar.h"
+#include "toolcall/tool_call.h"
 
 namespace cadenza::toolcall {
 namespace {
@@ -95,6 +97,100 @@ TEST(ToolCallGbnf, MarkersPerFamily) {
   EXPECT_NE(v11.find("\"[TOOL_CALLS]f[ARGS]\" args"), std::string::npos) << v11;
   const std::string single = tool_call_gbnf(ToolCallFormat::kMistral, tools, false, true);
   EXPECT_NE(single.find("tc-calls ::= \"[TOOL_CALLS][\" tc-call \"]\""), std::string::npos) << single;
+}
+
+// The shortest text a grammar derives (first alternative, optional and starred items left out,
+// '+' once, a class as its first character, `args` as `args_text`): a sample of the call syntax.
+class Expander {
+ public:
+  Expander(std::map<std::string, std::string> rules, std::string args_text)
+      : rules_(std::move(rules)), args_(std::move(args_text)) {}
+  std::string rule(const std::string& name) {
+    if (name == "args") return args_;
+    const std::string& body = rules_.at(name);
+    size_t i = 0;
+    return alternatives(body, i);
+  }
+
+ private:
+  std::string alternatives(const std::string& b, size_t& i) {
+    std::string first = sequence(b, i);
+    while (i < b.size() && b[i] == '|') {
+      ++i;
+      (void)sequence(b, i);
+    }
+    return first;
+  }
+  std::string sequence(const std::string& b, size_t& i) {
+    std::string out;
+    while (true) {
+      while (i < b.size() && b[i] == ' ') ++i;
+      if (i >= b.size() || b[i] == '|' || b[i] == ')') return out;
+      std::string item = atom(b, i);
+      const char post = i < b.size() ? b[i] : 0;
+      if (post == '?' || post == '*') {
+        ++i;
+        continue;
+      }
+      if (post == '+') ++i;
+      out += item;
+    }
+  }
+  std::string atom(const std::string& b, size_t& i) {
+    const char c = b[i];
+    if (c == '"') {
+      std::string out;
+      for (++i; b[i] != '"'; ++i) {
+        if (b[i] == '\\') {
+          ++i;
+          out += b[i] == 'n' ? '\n' : b[i] == 't' ? '\t' : b[i];
+        } else {
+          out += b[i];
+        }
+      }
+      ++i;
+      return out;
+    }
+    if (c == '<') {
+      const size_t e = b.find('>', i);
+      std::string out = b.substr(i, e + 1 - i);
+      i = e + 1;
+      return out;
+    }
+    if (c == '[') {
+      const size_t e = b.find(']', i);
+      std::string out = b[i + 1] == '^' ? "x" : std::string(1, b[i + 1]);
+      i = e + 1;
+      return out;
+    }
+    if (c == '(') {
+      ++i;
+      std::string out = alternatives(b, i);
+      ++i;  // ')'
+      return out;
+    }
+    size_t j = i;
+    while (j < b.size() && (std::isalnum(static_cast<unsigned char>(b[j])) || b[j] == '-')) ++j;
+    std::string name = b.substr(i, j - i);
+    i = j;
+    return rule(name);
+  }
+  std::map<std::string, std::string> rules_;
+  std::string args_;
+};
+
+TEST(ToolCallGbnf, TextInTheGrammarsLayoutParsesAsTheCall) {
+  for (ToolCallFormat f : kFormats) {
+    const std::string g = tool_call_gbnf(f, {{"get_weather", "args"}}, true, true);
+    Expander e(rules_of(g), R"({"city": "Paris"})");
+    const std::string text = e.rule("root");
+    const ParsedOutput r = parse_output(f, text);
+    ASSERT_EQ(r.tool_calls.size(), 1u) << tool_call_format_name(f) << ": " << text;
+    EXPECT_EQ(r.tool_calls[0].name, "get_weather") << text;
+    // GLM's grammar leaves out the (optional) pairs in the shortest text.
+    EXPECT_EQ(r.tool_calls[0].arguments, f == ToolCallFormat::kGlm45 ? "{}" : R"({"city":"Paris"})") << text;
+    EXPECT_EQ(r.content, "") << tool_call_format_name(f) << ": " << text;
+  }
 }
 
 TEST(ToolCallGbnf, NamesAreEscaped) {

@@ -19,6 +19,7 @@ constexpr std::string_view kMessage = "<|message|>";
 constexpr std::string_view kEnd = "<|end|>";
 constexpr std::string_view kCall = "<|call|>";
 constexpr std::string_view kReturn = "<|return|>";
+constexpr std::string_view kRecipient = "to=";
 
 // The word after `key` in the header, up to a space or a special token; empty when absent.
 std::string_view header_word(std::string_view header, std::string_view key) {
@@ -37,8 +38,14 @@ void scan_gpt_oss(std::string_view text, bool final, Sink& sink) {
   while (true) {
     const size_t p = skip_space(text, pos);
     if (p == text.size()) return;
-    if (!starts_with_at(text, p, kStart) && !starts_with_at(text, p, kChannel)) {
-      if (!final && (is_partial_at(text, p, kStart) || is_partial_at(text, p, kChannel))) return;
+    // The generation prompt ends with "<|start|>assistant", so the first message's header may
+    // continue it with the recipient: " to=functions.NAME<|channel|>commentary json<|message|>".
+    const bool header_rest = pos == 0 && starts_with_at(text, p, kRecipient);
+    if (!header_rest && !starts_with_at(text, p, kStart) && !starts_with_at(text, p, kChannel)) {
+      if (!final && (is_partial_at(text, p, kStart) || is_partial_at(text, p, kChannel) ||
+                     (pos == 0 && is_partial_at(text, p, kRecipient)))) {
+        return;
+      }
       // Plain text up to the next header is content.
       sink.begin_run(Target::kContent, false, "\n");
       auto next = find_first(text, p, {kStart, kChannel});
@@ -62,7 +69,7 @@ void scan_gpt_oss(std::string_view text, bool final, Sink& sink) {
     }
     const std::string_view header = text.substr(p, m - p);
     const std::string_view channel = header_word(header, kChannel);
-    const std::string_view recipient = header_word(header, "to=");
+    const std::string_view recipient = header_word(header, kRecipient);
     const size_t body = m + kMessage.size();
     const auto hit = find_first(text, body, {kEnd, kCall, kReturn, kStart});
     const size_t body_end = hit ? hit->pos : text.size();

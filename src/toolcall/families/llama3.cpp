@@ -1,9 +1,15 @@
 // Llama 3.1 - 3.3 calls. The templates ask for a bare JSON object
-// {"name": .., "parameters": {..}} as the whole reply; the models also write <|python_tag|>{..}
-// (and, with builtin tools, <|python_tag|>NAME.call(..), which is not parsed: it stays content).
+// {"name": .., "parameters": {..}} as the whole reply; the models also write <|python_tag|>{..},
+// and for builtin tools (brave_search, wolfram_alpha) <|python_tag|>NAME.call(k="v", ..), the
+// syntax Llama 3.1's template renders them with: string values in double quotes (numbers and
+// booleans bare are read as JSON).
 // Several calls may be separated by ";". A bare object is a call only at the very start of the
 // output (elsewhere it is more likely an answer that contains JSON), and only when it has the
 // call's shape; otherwise it is content.
+#include <cctype>
+
+#include <nlohmann/json.hpp>
+
 #include "toolcall/scan.h"
 
 namespace cadenza::toolcall::detail {
@@ -55,10 +61,73 @@ Block parse_json_calls(std::string_view text, size_t start, bool final) {
   return block;
 }
 
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// NAME.call(k="v", k2=3) from text[p]; the call ends at its ')'.
+Block parse_builtin_call(std::string_view text, size_t p) {
+  constexpr std::string_view kCall = ".call(";
+  size_t q = p;
+  while (q < text.size() && ident_char(text[q])) ++q;
+  if (q == text.size()) return Block::incomplete();
+  if (q == p) return Block::invalid(p + 1);
+  for (size_t i = 0; i < kCall.size(); ++i) {
+    if (q + i == text.size()) return Block::incomplete();
+    if (text[q + i] != kCall[i]) return Block::invalid(q + i + 1);
+  }
+  RawCall call;
+  call.name = std::string(text.substr(p, q - p));
+  nlohmann::ordered_json args = nlohmann::ordered_json::object();
+  size_t i = skip_space(text, q + kCall.size());
+  while (true) {
+    if (i >= text.size()) return Block::incomplete();
+    if (text[i] == ')') break;
+    size_t k = i;
+    while (k < text.size() && ident_char(text[k])) ++k;
+    if (k == text.size()) return Block::incomplete();
+    if (k == i || text[k] != '=') return Block::invalid(k + 1);
+    const std::string key(text.substr(i, k - i));
+    size_t v = k + 1;
+    if (v == text.size()) return Block::incomplete();
+    if (text[v] == '"') {
+      std::string value;
+      size_t j = v + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size()) ++j;
+        value += text[j];
+      }
+      if (j >= text.size()) return Block::incomplete();
+      args[key] = value;
+      i = j + 1;
+    } else {
+      size_t j = v;
+      while (j < text.size() && text[j] != ',' && text[j] != ')') ++j;
+      if (j == text.size()) return Block::incomplete();
+      auto parsed = nlohmann::ordered_json::parse(trim(text.substr(v, j - v)), nullptr, false);
+      if (parsed.is_discarded() || parsed.is_object() || parsed.is_array()) return Block::invalid(j + 1);
+      args[key] = parsed;
+      i = j;
+    }
+    i = skip_space(text, i);
+    if (i < text.size() && text[i] == ',') i = skip_space(text, i + 1);
+  }
+  call.arguments = args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  return Block::complete(i + 1, std::move(call));
+}
+
 Block parse_python_tag_block(std::string_view text, size_t marker_pos, bool final) {
   const size_t p = skip_space(text, marker_pos + kPythonTag.size());
   if (p == text.size()) return Block::incomplete();
-  if (text[p] != '{') return Block::invalid(p + 1);
+  if (text[p] != '{') {
+    Block b = parse_builtin_call(text, p);
+    if (b.status != Block::Status::kComplete) return b;
+    // Consume an end-of-message token right after it.
+    const size_t q = skip_space(text, b.end);
+    if (!final && (q == text.size() || is_partial_at(text, q, kEom) || is_partial_at(text, q, kEot))) {
+      return Block::incomplete();
+    }
+    if (starts_with_at(text, q, kEom) || starts_with_at(text, q, kEot)) b.end = q + kEom.size();
+    return b;
+  }
   return parse_json_calls(text, p, final);
 }
 

@@ -164,45 +164,22 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenInd
     : grammar_(std::move(grammar)), index_(std::move(index)), nullable_(std::move(nullable)) {}
 
 bool CompiledGrammar::lookup_mask(std::string_view key, std::span<uint32_t> words) const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  auto it = cache_.find(key);
-  if (it == cache_.end()) return false;
-  const std::vector<uint32_t>& cached = it->second->words;
-  if (cached.size() != words.size()) return false;
-  std::memcpy(words.data(), cached.data(), cached.size() * sizeof(uint32_t));
+  auto hit = state_cache_.get(key);
+  if (!hit || hit->size() != words.size()) return false;
+  std::memcpy(words.data(), hit->data(), hit->size() * sizeof(uint32_t));
   return true;
 }
 
 void CompiledGrammar::store_mask(std::string key, std::span<const uint32_t> words) const {
-  const size_t bytes = key.size() + words.size() * sizeof(uint32_t) + 64;
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (bytes > cache_capacity_ || cache_.count(key)) return;
-  while (cache_bytes_ + bytes > cache_capacity_ && !cache_order_.empty()) {
-    const CacheEntry& old = cache_order_.front();
-    cache_bytes_ -= old.key.size() + old.words.size() * sizeof(uint32_t) + 64;
-    cache_.erase(old.key);
-    cache_order_.pop_front();
-  }
-  cache_order_.push_back({std::move(key), std::vector<uint32_t>(words.begin(), words.end())});
-  auto last = std::prev(cache_order_.end());
-  cache_.emplace(std::string_view(last->key), last);
-  cache_bytes_ += bytes;
+  state_cache_.put(std::move(key),
+                   std::make_shared<const std::vector<uint32_t>>(words.begin(), words.end()),
+                   words.size() * sizeof(uint32_t));
 }
 
-size_t CompiledGrammar::mask_cache_entries() const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  return cache_.size();
-}
-
-void CompiledGrammar::set_mask_cache_bytes(size_t bytes) const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  cache_capacity_ = bytes;
-  while (cache_bytes_ > cache_capacity_ && !cache_order_.empty()) {
-    const CacheEntry& old = cache_order_.front();
-    cache_bytes_ -= old.key.size() + old.words.size() * sizeof(uint32_t) + 64;
-    cache_.erase(old.key);
-    cache_order_.pop_front();
-  }
+void CompiledGrammar::store_head(std::string key, std::shared_ptr<const HeadMask> head) const {
+  size_t bytes = head->accepted.size() * sizeof(uint32_t) + head->boundary_nodes.size() * 40;
+  for (const auto& p : head->boundary_paths) bytes += p.size();
+  head_cache_.put(std::move(key), std::move(head), bytes);
 }
 
 }  // namespace cadenza::grammar

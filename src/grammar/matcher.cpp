@@ -34,10 +34,16 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
 bool GrammarMatcher::step(std::span<const int32_t> from, uint8_t byte,
                           std::vector<int32_t>& to) const {
   to.clear();
-  for (int32_t node : from) {
-    if (node != StackArena::kAccept) arena_.advance_byte(node, byte, to);
+  if (from.size() == 1) {  // the common case: one stack, whose closure is already sorted
+    const auto next = arena_.advance_byte(from[0], byte);
+    to.assign(next.begin(), next.end());
+  } else {
+    for (int32_t node : from) {
+      const auto next = arena_.advance_byte(node, byte);
+      to.insert(to.end(), next.begin(), next.end());
+    }
+    if (to.size() > 1) sort_unique(to);
   }
-  if (to.size() > 1) sort_unique(to);
   if (to.size() > kMaxStacks) {
     to.clear();
     return false;
@@ -161,45 +167,101 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) const {
   grammar_->store_mask(std::move(key), words);
 }
 
-void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
+void GrammarMatcher::walk(int32_t begin, int32_t end, int32_t base_depth,
+                          std::span<uint32_t> words, HeadMask* head) const {
   const TokenIndex& index = grammar_->index();
-  const Grammar& g = grammar_->grammar();
-  if (can_end()) {
-    for (int32_t id : index.eog_ids()) set_bit(words, id);
-  }
-  // Token terminals.
-  std::vector<int32_t> byte_tops;
-  for (int32_t node : stacks_) {
-    if (node == StackArena::kAccept) continue;
-    const Element& e = g.elements[arena_.pos(node)];
-    if (e.kind == ElementKind::kBytes) {
-      byte_tops.push_back(node);
-      continue;
-    }
-    const TokenSet& set = g.token_sets[e.arg];
-    if (!set.negated) {
-      for (int32_t id : set.ids) set_bit(words, id);
-      continue;
-    }
-    for (int32_t id = 0; id < index.n_vocab(); ++id) {
-      if (token_set_has(set, index, id)) set_bit(words, id);
-    }
-  }
-  if (byte_tops.empty()) return;
-  // The trie walk: walk_[d] holds the stacks after the first d bytes of the current path; a
-  // subtree is skipped as soon as no stack survives its first byte.
-  if (walk_.empty()) walk_.resize(16);
-  walk_[0] = std::move(byte_tops);
-  const int32_t n_nodes = index.trie_size();
-  for (int32_t i = 1; i < n_nodes;) {
+  std::string path;
+  for (int32_t i = begin; i < end;) {
     const int32_t d = index.node_depth(i);
     if (static_cast<size_t>(d) >= walk_.size()) walk_.resize(2 * walk_.size());
     if (!step(walk_[d - 1], index.node_byte(i), walk_[d])) {
       i = index.subtree_end(i);
       continue;
     }
+    if (head) {
+      path.resize(static_cast<size_t>(d - 1));
+      path.push_back(static_cast<char>(index.node_byte(i)));
+      if (walk_[d].front() == StackArena::kAccept) {  // popped below the head
+        head->boundary_nodes.push_back(i);
+        head->boundary_paths.push_back(path);
+        i = index.subtree_end(i);
+        continue;
+      }
+    }
     for (int32_t id : index.node_tokens(i)) set_bit(words, id);
     ++i;
+  }
+  (void)base_depth;
+}
+
+std::shared_ptr<const HeadMask> GrammarMatcher::head_mask(int32_t node) const {
+  // The head: the top kHeadFrames positions; `complete` when that is the whole stack (then kAccept
+  // is the real end of the grammar, not a boundary).
+  std::vector<int32_t> positions;
+  int32_t n = node;
+  for (; n != StackArena::kNone && positions.size() < static_cast<size_t>(kHeadFrames);
+       n = arena_.parent(n)) {
+    positions.push_back(arena_.pos(n));
+  }
+  const bool complete = n == StackArena::kNone;
+  std::string key(reinterpret_cast<const char*>(positions.data()),
+                  positions.size() * sizeof(int32_t));
+  key.push_back(complete ? 'c' : 'h');
+  if (auto hit = grammar_->lookup_head(key)) return hit;
+
+  auto head = std::make_shared<HeadMask>();
+  head->accepted.assign(mask_words(), 0);
+  const int32_t top = arena_.make_stack(positions);
+  if (walk_.empty()) walk_.resize(16);
+  walk_[0].assign(1, top);
+  walk(1, grammar_->index().trie_size(), 0, head->accepted, complete ? nullptr : head.get());
+  grammar_->store_head(std::move(key), head);
+  return head;
+}
+
+void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
+  const TokenIndex& index = grammar_->index();
+  const Grammar& g = grammar_->grammar();
+  if (can_end()) {
+    for (int32_t id : index.eog_ids()) set_bit(words, id);
+  }
+  for (int32_t node : stacks_) {
+    if (node == StackArena::kAccept) continue;
+    const Element& e = g.elements[arena_.pos(node)];
+    if (e.kind == ElementKind::kToken) {
+      const TokenSet& set = g.token_sets[e.arg];
+      if (!set.negated) {
+        for (int32_t id : set.ids) set_bit(words, id);
+        continue;
+      }
+      for (int32_t id = 0; id < index.n_vocab(); ++id) {
+        if (token_set_has(set, index, id)) set_bit(words, id);
+      }
+      continue;
+    }
+    // A byte terminal: what the head decides, then the boundary subtrees with the whole stack.
+    const std::shared_ptr<const HeadMask> head = head_mask(node);
+    for (size_t w = 0; w < words.size(); ++w) words[w] |= head->accepted[w];
+    if (walk_.empty()) walk_.resize(16);
+    for (size_t b = 0; b < head->boundary_nodes.size(); ++b) {
+      const int32_t at = head->boundary_nodes[b];
+      const std::string& path = head->boundary_paths[b];
+      std::vector<int32_t> cur(1, node), next;
+      bool alive = true;
+      for (char c : path) {
+        if (!step(cur, static_cast<uint8_t>(c), next)) {
+          alive = false;
+          break;
+        }
+        cur.swap(next);
+      }
+      if (!alive) continue;
+      for (int32_t id : index.node_tokens(at)) set_bit(words, id);
+      const size_t depth = path.size();
+      while (walk_.size() <= depth + 1) walk_.resize(2 * walk_.size());
+      walk_[depth] = std::move(cur);
+      walk(at + 1, index.subtree_end(at), static_cast<int32_t>(depth), words, nullptr);
+    }
   }
 }
 

@@ -4,12 +4,19 @@
 //
 // The state is a set of parse stacks (stack_arena.h) of a nondeterministic pushdown automaton
 // over bytes: a token is allowed iff its bytes (or, for a token terminal, its id) keep at least
-// one stack alive. Masks are computed by walking the vocabulary trie (token_index.h) with the
-// state, pruning a subtree as soon as no stack survives, and cached in the CompiledGrammar by
-// canonical state, so a state seen before (in this request or another) costs a copy.
+// one stack alive. A mask is the union over stacks of each stack's mask, and a stack's mask is
+// computed in two parts (see README.md):
+//   - its head (top kHeadFrames frames) decides most tokens: a walk of the vocabulary trie
+//     (token_index.h) with the head alone, pruning a subtree as soon as nothing survives, gives
+//     the tokens accepted inside the head and the trie subtrees where the walk pops below it
+//     (HeadMask, cached in the CompiledGrammar per head, shared by all requests);
+//   - those subtrees are then walked with the whole stack.
+// Whole-state masks are cached too (CompiledGrammar), so a state seen before costs a copy.
 //
 // Limits: at most kMaxStacks live stacks; a byte that would produce more is treated as not
-// allowed (in masks and in accept_*, consistently). rollback() reaches back kMaxRollback tokens.
+// allowed by accept_*. Masks are computed per stack, so where one token's bytes would exceed the
+// cap (only highly ambiguous grammars do) a mask may allow a token that accept_token refuses.
+// rollback() reaches back kMaxRollback tokens.
 //
 // Ownership: shares the CompiledGrammar. Thread-safety: one matcher per request, used by one
 // thread at a time (fill_next_token_bitmask is const but grows the matcher's private memo).
@@ -33,6 +40,7 @@ class GrammarMatcher {
  public:
   static constexpr size_t kMaxStacks = 1024;
   static constexpr int32_t kMaxRollback = 32;
+  static constexpr int32_t kHeadFrames = 3;
 
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
 
@@ -79,6 +87,12 @@ class GrammarMatcher {
   bool step(std::span<const int32_t> from, uint8_t byte, std::vector<int32_t>& to) const;
   bool advance_token_terminal(int32_t id, std::vector<int32_t>& to) const;
   void compute_mask(std::span<uint32_t> words) const;
+  // Walks trie nodes [begin, end) from the stacks in walk_[base_depth], setting the tokens that
+  // survive. With `head`, a node where the walk pops below the head (kAccept appears) is recorded
+  // as a boundary and its subtree skipped.
+  void walk(int32_t begin, int32_t end, int32_t base_depth, std::span<uint32_t> words,
+            HeadMask* head) const;
+  std::shared_ptr<const HeadMask> head_mask(int32_t node) const;
   void push_history();
 
   std::shared_ptr<const CompiledGrammar> grammar_;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/stack_arena.h"
 
 namespace cadenza::grammar {
 
@@ -30,9 +31,16 @@ Status resolve_tokens(Grammar& g, const TokenIndex& index) {
   return {};
 }
 
-std::vector<uint8_t> compute_nullable(const Grammar& g) {
+// Fixpoint over the rules; each round is linear in the grammar, and a chain of n rules can need n
+// rounds, so the rounds are checked against the deadline.
+Result<std::vector<uint8_t>> compute_nullable(const Grammar& g,
+                                              std::chrono::steady_clock::time_point deadline,
+                                              double max_seconds) {
   std::vector<uint8_t> nullable(g.rules.size(), 0);
   for (bool changed = true; changed;) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return make_error("1:1: grammar compilation exceeded {} s", max_seconds);
+    }
     changed = false;
     for (size_t r = 0; r < g.rules.size(); ++r) {
       if (nullable[r]) continue;
@@ -151,12 +159,23 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_gbnf(std::string_view gbn
   if (!parsed) return parsed.error_value();
   Grammar g = std::move(*parsed);
   if (Status s = resolve_tokens(g, *index); !s) return s.error_value();
-  std::vector<uint8_t> nullable = compute_nullable(g);
-  if (Status s = check_left_recursion(g, nullable, deadline, limits.max_seconds); !s) {
+  auto nullable = compute_nullable(g, deadline, limits.max_seconds);
+  if (!nullable) return nullable.error_value();
+  if (Status s = check_left_recursion(g, *nullable, deadline, limits.max_seconds); !s) {
     return s.error_value();
   }
+  // A grammar whose start alone has more parse stacks than a matcher may hold would match
+  // nothing: say so here rather than let every request fail.
+  {
+    StackArena arena(&g);
+    const size_t n = arena.start_stacks().size();
+    if (n > kMaxLiveStacks) {
+      return make_error("1:1: the grammar is too ambiguous: {} parse stacks at its start (limit {})",
+                        n, kMaxLiveStacks);
+    }
+  }
   return std::shared_ptr<const CompiledGrammar>(
-      std::make_shared<CompiledGrammar>(std::move(g), std::move(index), std::move(nullable)));
+      std::make_shared<CompiledGrammar>(std::move(g), std::move(index), std::move(*nullable)));
 }
 
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenIndex> index,

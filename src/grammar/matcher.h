@@ -38,7 +38,7 @@ namespace cadenza::grammar {
 
 class GrammarMatcher {
  public:
-  static constexpr size_t kMaxStacks = 1024;
+  static constexpr size_t kMaxStacks = kMaxLiveStacks;
   static constexpr int32_t kMaxRollback = 32;
   static constexpr int32_t kHeadFrames = 3;
 

@@ -26,6 +26,9 @@
 
 namespace cadenza::grammar {
 
+// The most parse stacks a matcher state may hold (GrammarMatcher::kMaxStacks).
+inline constexpr size_t kMaxLiveStacks = 4096;
+
 class StackArena {
  public:
   static constexpr int32_t kAccept = 0;

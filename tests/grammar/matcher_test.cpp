@@ -260,3 +260,24 @@ TEST(GrammarMatcherQwen2, SpecialTokensAndRealTokenization) {
 
 }  // namespace
 }  // namespace cadenza::grammar
+
+namespace cadenza::grammar {
+namespace {
+
+TEST(GrammarMatcher, LargeEnumsWork) {
+  std::string gbnf = "root ::= \"x\"";
+  for (int k = 0; k < 3000; ++k) gbnf += fmt::format(" | \"v{}\"", k);
+  auto g = test::compile_or_die(gbnf, test::synthetic_index());
+  ASSERT_TRUE(g);
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.accept_bytes("v2999"));
+  EXPECT_TRUE(m.can_end());
+  std::string too_many = "root ::= x\nx ::= \"a\"";
+  for (int k = 0; k < 5000; ++k) too_many += fmt::format(" | \"a{}\"", k);
+  auto t = compile_gbnf(too_many, test::synthetic_index());
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error(), "1:1: the grammar is too ambiguous: 5001 parse stacks at its start (limit 4096)");
+}
+
+}  // namespace
+}  // namespace cadenza::grammar

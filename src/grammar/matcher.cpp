@@ -38,11 +38,16 @@ bool GrammarMatcher::step(std::span<const int32_t> from, uint8_t byte,
     const auto next = arena_.advance_byte(from[0], byte);
     to.assign(next.begin(), next.end());
   } else {
+    // Usually only one of the stacks takes the byte (the alternatives of a UTF-8 class differ
+    // in their first byte); its closure is already sorted and unique.
+    int contributing = 0;
     for (int32_t node : from) {
       const auto next = arena_.advance_byte(node, byte);
+      if (next.empty()) continue;
+      ++contributing;
       to.insert(to.end(), next.begin(), next.end());
     }
-    if (to.size() > 1) sort_unique(to);
+    if (contributing > 1) sort_unique(to);
   }
   if (to.size() > kMaxStacks) {
     to.clear();
@@ -194,26 +199,34 @@ void GrammarMatcher::walk(int32_t begin, int32_t end, int32_t base_depth,
   (void)base_depth;
 }
 
-std::shared_ptr<const HeadMask> GrammarMatcher::head_mask(int32_t node) const {
-  // The head: the top kHeadFrames positions; `complete` when that is the whole stack (then kAccept
-  // is the real end of the grammar, not a boundary).
-  std::vector<int32_t> positions;
-  int32_t n = node;
-  for (; n != StackArena::kNone && positions.size() < static_cast<size_t>(kHeadFrames);
+std::shared_ptr<const HeadMask> GrammarMatcher::head_mask(std::span<const int32_t> group) const {
+  // The head: the group's top positions and the top kHeadFrames - 1 positions of their shared
+  // parent; `complete` when that is the whole stack (then kAccept is the real end of the grammar,
+  // not a boundary). Key: count, tops (sorted), parent frames, flag.
+  std::vector<int32_t> tops, below;
+  for (int32_t node : group) tops.push_back(arena_.pos(node));
+  std::sort(tops.begin(), tops.end());
+  int32_t n = arena_.parent(group[0]);
+  for (; n != StackArena::kNone && below.size() + 1 < static_cast<size_t>(kHeadFrames);
        n = arena_.parent(n)) {
-    positions.push_back(arena_.pos(n));
+    below.push_back(arena_.pos(n));
   }
   const bool complete = n == StackArena::kNone;
-  std::string key(reinterpret_cast<const char*>(positions.data()),
-                  positions.size() * sizeof(int32_t));
+  std::string key;
+  const auto put = [&key](int32_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  put(static_cast<int32_t>(tops.size()));
+  for (int32_t p : tops) put(p);
+  for (int32_t p : below) put(p);
   key.push_back(complete ? 'c' : 'h');
   if (auto hit = grammar_->lookup_head(key)) return hit;
 
   auto head = std::make_shared<HeadMask>();
   head->accepted.assign(mask_words(), 0);
-  const int32_t top = arena_.make_stack(positions);
+  const int32_t parent = arena_.make_stack(below);
   if (walk_.empty()) walk_.resize(16);
-  walk_[0].assign(1, top);
+  walk_[0].clear();
+  for (int32_t p : tops) walk_[0].push_back(arena_.intern(p, parent));
+  sort_unique(walk_[0]);
   walk(1, grammar_->index().trie_size(), 0, head->accepted, complete ? nullptr : head.get());
   grammar_->store_head(std::move(key), head);
   return head;
@@ -225,28 +238,46 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
   if (can_end()) {
     for (int32_t id : index.eog_ids()) set_bit(words, id);
   }
+  std::vector<int32_t> byte_tops;
   for (int32_t node : stacks_) {
     if (node == StackArena::kAccept) continue;
     const Element& e = g.elements[arena_.pos(node)];
-    if (e.kind == ElementKind::kToken) {
-      const TokenSet& set = g.token_sets[e.arg];
-      if (!set.negated) {
-        for (int32_t id : set.ids) set_bit(words, id);
-        continue;
-      }
-      for (int32_t id = 0; id < index.n_vocab(); ++id) {
-        if (token_set_has(set, index, id)) set_bit(words, id);
-      }
+    if (e.kind == ElementKind::kBytes) {
+      byte_tops.push_back(node);
       continue;
     }
-    // A byte terminal: what the head decides, then the boundary subtrees with the whole stack.
-    const std::shared_ptr<const HeadMask> head = head_mask(node);
+    const TokenSet& set = g.token_sets[e.arg];
+    if (!set.negated) {
+      for (int32_t id : set.ids) set_bit(words, id);
+      continue;
+    }
+    for (int32_t id = 0; id < index.n_vocab(); ++id) {
+      if (token_set_has(set, index, id)) set_bit(words, id);
+    }
+  }
+  // Groups of byte-terminal stacks with one parent: what their head decides, then the boundary
+  // subtrees with the group's whole stacks.
+  std::sort(byte_tops.begin(), byte_tops.end(), [this](int32_t a, int32_t b) {
+    const int32_t pa = arena_.parent(a), pb = arena_.parent(b);
+    return pa != pb ? pa < pb : a < b;
+  });
+  if (walk_.empty()) walk_.resize(16);
+  std::vector<int32_t> group, cur, next;
+  for (size_t begin = 0; begin < byte_tops.size();) {
+    size_t end = begin + 1;
+    while (end < byte_tops.size() && arena_.parent(byte_tops[end]) == arena_.parent(byte_tops[begin])) {
+      ++end;
+    }
+    group.assign(byte_tops.begin() + static_cast<std::ptrdiff_t>(begin),
+                 byte_tops.begin() + static_cast<std::ptrdiff_t>(end));
+    std::sort(group.begin(), group.end());
+    begin = end;
+    const std::shared_ptr<const HeadMask> head = head_mask(group);
     for (size_t w = 0; w < words.size(); ++w) words[w] |= head->accepted[w];
-    if (walk_.empty()) walk_.resize(16);
     for (size_t b = 0; b < head->boundary_nodes.size(); ++b) {
       const int32_t at = head->boundary_nodes[b];
       const std::string& path = head->boundary_paths[b];
-      std::vector<int32_t> cur(1, node), next;
+      cur = group;
       bool alive = true;
       for (char c : path) {
         if (!step(cur, static_cast<uint8_t>(c), next)) {
@@ -259,7 +290,7 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
       for (int32_t id : index.node_tokens(at)) set_bit(words, id);
       const size_t depth = path.size();
       while (walk_.size() <= depth + 1) walk_.resize(2 * walk_.size());
-      walk_[depth] = std::move(cur);
+      walk_[depth] = cur;
       walk(at + 1, index.subtree_end(at), static_cast<int32_t>(depth), words, nullptr);
     }
   }

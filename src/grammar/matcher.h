@@ -4,8 +4,9 @@
 //
 // The state is a set of parse stacks (stack_arena.h) of a nondeterministic pushdown automaton
 // over bytes: a token is allowed iff its bytes (or, for a token terminal, its id) keep at least
-// one stack alive. A mask is the union over stacks of each stack's mask, and a stack's mask is
-// computed in two parts (see README.md):
+// one stack alive. A mask is the union over groups of stacks of each group's mask (a group: the
+// stacks that share everything below their top frame, e.g. the alternatives of one character
+// class), and a group's mask is computed in two parts (see README.md):
 //   - its head (top kHeadFrames frames) decides most tokens: a walk of the vocabulary trie
 //     (token_index.h) with the head alone, pruning a subtree as soon as nothing survives, gives
 //     the tokens accepted inside the head and the trie subtrees where the walk pops below it
@@ -92,7 +93,8 @@ class GrammarMatcher {
   // as a boundary and its subtree skipped.
   void walk(int32_t begin, int32_t end, int32_t base_depth, std::span<uint32_t> words,
             HeadMask* head) const;
-  std::shared_ptr<const HeadMask> head_mask(int32_t node) const;
+  // The head mask of stacks that share their parent node (`group`, sorted ids).
+  std::shared_ptr<const HeadMask> head_mask(std::span<const int32_t> group) const;
   void push_history();
 
   std::shared_ptr<const CompiledGrammar> grammar_;

@@ -60,6 +60,9 @@ class StackArena {
     return std::span<const int32_t>(pool_).subspan(offset + 1, pool_[offset]);
   }
 
+  // The node {pos, parent} (hash-consed).
+  int32_t intern(int32_t pos, int32_t parent);
+
   // The stack whose positions are `positions` (top first) over an empty bottom.
   int32_t make_stack(std::span<const int32_t> positions) {
     int32_t node = kNone;
@@ -81,7 +84,6 @@ class StackArena {
     int32_t advanced;  // offset in pool_ of closure(pos + 1, parent), once computed; else -1
   };
   uint32_t closure_offset(int32_t pos, int32_t parent);
-  int32_t intern(int32_t pos, int32_t parent);
   // Adds the closure of (pos, parent) to out; `visited_` holds the (pos, parent) pairs already
   // expanded by this top-level call (their stacks are in out), which cuts tail-call cycles and
   // keeps diamonds of nullable rules from expanding twice.

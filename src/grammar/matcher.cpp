@@ -262,7 +262,7 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
     return pa != pb ? pa < pb : a < b;
   });
   if (walk_.empty()) walk_.resize(16);
-  std::vector<int32_t> group, cur, next;
+  std::vector<int32_t> group;
   for (size_t begin = 0; begin < byte_tops.size();) {
     size_t end = begin + 1;
     while (end < byte_tops.size() && arena_.parent(byte_tops[end]) == arena_.parent(byte_tops[begin])) {
@@ -274,24 +274,30 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
     begin = end;
     const std::shared_ptr<const HeadMask> head = head_mask(group);
     for (size_t w = 0; w < words.size(); ++w) words[w] |= head->accepted[w];
+    // The boundaries are in preorder, so consecutive paths share prefixes: walk_[k] keeps the
+    // group's stacks after the first k bytes of the previous path (valid up to `valid`), and only
+    // the bytes past the common prefix are stepped. A subtree walk below a boundary at depth d
+    // overwrites walk_[> d] only, and the next boundary's path diverges above d.
+    walk_[0] = group;
+    size_t valid = 0;
+    const std::string* prev = nullptr;
     for (size_t b = 0; b < head->boundary_nodes.size(); ++b) {
       const int32_t at = head->boundary_nodes[b];
       const std::string& path = head->boundary_paths[b];
-      cur = group;
-      bool alive = true;
-      for (char c : path) {
-        if (!step(cur, static_cast<uint8_t>(c), next)) {
-          alive = false;
-          break;
-        }
-        cur.swap(next);
+      size_t k = 0;
+      if (prev) {
+        const size_t limit = std::min({valid, prev->size(), path.size()});
+        while (k < limit && (*prev)[k] == path[k]) ++k;
       }
-      if (!alive) continue;
+      prev = &path;
+      while (walk_.size() <= path.size() + 1) walk_.resize(2 * walk_.size());
+      for (; k < path.size(); ++k) {
+        if (!step(walk_[k], static_cast<uint8_t>(path[k]), walk_[k + 1])) break;
+      }
+      valid = k;
+      if (k < path.size()) continue;  // the whole stacks die on the way to this boundary
       for (int32_t id : index.node_tokens(at)) set_bit(words, id);
-      const size_t depth = path.size();
-      while (walk_.size() <= depth + 1) walk_.resize(2 * walk_.size());
-      walk_[depth] = cur;
-      walk(at + 1, index.subtree_end(at), static_cast<int32_t>(depth), words, nullptr);
+      walk(at + 1, index.subtree_end(at), static_cast<int32_t>(path.size()), words, nullptr);
     }
   }
 }

@@ -29,6 +29,7 @@ class CompiledGrammar;
 // with the whole stack). boundary_paths[i] is the bytes from the trie root to boundary_nodes[i].
 struct HeadMask {
   std::vector<uint32_t> accepted;
+  size_t max_stacks = 0;  // the most stacks the walk held at once (see GrammarMatcher's cap)
   std::vector<int32_t> boundary_nodes;
   std::vector<std::string> boundary_paths;
 };

@@ -183,6 +183,7 @@ void GrammarMatcher::walk(int32_t begin, int32_t end, int32_t base_depth,
       i = index.subtree_end(i);
       continue;
     }
+    walk_max_ = std::max(walk_max_, walk_[d].size());
     if (head) {
       path.resize(static_cast<size_t>(d - 1));
       path.push_back(static_cast<char>(index.node_byte(i)));
@@ -227,25 +228,23 @@ std::shared_ptr<const HeadMask> GrammarMatcher::head_mask(std::span<const int32_
   walk_[0].clear();
   for (int32_t p : tops) walk_[0].push_back(arena_.intern(p, parent));
   sort_unique(walk_[0]);
+  walk_max_ = walk_[0].size();
   walk(1, grammar_->index().trie_size(), 0, head->accepted, complete ? nullptr : head.get());
+  head->max_stacks = walk_max_;
   grammar_->store_head(std::move(key), head);
   return head;
 }
 
-void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
+void GrammarMatcher::compute_terminal_bits(std::span<uint32_t> words) const {
   const TokenIndex& index = grammar_->index();
   const Grammar& g = grammar_->grammar();
   if (can_end()) {
     for (int32_t id : index.eog_ids()) set_bit(words, id);
   }
-  std::vector<int32_t> byte_tops;
   for (int32_t node : stacks_) {
     if (node == StackArena::kAccept) continue;
     const Element& e = g.elements[arena_.pos(node)];
-    if (e.kind == ElementKind::kBytes) {
-      byte_tops.push_back(node);
-      continue;
-    }
+    if (e.kind != ElementKind::kToken) continue;
     const TokenSet& set = g.token_sets[e.arg];
     if (!set.negated) {
       for (int32_t id : set.ids) set_bit(words, id);
@@ -253,6 +252,19 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
     }
     for (int32_t id = 0; id < index.n_vocab(); ++id) {
       if (token_set_has(set, index, id)) set_bit(words, id);
+    }
+  }
+}
+
+void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
+  const TokenIndex& index = grammar_->index();
+  const Grammar& g = grammar_->grammar();
+  compute_terminal_bits(words);
+  std::vector<int32_t> byte_tops;
+  for (int32_t node : stacks_) {
+    if (node != StackArena::kAccept &&
+        g.elements[arena_.pos(node)].kind == ElementKind::kBytes) {
+      byte_tops.push_back(node);
     }
   }
   // Groups of byte-terminal stacks with one parent: what their head decides, then the boundary
@@ -263,6 +275,7 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
   });
   if (walk_.empty()) walk_.resize(16);
   std::vector<int32_t> group;
+  size_t stacks_bound = 0;  // bounds the whole state's stacks at any trie node
   for (size_t begin = 0; begin < byte_tops.size();) {
     size_t end = begin + 1;
     while (end < byte_tops.size() && arena_.parent(byte_tops[end]) == arena_.parent(byte_tops[begin])) {
@@ -279,6 +292,7 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
     // the bytes past the common prefix are stepped. A subtree walk below a boundary at depth d
     // overwrites walk_[> d] only, and the next boundary's path diverges above d.
     walk_[0] = group;
+    walk_max_ = group.size();
     size_t valid = 0;
     const std::string* prev = nullptr;
     for (size_t b = 0; b < head->boundary_nodes.size(); ++b) {
@@ -293,12 +307,23 @@ void GrammarMatcher::compute_mask(std::span<uint32_t> words) const {
       while (walk_.size() <= path.size() + 1) walk_.resize(2 * walk_.size());
       for (; k < path.size(); ++k) {
         if (!step(walk_[k], static_cast<uint8_t>(path[k]), walk_[k + 1])) break;
+        walk_max_ = std::max(walk_max_, walk_[k + 1].size());
       }
       valid = k;
       if (k < path.size()) continue;  // the whole stacks die on the way to this boundary
       for (int32_t id : index.node_tokens(at)) set_bit(words, id);
       walk(at + 1, index.subtree_end(at), static_cast<int32_t>(path.size()), words, nullptr);
     }
+    stacks_bound += std::max(head->max_stacks, walk_max_);
+  }
+  if (stacks_bound > kMaxStacks) {
+    // The groups may together exceed the cap where each alone did not: redo the byte part with
+    // the whole state, exactly as accept_token steps it.
+    std::fill(words.begin(), words.end(), 0u);
+    compute_terminal_bits(words);
+    walk_[0] = byte_tops;
+    std::sort(walk_[0].begin(), walk_[0].end());
+    walk(1, index.trie_size(), 0, words, nullptr);
   }
 }
 

@@ -14,10 +14,10 @@
 //   - those subtrees are then walked with the whole stack.
 // Whole-state masks are cached too (CompiledGrammar), so a state seen before costs a copy.
 //
-// Limits: at most kMaxStacks live stacks; a byte that would produce more is treated as not
-// allowed by accept_*. Masks are computed per stack, so where one token's bytes would exceed the
-// cap (only highly ambiguous grammars do) a mask may allow a token that accept_token refuses.
-// rollback() reaches back kMaxRollback tokens.
+// Limits: at most kMaxStacks live stacks; a byte that would produce more is not allowed (in
+// accept_* and in masks alike: when the groups' walks together may have exceeded the cap, the
+// mask is recomputed by one walk with the whole state, which applies the cap exactly as
+// accept_token does). rollback() reaches back kMaxRollback tokens.
 //
 // Ownership: shares the CompiledGrammar. Thread-safety: one matcher per request, used by one
 // thread at a time (fill_next_token_bitmask is const but grows the matcher's private memo).
@@ -88,6 +88,8 @@ class GrammarMatcher {
   bool step(std::span<const int32_t> from, uint8_t byte, std::vector<int32_t>& to) const;
   bool advance_token_terminal(int32_t id, std::vector<int32_t>& to) const;
   void compute_mask(std::span<uint32_t> words) const;
+  // eog ids where the grammar can end, and what token terminals on top of stacks allow.
+  void compute_terminal_bits(std::span<uint32_t> words) const;
   // Walks trie nodes [begin, end) from the stacks in walk_[base_depth], setting the tokens that
   // survive. With `head`, a node where the walk pops below the head (kAccept appears) is recorded
   // as a boundary and its subtree skipped.
@@ -105,6 +107,7 @@ class GrammarMatcher {
   std::vector<int32_t> initial_;
   // scratch for the trie walk: stacks per depth
   mutable std::vector<std::vector<int32_t>> walk_;
+  mutable size_t walk_max_ = 0;  // the most stacks a walk step produced since last reset
 };
 
 }  // namespace cadenza::grammar

@@ -197,7 +197,6 @@ void GrammarMatcher::walk(int32_t begin, int32_t end, int32_t base_depth,
     for (int32_t id : index.node_tokens(i)) set_bit(words, id);
     ++i;
   }
-  (void)base_depth;
 }
 
 std::shared_ptr<const HeadMask> GrammarMatcher::head_mask(std::span<const int32_t> group) const {

@@ -7,7 +7,8 @@
 // one stack alive. A mask is the union over groups of stacks of each group's mask (a group: the
 // stacks that share everything below their top frame, e.g. the alternatives of one character
 // class), and a group's mask is computed in two parts (see README.md):
-//   - its head (top kHeadFrames frames) decides most tokens: a walk of the vocabulary trie
+//   - its head (the group's top frames and the kHeadFrames - 1 frames below them) decides most
+//     tokens: a walk of the vocabulary trie
 //     (token_index.h) with the head alone, pruning a subtree as soon as nothing survives, gives
 //     the tokens accepted inside the head and the trie subtrees where the walk pops below it
 //     (HeadMask, cached in the CompiledGrammar per head, shared by all requests);
@@ -21,7 +22,8 @@
 //
 // Ownership: shares the CompiledGrammar. Thread-safety: one matcher per request, used by one
 // thread at a time (fill_next_token_bitmask is const but grows the matcher's private memo).
-// Copying is a fork: the copy and the original then advance independently (n > 1 samples).
+// Copying is a fork: the copy and the original then advance independently (n > 1 samples); it
+// copies the matcher's arena (the stacks met so far), which is small for typical grammars.
 #pragma once
 
 #include <cstdint>

@@ -175,7 +175,6 @@ void GrammarMatcher::fill_next_token_bitmask(std::span<uint32_t> words) const {
 void GrammarMatcher::walk(int32_t begin, int32_t end, int32_t base_depth,
                           std::span<uint32_t> words, HeadMask* head) const {
   const TokenIndex& index = grammar_->index();
-  std::string path;
   for (int32_t i = begin; i < end;) {
     const int32_t d = index.node_depth(i);
     if (static_cast<size_t>(d) >= walk_.size()) walk_.resize(2 * walk_.size());
@@ -184,15 +183,15 @@ void GrammarMatcher::walk(int32_t begin, int32_t end, int32_t base_depth,
       continue;
     }
     walk_max_ = std::max(walk_max_, walk_[d].size());
-    if (head) {
-      path.resize(static_cast<size_t>(d - 1));
-      path.push_back(static_cast<char>(index.node_byte(i)));
-      if (walk_[d].front() == StackArena::kAccept) {  // popped below the head
-        head->boundary_nodes.push_back(i);
-        head->boundary_paths.push_back(path);
-        i = index.subtree_end(i);
-        continue;
-      }
+    if (head && walk_[d].front() == StackArena::kAccept) {  // popped below the head
+      // The path to node i is the first d bytes of any token in its subtree (every trie leaf
+      // ends a token, so the scan is short); cheaper than tracking the path at every node.
+      int32_t j = i;
+      while (index.node_tokens(j).empty()) ++j;
+      head->boundary_nodes.push_back(i);
+      head->boundary_paths.emplace_back(index.token_bytes(index.node_tokens(j)[0]).substr(0, d));
+      i = index.subtree_end(i);
+      continue;
     }
     for (int32_t id : index.node_tokens(i)) set_bit(words, id);
     ++i;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "grammar/gbnf_parser.h"
+#include "grammar/stack_arena.h"
 
 namespace cadenza::grammar {
 
@@ -30,9 +31,16 @@ Status resolve_tokens(Grammar& g, const TokenIndex& index) {
   return {};
 }
 
-std::vector<uint8_t> compute_nullable(const Grammar& g) {
+// Fixpoint over the rules; each round is linear in the grammar, and a chain of n rules can need n
+// rounds, so the rounds are checked against the deadline.
+Result<std::vector<uint8_t>> compute_nullable(const Grammar& g,
+                                              std::chrono::steady_clock::time_point deadline,
+                                              double max_seconds) {
   std::vector<uint8_t> nullable(g.rules.size(), 0);
   for (bool changed = true; changed;) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return make_error("1:1: grammar compilation exceeded {} s", max_seconds);
+    }
     changed = false;
     for (size_t r = 0; r < g.rules.size(); ++r) {
       if (nullable[r]) continue;
@@ -151,12 +159,23 @@ Result<std::shared_ptr<const CompiledGrammar>> compile_gbnf(std::string_view gbn
   if (!parsed) return parsed.error_value();
   Grammar g = std::move(*parsed);
   if (Status s = resolve_tokens(g, *index); !s) return s.error_value();
-  std::vector<uint8_t> nullable = compute_nullable(g);
-  if (Status s = check_left_recursion(g, nullable, deadline, limits.max_seconds); !s) {
+  auto nullable = compute_nullable(g, deadline, limits.max_seconds);
+  if (!nullable) return nullable.error_value();
+  if (Status s = check_left_recursion(g, *nullable, deadline, limits.max_seconds); !s) {
     return s.error_value();
   }
+  // A grammar whose start alone has more parse stacks than a matcher may hold would match
+  // nothing: say so here rather than let every request fail.
+  {
+    StackArena arena(&g);
+    const size_t n = arena.start_stacks().size();
+    if (n > kMaxLiveStacks) {
+      return make_error("1:1: the grammar is too ambiguous: {} parse stacks at its start (limit {})",
+                        n, kMaxLiveStacks);
+    }
+  }
   return std::shared_ptr<const CompiledGrammar>(
-      std::make_shared<CompiledGrammar>(std::move(g), std::move(index), std::move(nullable)));
+      std::make_shared<CompiledGrammar>(std::move(g), std::move(index), std::move(*nullable)));
 }
 
 CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenIndex> index,
@@ -164,45 +183,22 @@ CompiledGrammar::CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenInd
     : grammar_(std::move(grammar)), index_(std::move(index)), nullable_(std::move(nullable)) {}
 
 bool CompiledGrammar::lookup_mask(std::string_view key, std::span<uint32_t> words) const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  auto it = cache_.find(key);
-  if (it == cache_.end()) return false;
-  const std::vector<uint32_t>& cached = it->second->words;
-  if (cached.size() != words.size()) return false;
-  std::memcpy(words.data(), cached.data(), cached.size() * sizeof(uint32_t));
+  auto hit = state_cache_.get(key);
+  if (!hit || hit->size() != words.size()) return false;
+  std::memcpy(words.data(), hit->data(), hit->size() * sizeof(uint32_t));
   return true;
 }
 
 void CompiledGrammar::store_mask(std::string key, std::span<const uint32_t> words) const {
-  const size_t bytes = key.size() + words.size() * sizeof(uint32_t) + 64;
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  if (bytes > cache_capacity_ || cache_.count(key)) return;
-  while (cache_bytes_ + bytes > cache_capacity_ && !cache_order_.empty()) {
-    const CacheEntry& old = cache_order_.front();
-    cache_bytes_ -= old.key.size() + old.words.size() * sizeof(uint32_t) + 64;
-    cache_.erase(old.key);
-    cache_order_.pop_front();
-  }
-  cache_order_.push_back({std::move(key), std::vector<uint32_t>(words.begin(), words.end())});
-  auto last = std::prev(cache_order_.end());
-  cache_.emplace(std::string_view(last->key), last);
-  cache_bytes_ += bytes;
+  state_cache_.put(std::move(key),
+                   std::make_shared<const std::vector<uint32_t>>(words.begin(), words.end()),
+                   words.size() * sizeof(uint32_t));
 }
 
-size_t CompiledGrammar::mask_cache_entries() const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  return cache_.size();
-}
-
-void CompiledGrammar::set_mask_cache_bytes(size_t bytes) const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  cache_capacity_ = bytes;
-  while (cache_bytes_ > cache_capacity_ && !cache_order_.empty()) {
-    const CacheEntry& old = cache_order_.front();
-    cache_bytes_ -= old.key.size() + old.words.size() * sizeof(uint32_t) + 64;
-    cache_.erase(old.key);
-    cache_order_.pop_front();
-  }
+void CompiledGrammar::store_head(std::string key, std::shared_ptr<const HeadMask> head) const {
+  size_t bytes = head->accepted.size() * sizeof(uint32_t) + head->boundary_nodes.size() * 40;
+  for (const auto& p : head->boundary_paths) bytes += p.size();
+  head_cache_.put(std::move(key), std::move(head), bytes);
 }
 
 }  // namespace cadenza::grammar

@@ -7,15 +7,13 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
+#include "grammar/bounded_cache.h"
 #include "grammar/grammar.h"
 #include "grammar/token_index.h"
 #include "util/result.h"
@@ -23,6 +21,18 @@
 namespace cadenza::grammar {
 
 class CompiledGrammar;
+
+// What the top frames of one parse stack decide about the next token, whatever lies below them:
+// `accepted` (a full mask) holds the tokens those frames alone accept; every other token is
+// rejected except possibly those in the trie subtrees `boundary_nodes` (preorder, disjoint), where
+// the walk popped below the head and the rest of the stack decides (GrammarMatcher checks them
+// with the whole stack). boundary_paths[i] is the bytes from the trie root to boundary_nodes[i].
+struct HeadMask {
+  std::vector<uint32_t> accepted;
+  size_t max_stacks = 0;  // the most stacks the walk held at once (see GrammarMatcher's cap)
+  std::vector<int32_t> boundary_nodes;
+  std::vector<std::string> boundary_paths;
+};
 
 // Parses, lowers and checks `gbnf` (gbnf_parser.h for the syntax) and binds it to `index`.
 // Errors ("line:column: message"): everything parse_gbnf reports, plus token terminals naming
@@ -42,15 +52,24 @@ class CompiledGrammar {
   // nullable(rule): the rule can match the empty string.
   bool nullable(int32_t rule) const { return nullable_[rule] != 0; }
 
-  // --- mask cache (used by GrammarMatcher) ---
-  // Bounded by bytes: when full, the oldest masks are evicted. Keys are canonical matcher states
-  // (GrammarMatcher serializes its stacks), so equal states in different requests share a mask.
+  // --- mask caches (used by GrammarMatcher; see matcher.h for what is cached) ---
+  // Both are bounded by bytes (the oldest entries are evicted) and keyed by canonical stack
+  // serializations, so equal states in different requests share the work.
   static constexpr size_t kDefaultMaskCacheBytes = size_t{64} << 20;
-  // Copies the cached mask for `key` into `words` and returns true, or returns false.
+  static constexpr size_t kDefaultHeadCacheBytes = size_t{64} << 20;
+  // Whole-state masks: a hit copies the cached mask into `words` (mask_words long).
   bool lookup_mask(std::string_view key, std::span<uint32_t> words) const;
   void store_mask(std::string key, std::span<const uint32_t> words) const;
-  size_t mask_cache_entries() const;
-  void set_mask_cache_bytes(size_t bytes) const;  // 0 disables the cache (for benchmarks)
+  size_t mask_cache_entries() const { return state_cache_.size(); }
+  void set_mask_cache_bytes(size_t bytes) const { state_cache_.set_capacity(bytes); }  // 0: off
+
+  // The part of a stack's mask that its top frames decide (HeadMask), per head.
+  std::shared_ptr<const HeadMask> lookup_head(std::string_view key) const {
+    return head_cache_.get(key);
+  }
+  void store_head(std::string key, std::shared_ptr<const HeadMask> head) const;
+  size_t head_cache_entries() const { return head_cache_.size(); }
+  void set_head_cache_bytes(size_t bytes) const { head_cache_.set_capacity(bytes); }  // 0: off
 
   CompiledGrammar(Grammar grammar, std::shared_ptr<const TokenIndex> index,
                   std::vector<uint8_t> nullable);  // use compile_gbnf
@@ -60,15 +79,8 @@ class CompiledGrammar {
   std::shared_ptr<const TokenIndex> index_;
   std::vector<uint8_t> nullable_;
 
-  struct CacheEntry {
-    std::string key;
-    std::vector<uint32_t> words;
-  };
-  mutable std::mutex cache_mutex_;
-  mutable std::list<CacheEntry> cache_order_;  // oldest first
-  mutable std::unordered_map<std::string_view, std::list<CacheEntry>::iterator> cache_;
-  mutable size_t cache_bytes_ = 0;
-  mutable size_t cache_capacity_ = kDefaultMaskCacheBytes;
+  mutable BoundedCache<std::vector<uint32_t>> state_cache_{kDefaultMaskCacheBytes};
+  mutable BoundedCache<HeadMask> head_cache_{kDefaultHeadCacheBytes};
 };
 
 }  // namespace cadenza::grammar

@@ -4,16 +4,26 @@
 //
 // The state is a set of parse stacks (stack_arena.h) of a nondeterministic pushdown automaton
 // over bytes: a token is allowed iff its bytes (or, for a token terminal, its id) keep at least
-// one stack alive. Masks are computed by walking the vocabulary trie (token_index.h) with the
-// state, pruning a subtree as soon as no stack survives, and cached in the CompiledGrammar by
-// canonical state, so a state seen before (in this request or another) costs a copy.
+// one stack alive. A mask is the union over groups of stacks of each group's mask (a group: the
+// stacks that share everything below their top frame, e.g. the alternatives of one character
+// class), and a group's mask is computed in two parts (see README.md):
+//   - its head (the group's top frames and the kHeadFrames - 1 frames below them) decides most
+//     tokens: a walk of the vocabulary trie
+//     (token_index.h) with the head alone, pruning a subtree as soon as nothing survives, gives
+//     the tokens accepted inside the head and the trie subtrees where the walk pops below it
+//     (HeadMask, cached in the CompiledGrammar per head, shared by all requests);
+//   - those subtrees are then walked with the whole stack.
+// Whole-state masks are cached too (CompiledGrammar), so a state seen before costs a copy.
 //
-// Limits: at most kMaxStacks live stacks; a byte that would produce more is treated as not
-// allowed (in masks and in accept_*, consistently). rollback() reaches back kMaxRollback tokens.
+// Limits: at most kMaxStacks live stacks; a byte that would produce more is not allowed (in
+// accept_* and in masks alike: when the groups' walks together may have exceeded the cap, the
+// mask is recomputed by one walk with the whole state, which applies the cap exactly as
+// accept_token does). rollback() reaches back kMaxRollback tokens.
 //
 // Ownership: shares the CompiledGrammar. Thread-safety: one matcher per request, used by one
 // thread at a time (fill_next_token_bitmask is const but grows the matcher's private memo).
-// Copying is a fork: the copy and the original then advance independently (n > 1 samples).
+// Copying is a fork: the copy and the original then advance independently (n > 1 samples); it
+// copies the matcher's arena (the stacks met so far), which is small for typical grammars.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +41,9 @@ namespace cadenza::grammar {
 
 class GrammarMatcher {
  public:
-  static constexpr size_t kMaxStacks = 1024;
+  static constexpr size_t kMaxStacks = kMaxLiveStacks;
   static constexpr int32_t kMaxRollback = 32;
+  static constexpr int32_t kHeadFrames = 3;
 
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
 
@@ -79,6 +90,15 @@ class GrammarMatcher {
   bool step(std::span<const int32_t> from, uint8_t byte, std::vector<int32_t>& to) const;
   bool advance_token_terminal(int32_t id, std::vector<int32_t>& to) const;
   void compute_mask(std::span<uint32_t> words) const;
+  // eog ids where the grammar can end, and what token terminals on top of stacks allow.
+  void compute_terminal_bits(std::span<uint32_t> words) const;
+  // Walks trie nodes [begin, end) from the stacks in walk_[base_depth], setting the tokens that
+  // survive. With `head`, a node where the walk pops below the head (kAccept appears) is recorded
+  // as a boundary and its subtree skipped.
+  void walk(int32_t begin, int32_t end, int32_t base_depth, std::span<uint32_t> words,
+            HeadMask* head) const;
+  // The head mask of stacks that share their parent node (`group`, sorted ids).
+  std::shared_ptr<const HeadMask> head_mask(std::span<const int32_t> group) const;
   void push_history();
 
   std::shared_ptr<const CompiledGrammar> grammar_;
@@ -89,6 +109,7 @@ class GrammarMatcher {
   std::vector<int32_t> initial_;
   // scratch for the trie walk: stacks per depth
   mutable std::vector<std::vector<int32_t>> walk_;
+  mutable size_t walk_max_ = 0;  // the most stacks a walk step produced since last reset
 };
 
 }  // namespace cadenza::grammar

@@ -19,13 +19,16 @@ void sort_unique(std::vector<int32_t>& v) {
 }  // namespace
 
 StackArena::StackArena(const Grammar* grammar) : grammar_(grammar) {
-  nodes_.push_back({-1, kNone});  // kAccept
+  nodes_.push_back({-1, kNone, -1, -1});  // kAccept
 }
 
 int32_t StackArena::intern(int32_t pos, int32_t parent) {
   auto [it, inserted] = node_ids_.try_emplace(pair_key(pos, parent),
                                               static_cast<int32_t>(nodes_.size()));
-  if (inserted) nodes_.push_back({pos, parent});
+  if (inserted) {
+    const Element& e = grammar_->elements[pos];
+    nodes_.push_back({pos, parent, e.kind == ElementKind::kBytes ? e.arg : -1, -1});
+  }
   return it->second;
 }
 
@@ -66,6 +69,11 @@ void StackArena::expand(int32_t pos, int32_t parent, std::vector<int32_t>& out) 
 }
 
 std::span<const int32_t> StackArena::closure(int32_t pos, int32_t parent) {
+  const uint32_t offset = closure_offset(pos, parent);
+  return std::span<const int32_t>(pool_).subspan(offset + 1, pool_[offset]);
+}
+
+uint32_t StackArena::closure_offset(int32_t pos, int32_t parent) {
   const uint64_t key = pair_key(pos, parent);
   auto it = closures_.find(key);
   if (it == closures_.end()) {
@@ -78,16 +86,7 @@ std::span<const int32_t> StackArena::closure(int32_t pos, int32_t parent) {
     pool_.insert(pool_.end(), scratch_.begin(), scratch_.end());
     it = closures_.emplace(key, offset).first;
   }
-  const uint32_t offset = it->second;
-  return std::span<const int32_t>(pool_).subspan(offset + 1, pool_[offset]);
-}
-
-void StackArena::advance_byte(int32_t node, uint8_t byte, std::vector<int32_t>& out) {
-  const Node n = nodes_[node];
-  const Element& e = grammar_->elements[n.pos];
-  if (e.kind != ElementKind::kBytes || !grammar_->byte_sets[e.arg].has(byte)) return;
-  const auto next = closure(n.pos + 1, n.parent);
-  out.insert(out.end(), next.begin(), next.end());
+  return it->second;
 }
 
 std::vector<int32_t> StackArena::start_stacks() {

@@ -26,6 +26,9 @@
 
 namespace cadenza::grammar {
 
+// The most parse stacks a matcher state may hold (GrammarMatcher::kMaxStacks).
+inline constexpr size_t kMaxLiveStacks = 4096;
+
 class StackArena {
  public:
   static constexpr int32_t kAccept = 0;
@@ -43,8 +46,29 @@ class StackArena {
   std::span<const int32_t> closure(int32_t pos, int32_t parent);
 
   // Stacks after `node` (top on a kBytes element containing `byte`, or not: then none) consumes
-  // `byte`; appended to `out` (not deduplicated).
-  void advance_byte(int32_t node, uint8_t byte, std::vector<int32_t>& out);
+  // `byte`; empty when the byte does not match. Whatever byte matched, the result is the same
+  // closure(pos + 1, parent), memoized on the node, so the trie walk's inner step is a bit test
+  // and an array read. The span is valid until the arena grows.
+  std::span<const int32_t> advance_byte(int32_t node, uint8_t byte) {
+    Node& n = nodes_[node];
+    if (n.byte_set < 0 || !grammar_->byte_sets[n.byte_set].has(byte)) return {};
+    if (n.advanced < 0) {
+      const uint32_t offset = closure_offset(n.pos + 1, n.parent);
+      nodes_[node].advanced = static_cast<int32_t>(offset);
+    }
+    const int32_t offset = nodes_[node].advanced;
+    return std::span<const int32_t>(pool_).subspan(offset + 1, pool_[offset]);
+  }
+
+  // The node {pos, parent} (hash-consed).
+  int32_t intern(int32_t pos, int32_t parent);
+
+  // The stack whose positions are `positions` (top first) over an empty bottom.
+  int32_t make_stack(std::span<const int32_t> positions) {
+    int32_t node = kNone;
+    for (size_t k = positions.size(); k-- > 0;) node = intern(positions[k], node);
+    return node;
+  }
 
   // The stacks at the start of the grammar (root's alternatives expanded), sorted and unique.
   std::vector<int32_t> start_stacks();
@@ -56,8 +80,10 @@ class StackArena {
   struct Node {
     int32_t pos;
     int32_t parent;
+    int32_t byte_set;  // kBytes top: its set; else -1
+    int32_t advanced;  // offset in pool_ of closure(pos + 1, parent), once computed; else -1
   };
-  int32_t intern(int32_t pos, int32_t parent);
+  uint32_t closure_offset(int32_t pos, int32_t parent);
   // Adds the closure of (pos, parent) to out; `visited_` holds the (pos, parent) pairs already
   // expanded by this top-level call (their stacks are in out), which cuts tail-call cycles and
   // keeps diamonds of nullable rules from expanding twice.

@@ -216,3 +216,68 @@ TEST(GrammarMatcher, TooManyStacksIsRejectionNotBlowUp) {
 
 }  // namespace
 }  // namespace cadenza::grammar
+
+namespace cadenza::grammar {
+namespace {
+
+TEST(GrammarMatcherQwen2, SpecialTokensAndRealTokenization) {
+  CADENZA_REQUIRE_SHARED();
+  auto index = test::qwen2_index();
+  if (!index) GTEST_SKIP() << "SKIPPED: ../shared/models/tiny-qwen2-f16.gguf not loadable";
+  const auto im_start = index->find_by_text("<|im_start|>");
+  const auto im_end = index->find_by_text("<|im_end|>");
+  ASSERT_TRUE(im_start && im_end);
+  EXPECT_TRUE(index->is_special(*im_start));
+  EXPECT_TRUE(index->is_eog(*im_end));
+  auto g = test::compile_or_die("root ::= <|im_start|> \"héllo, 世界\" <|im_end|> \"!\"?", index);
+  ASSERT_TRUE(g);
+  GrammarMatcher m(g);
+  std::vector<uint32_t> words(m.mask_words());
+  m.fill_next_token_bitmask(words);
+  EXPECT_EQ(test::allowed_ids(words, index->n_vocab()), std::vector<int32_t>{*im_start});
+  ASSERT_TRUE(m.accept_token(*im_start));
+  // The text typed as special-token text is not the token.
+  EXPECT_FALSE(GrammarMatcher(g).accept_bytes("<|im_start|>"));
+  ASSERT_TRUE(m.accept_bytes("héllo, 世"));
+  m.fill_next_token_bitmask(words);
+  // A token holding the last character's first bytes only (a split code point) is allowed.
+  std::string jie = "界";
+  bool split_seen = false;
+  for (int32_t id : test::allowed_ids(words, index->n_vocab())) {
+    const auto b = index->token_bytes(id);
+    EXPECT_EQ(jie.compare(0, b.size(), b), 0) << id;
+    split_seen |= b.size() < jie.size();
+  }
+  EXPECT_TRUE(split_seen);
+  ASSERT_TRUE(m.accept_bytes(jie));
+  EXPECT_FALSE(m.can_end());
+  m.fill_next_token_bitmask(words);
+  EXPECT_EQ(test::allowed_ids(words, index->n_vocab()), std::vector<int32_t>{*im_end});
+  ASSERT_TRUE(m.accept_token(*im_end));  // by the token terminal: not the end of generation
+  EXPECT_FALSE(m.is_terminated());
+  EXPECT_TRUE(m.can_end());
+}
+
+}  // namespace
+}  // namespace cadenza::grammar
+
+namespace cadenza::grammar {
+namespace {
+
+TEST(GrammarMatcher, LargeEnumsWork) {
+  std::string gbnf = "root ::= \"x\"";
+  for (int k = 0; k < 3000; ++k) gbnf += fmt::format(" | \"v{}\"", k);
+  auto g = test::compile_or_die(gbnf, test::synthetic_index());
+  ASSERT_TRUE(g);
+  GrammarMatcher m(g);
+  EXPECT_TRUE(m.accept_bytes("v2999"));
+  EXPECT_TRUE(m.can_end());
+  std::string too_many = "root ::= x\nx ::= \"a\"";
+  for (int k = 0; k < 5000; ++k) too_many += fmt::format(" | \"a{}\"", k);
+  auto t = compile_gbnf(too_many, test::synthetic_index());
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error(), "1:1: the grammar is too ambiguous: 5001 parse stacks at its start (limit 4096)");
+}
+
+}  // namespace
+}  // namespace cadenza::grammar

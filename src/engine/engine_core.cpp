@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 
+#include "engine/grammar_mask.h"
 #include "request/validate_request.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
@@ -115,10 +116,13 @@ EngineCore::Stream::Stream(const SamplingParams& params, std::span<const int32_t
                            const Tokenizer& tokenizer, RequestId public_id_, int32_t index_)
     : sampler(params),
       processor(params, prompt, eog_ids, n_vocab),
-      detokenizer(tokenizer, prompt),  // the text continues the prompt's: keeps its first space
+      // the text continues the prompt's: keeps its first space
+      detokenizer(tokenizer, prompt, /*render_special=*/!params.skip_special_tokens),
       stops(params.stop),
       public_id(public_id_),
-      index(index_) {}
+      index(index_) {
+  if (params.grammar) matcher.emplace(params.grammar);
+}
 
 EngineCore::~EngineCore() = default;
 
@@ -224,8 +228,16 @@ bool EngineCore::process_token(Request& r, Stream& s, int32_t token, RequestOutp
     out.finish_reason = FinishReason::kStop;
     return true;
   }
-  if (length) out.finish_reason = FinishReason::kLength;
-  return length;
+  if (length) {
+    out.finish_reason = FinishReason::kLength;
+    return true;
+  }
+  if (s.matcher && s.matcher->is_terminated()) {  // the grammar admits nothing more
+    out.text += s.stops.finish(s.detokenizer.finish()).text;
+    out.finish_reason = FinishReason::kStop;
+    return true;
+  }
+  return false;
 }
 
 std::vector<RequestOutput> EngineCore::step() {
@@ -326,9 +338,20 @@ void EngineCore::sample_next(Request& r, std::span<const float> logits,
 
 bool EngineCore::sample_token(Request& r, Stream& s, std::span<const float> logits,
                               RequestOutput& out, int32_t draft, bool* accepted) {
-  if (s.processor.active()) {
+  if (s.processor.active() || s.matcher) {
     processed_.assign(logits.begin(), logits.end());
-    s.processor.apply(processed_, r.num_output_tokens());
+    if (s.processor.active()) s.processor.apply(processed_, r.num_output_tokens());
+    if (s.matcher) {
+      grammar_mask_.resize(s.matcher->mask_words());
+      s.matcher->fill_next_token_bitmask(grammar_mask_);
+      if (!apply_token_bitmask(grammar_mask_, processed_)) {
+        // The grammar allows only tokens that processing ruled out (end-of-generation under
+        // min_tokens, say): nothing can be sampled, so the request ends here.
+        out.text += s.stops.finish(s.detokenizer.finish()).text;
+        out.finish_reason = FinishReason::kStop;
+        return true;
+      }
+    }
     logits = processed_;
   }
   int32_t token = -1;
@@ -342,6 +365,11 @@ bool EngineCore::sample_token(Request& r, Stream& s, std::span<const float> logi
   if (r.params.logprobs >= 0)
     out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, scratch_));
   s.processor.accept(token);
+  if (s.matcher) {
+    const bool allowed = s.matcher->accept_token(token);
+    assert(allowed && "the mask admitted the token");
+    (void)allowed;
+  }
   return process_token(r, s, token, out);
 }
 

@@ -17,6 +17,14 @@
 // context limit (finish reason length). Before the Sampler, a LogitsProcessor applies logit bias,
 // penalties and min_tokens, and reports logprobs when asked (logits_processor.h).
 //
+// Constrained decoding (SamplingParams::grammar): each stream owns a grammar::GrammarMatcher.
+// Every token it samples (plain, a verified draft or a bonus token) is drawn from the processed
+// logits masked by the matcher's next-token bitmask, then advances the matcher. The matcher's
+// state depends only on the stream's own output tokens, which are never resampled, so a
+// constrained request gives the same tokens alone or batched, preempted or not; samples of n > 1
+// each start a matcher of their own. When the grammar admits nothing more after a token, the
+// request ends there (finish reason stop) instead of spending a step on end-of-generation.
+//
 // n > 1 (SamplingParams::n): add_request returns one id; the request runs as n samples, each with
 // its own outputs (RequestOutput::id = that id, RequestOutput::index = 0..n-1) and its own final
 // output (finished). Sample i samples with seed + i. Sample 0 computes the prompt; in the step
@@ -42,12 +50,14 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/draft_length_policy.h"
+#include "grammar/matcher.h"
 #include "engine/logits_processor.h"
 #include "engine/sampler.h"
 #include "engine/speculative.h"
@@ -212,6 +222,7 @@ class EngineCore {
            RequestId public_id, int32_t index);
     Sampler sampler;
     LogitsProcessor processor;
+    std::optional<grammar::GrammarMatcher> matcher;  // set when params.grammar is
     StreamingDetokenizer detokenizer;
     StopStringFilter stops;
     RequestId public_id = 0;  // the id add_request returned (outputs carry it)
@@ -310,6 +321,7 @@ class EngineCore {
   std::vector<float> logits_;
   std::vector<float> processed_;    // one request's processed logits
   std::vector<int32_t> scratch_;   // compute_logprobs
+  std::vector<uint32_t> grammar_mask_;  // one constrained request's next-token bitmask
 };
 
 }  // namespace cadenza::engine

@@ -6,10 +6,15 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace cadenza {
+
+namespace grammar {
+class CompiledGrammar;  // src/grammar/compiled_grammar.h (the engine links it; this layer does not)
+}
 
 struct SamplingParams {
   float temperature = 0.8f;  // <= 0: greedy (argmax, lowest id on ties)
@@ -45,6 +50,15 @@ struct SamplingParams {
   // Parallel samples of the prompt (1..kMaxN). Sample i (output index i) samples with seed + i.
   int32_t n = 1;
   static constexpr int32_t kMaxN = 128;
+  // Constrained decoding: when set, every generated token continues a sentence of this grammar
+  // (tokens that cannot are masked to -inf after the logits processing above, so logprobs see
+  // the mask), end-of-generation is allowed only where the sentence is complete, and the request
+  // stops (finish reason stop) as soon as the grammar admits nothing more. Compiled and cached by
+  // the caller (src/grammar); shared, immutable, thread-safe.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar{};
+  // false: control tokens (e.g. <|python_tag|>, <|channel|>) are rendered into the output text,
+  // as tool-call and reasoning parsers need them; true (vLLM's default): they render as nothing.
+  bool skip_special_tokens = true;
   static constexpr int32_t kMaxLogprobs = 20;
 };
 

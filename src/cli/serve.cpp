@@ -48,6 +48,8 @@ struct ServeArgs {
   std::vector<std::string> api_keys;
   std::string api_key_file;
   std::string chat_template;
+  std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "auto";
   int32_t max_queue = 256;
   double drain_timeout = 30;
   std::string max_body_bytes = "8MiB";
@@ -165,6 +167,8 @@ int run_serve(const ServeArgs& a) {
                                                : std::filesystem::path(model_path).stem().string();
   sc.api_keys = std::move(*keys);
   sc.max_queue = a.max_queue;
+  sc.tool_call_parser = a.tool_call_parser;
+  sc.reasoning_parser = a.reasoning_parser;
   sc.drain_timeout_s = a.drain_timeout;
   sc.max_body_bytes = static_cast<size_t>(*body_limit);
   sc.warmup = !a.no_warmup;
@@ -240,6 +244,14 @@ Command serve_command() {
     sub->add_option("--api-key-file", args->api_key_file, "File with one API key per line");
     sub->add_option("--chat-template", args->chat_template,
                     "Jinja chat template file (default: the model's, else ChatML)");
+    sub->add_option("--tool-call-parser", args->tool_call_parser,
+                    "Tool-call syntax: hermes, llama3, mistral, mistral_v11, deepseek_v3, "
+                    "deepseek_v31, kimi_k2, glm45, gpt_oss, none; auto: from the chat template")
+        ->capture_default_str();
+    sub->add_option("--reasoning-parser", args->reasoning_parser,
+                    "Where reasoning_content comes from: qwen3, deepseek_r1, glm45, think, "
+                    "gpt_oss, none; auto: from the chat template")
+        ->capture_default_str();
     sub->add_option("--max-queue", args->max_queue,
                     "Requests allowed to wait beyond max-num-seqs (more: HTTP 429)")
         ->capture_default_str();

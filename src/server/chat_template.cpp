@@ -52,23 +52,48 @@ Result<std::unique_ptr<ChatRenderer>> ChatRenderer::create(const gguf::GgufFile&
 #endif
   std::unique_ptr<ChatRenderer> r(new ChatRenderer(tokenizer, std::move(impl)));
   r->source_name_ = name;
+  r->source_ = source;
   if (tokenizer.bos_id() >= 0) r->bos_text_ = tokenizer.token_piece(tokenizer.bos_id(), true);
   if (tokenizer.eos_id() >= 0) r->eos_text_ = tokenizer.token_piece(tokenizer.eos_id(), true);
   return r;
 }
 
+namespace {
+
+// Assistant messages' tool_calls[].function.arguments: a JSON string becomes its object.
+nlohmann::ordered_json template_messages(const nlohmann::ordered_json& messages) {
+  nlohmann::ordered_json out = messages;
+  for (auto& m : out) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (auto& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      auto& f = call["function"];
+      if (!f.contains("arguments") || !f["arguments"].is_string()) continue;
+      auto parsed = nlohmann::ordered_json::parse(f["arguments"].get<std::string>(), nullptr, false);
+      if (!parsed.is_discarded() && parsed.is_object()) f["arguments"] = std::move(parsed);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::string> ChatRenderer::render(const nlohmann::ordered_json& messages,
                                          const nlohmann::ordered_json& tools,
-                                         bool add_generation_prompt) const {
+                                         bool add_generation_prompt,
+                                         const nlohmann::ordered_json& kwargs) const {
 #ifdef CADENZA_SERVER_HAS_TEMPLATE
   nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
-  ctx["messages"] = messages;
+  if (kwargs.is_object())
+    for (const auto& [key, value] : kwargs.items()) ctx[key] = value;
+  ctx["messages"] = template_messages(messages);
   ctx["add_generation_prompt"] = add_generation_prompt;
   ctx["bos_token"] = bos_text_;
   ctx["eos_token"] = eos_text_;
   if (!tools.is_null()) ctx["tools"] = tools;
   return impl_->tmpl->render(ctx);
 #else
+  (void)kwargs;
   std::string out;
   for (const auto& m : messages) {
     out += "<|im_start|>";

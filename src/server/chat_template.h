@@ -33,14 +33,20 @@ class ChatRenderer {
   ~ChatRenderer();
 
   // The prompt text. Errors (the template's, e.g. raise_exception) are the client's fault: 400.
+  // `kwargs` (an object or null): extra template variables (chat_template_kwargs, such as
+  // enable_thinking); they cannot replace the ones above. Assistant tool calls whose
+  // function.arguments is a JSON string (OpenAI's shape) reach the template as the parsed object,
+  // as templates that write `arguments | tojson` expect (a string that is not JSON stays).
   Result<std::string> render(const nlohmann::ordered_json& messages,
-                             const nlohmann::ordered_json& tools,
-                             bool add_generation_prompt) const;
+                             const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                             const nlohmann::ordered_json& kwargs = nullptr) const;
   // Token ids of rendered text (see the header comment for BOS).
   std::vector<int32_t> encode(const std::string& rendered) const;
 
   // "gguf", "file" or "chatml (built in)": where the template came from, for the log.
   const std::string& source_name() const { return source_name_; }
+  // The template text (tool-call and reasoning formats are detected from it).
+  const std::string& source() const { return source_; }
 
  private:
   struct Impl;
@@ -48,6 +54,7 @@ class ChatRenderer {
   const Tokenizer& tokenizer_;
   std::unique_ptr<Impl> impl_;
   std::string source_name_;
+  std::string source_;
   std::string bos_text_, eos_text_;
 };
 

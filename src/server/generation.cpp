@@ -78,7 +78,8 @@ void GenerationJob::append_logprobs(json& into, const json& more) const {
 }
 
 GenerationJob::GenerationJob(const CompletionRequest& request, std::string model_name,
-                             int32_t prompt_tokens, const Tokenizer& tokenizer)
+                             int32_t prompt_tokens, const Tokenizer& tokenizer,
+                             OutputParsing parsing)
     : tokenizer_(tokenizer),
       logprobs_(request.logprobs),
       endpoint_(request.endpoint),
@@ -90,7 +91,77 @@ GenerationJob::GenerationJob(const CompletionRequest& request, std::string model
                    .count()),
       model_(std::move(model_name)),
       prompt_tokens_(prompt_tokens),
-      choices_(static_cast<size_t>(request.n)) {}
+      parsing_(std::move(parsing)),
+      choices_(static_cast<size_t>(request.n)) {
+  if (endpoint_ != Endpoint::kChat || !parsing_.active()) return;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    toolcall::ParseOptions options = parsing_.options;
+    options.id_seed += i;  // distinct call ids per choice
+    choices_[i].parser.emplace(parsing_.tools, options);
+  }
+}
+
+std::vector<toolcall::OutputDelta> GenerationJob::parse(Choice& c, const std::string& text,
+                                                        bool finish) {
+  std::vector<toolcall::OutputDelta> events = c.parser->feed(text);
+  if (finish) {
+    std::vector<toolcall::OutputDelta> tail = c.parser->finish();
+    events.insert(events.end(), std::make_move_iterator(tail.begin()),
+                  std::make_move_iterator(tail.end()));
+  }
+  using Kind = toolcall::OutputDelta::Kind;
+  for (const toolcall::OutputDelta& d : events) {
+    switch (d.kind) {
+      case Kind::kContent: c.content += d.text; break;
+      case Kind::kReasoning: c.reasoning += d.text; break;
+      case Kind::kToolCallStart: c.calls.push_back({d.id, d.name, ""}); break;
+      case Kind::kToolCallArguments:
+        if (d.index < c.calls.size()) c.calls[d.index].arguments += d.text;
+        break;
+    }
+  }
+  if (finish && !c.calls.empty() && c.finish_reason == "stop") c.finish_reason = "tool_calls";
+  return events;
+}
+
+std::string GenerationJob::delta_chunks(size_t index, const std::vector<toolcall::OutputDelta>& events,
+                                        const json& logprobs) const {
+  using Kind = toolcall::OutputDelta::Kind;
+  std::string sse;
+  json lp = logprobs;  // on the first chunk only
+  for (const toolcall::OutputDelta& d : events) {
+    json delta;
+    switch (d.kind) {
+      case Kind::kContent: delta = {{"content", d.text}}; break;
+      case Kind::kReasoning: delta = {{"reasoning_content", d.text}}; break;
+      case Kind::kToolCallStart:
+        delta = {{"tool_calls",
+                  json::array({{{"index", d.index},
+                                {"id", d.id},
+                                {"type", "function"},
+                                {"function", {{"name", d.name}, {"arguments", ""}}}}})}};
+        break;
+      case Kind::kToolCallArguments:
+        delta = {{"tool_calls",
+                  json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}};
+        break;
+    }
+    sse += sse_event(chunk(json::array({{{"index", index},
+                                         {"delta", std::move(delta)},
+                                         {"logprobs", std::move(lp)},
+                                         {"finish_reason", nullptr}}}))
+                         .dump(-1, ' ', false, json::error_handler_t::replace));
+    lp = nullptr;
+  }
+  // Tokens whose text the parser holds back still carry their logprobs.
+  if (sse.empty() && !logprobs.is_null())
+    sse += sse_event(chunk(json::array({{{"index", index},
+                                         {"delta", {{"content", ""}}},
+                                         {"logprobs", logprobs},
+                                         {"finish_reason", nullptr}}}))
+                         .dump(-1, ' ', false, json::error_handler_t::replace));
+  return sse;
+}
 
 json GenerationJob::chunk(json choices) const {
   json c = {{"id", id_},
@@ -137,13 +208,13 @@ std::string GenerationJob::on_event(const GenEvent& e) {
   if (!stream_) {
     append_logprobs(c.logprobs, logprobs_json(out.logprobs, c.text.size()));
     c.text += out.text;
+    if (c.parser) parse(c, out.text, out.finished);
     return {};
   }
   const json lp = logprobs_json(out.logprobs, c.text.size());
   c.text += out.text;
   std::string sse;
   const json index = static_cast<int64_t>(e.index);
-  const json reason = out.finished ? json(c.finish_reason) : json(nullptr);
   if (endpoint_ == Endpoint::kChat) {
     if (!c.role_sent) {
       c.role_sent = true;
@@ -155,25 +226,29 @@ std::string GenerationJob::on_event(const GenEvent& e) {
     }
     // One chunk per generated token, even when its text is held back (part of a UTF-8
     // character, a possible stop string) or empty (a special token), as vLLM does: clients
-    // time tokens by chunks.
-    if (!out.text.empty() || !out.logprobs.empty() || !out.new_token_ids.empty())
+    // time tokens by chunks. With a parser, chunks follow what it settles instead (a held-back
+    // marker must not reach the client as content).
+    if (c.parser)
+      sse += delta_chunks(e.index, parse(c, out.text, out.finished), lp);
+    else if (!out.text.empty() || !out.logprobs.empty() || !out.new_token_ids.empty())
       sse += sse_event(chunk(json::array({{{"index", index},
                                            {"delta", {{"content", out.text}}},
                                            {"logprobs", lp},
                                            {"finish_reason", nullptr}}}))
                            .dump(-1, ' ', false, json::error_handler_t::replace));
-    if (out.finished)
+    if (out.finished)  // after parse(): a choice that called a tool finishes with tool_calls
       sse += sse_event(chunk(json::array({{{"index", index},
                                            {"delta", json::object()},
                                            {"logprobs", nullptr},
-                                           {"finish_reason", reason}}}))
+                                           {"finish_reason", c.finish_reason}}}))
                            .dump(-1, ' ', false, json::error_handler_t::replace));
   } else if (!out.text.empty() || !out.logprobs.empty() || !out.new_token_ids.empty() ||
              out.finished) {
     sse += sse_event(chunk(json::array({{{"index", index},
                                          {"text", out.text},
                                          {"logprobs", lp},
-                                         {"finish_reason", reason}}}))
+                                         {"finish_reason", out.finished ? json(c.finish_reason)
+                                                                        : json(nullptr)}}}))
                          .dump(-1, ' ', false, json::error_handler_t::replace));
   }
   if (!sse.empty()) started_ = true;
@@ -191,13 +266,30 @@ std::string GenerationJob::stream_tail() const {
   return out;
 }
 
+json GenerationJob::message(const Choice& c) const {
+  if (!c.parser) return {{"role", "assistant"}, {"content", c.text}};
+  // OpenAI: content is null when the message is only tool calls.
+  json m = {{"role", "assistant"},
+            {"content", c.calls.empty() || !c.content.empty() ? json(c.content) : json(nullptr)}};
+  if (!c.reasoning.empty()) m["reasoning_content"] = c.reasoning;
+  if (!c.calls.empty()) {
+    json calls = json::array();
+    for (const toolcall::ToolCall& call : c.calls)
+      calls.push_back({{"id", call.id},
+                       {"type", "function"},
+                       {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+    m["tool_calls"] = std::move(calls);
+  }
+  return m;
+}
+
 json GenerationJob::body() const {
   json choices = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
     if (endpoint_ == Endpoint::kChat)
       choices.push_back({{"index", i},
-                         {"message", {{"role", "assistant"}, {"content", c.text}}},
+                         {"message", message(c)},
                          {"logprobs", c.logprobs},
                          {"finish_reason", c.finish_reason}});
     else

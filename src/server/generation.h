@@ -21,14 +21,31 @@
 
 #include "server/engine_bridge.h"
 #include "server/openai_protocol.h"
+#include "toolcall/streaming.h"
+#include "toolcall/tool_call.h"
 
 namespace cadenza::server {
+
+// How a chat choice's text is split into content, reasoning_content and tool_calls (src/toolcall).
+// Inactive (the default): the text is the content.
+struct OutputParsing {
+  toolcall::ToolCallFormat tools = toolcall::ToolCallFormat::kNone;  // kNone: no tool calls
+  toolcall::ParseOptions options;  // the reasoning format; ids derive from options.id_seed
+  bool active() const {
+    return tools != toolcall::ToolCallFormat::kNone ||
+           options.reasoning != toolcall::ReasoningFormat::kNone;
+  }
+};
 
 class GenerationJob {
  public:
   // The tokenizer (borrowed; must outlive the job) renders logprob token strings.
+  // `parsing` (chat only): with tools or a reasoning format, each choice's text goes through a
+  // toolcall::StreamingToolParser: streamed deltas carry content, reasoning_content and
+  // tool_calls (OpenAI's shape: {index, id, type, function: {name, arguments}} first, argument
+  // fragments after), and a choice that called a tool finishes with "tool_calls".
   GenerationJob(const CompletionRequest& request, std::string model_name, int32_t prompt_tokens,
-                const Tokenizer& tokenizer);
+                const Tokenizer& tokenizer, OutputParsing parsing = {});
 
   bool stream() const { return stream_; }
   // Feeds one engine event. Streaming: returns the SSE text to send now (possibly empty).
@@ -56,7 +73,18 @@ class GenerationJob {
     bool role_sent = false;
     bool finished = false;
     std::string finish_reason;
+    // With OutputParsing active: the parser and what it settled (text above stays the raw text).
+    std::optional<toolcall::StreamingToolParser> parser;
+    std::string content, reasoning;
+    std::vector<toolcall::ToolCall> calls;
   };
+  // Feeds the choice's parser (`finish`: the end of its text) and folds the events into it.
+  std::vector<toolcall::OutputDelta> parse(Choice& c, const std::string& text, bool finish);
+  // The chat message of a finished choice (parsed fields when a parser ran).
+  nlohmann::ordered_json message(const Choice& c) const;
+  // The chat SSE chunks of parser events (one per event kind run).
+  std::string delta_chunks(size_t index, const std::vector<toolcall::OutputDelta>& events,
+                           const nlohmann::ordered_json& logprobs) const;
   nlohmann::ordered_json chunk(nlohmann::ordered_json choices) const;
   nlohmann::ordered_json usage() const;
   // The OpenAI logprobs object for `entries` (completions: tokens/token_logprobs/top_logprobs/
@@ -74,6 +102,7 @@ class GenerationJob {
   int64_t created_;
   std::string model_;
   int32_t prompt_tokens_;
+  OutputParsing parsing_;
   std::vector<Choice> choices_;
   int32_t finished_ = 0;
   bool started_ = false;

@@ -128,13 +128,6 @@ std::optional<ApiError> check_unsupported(const json& body, Endpoint endpoint) {
     if (auto e = get_int(body, "best_of", 1, 16, n)) return e;
     if (*n > 1) return not_supported("'best_of' > 1", "best_of");
   }
-  if (present(body, "response_format")) {
-    const json& v = body.at("response_format");
-    if (!v.is_object() || !v.contains("type") || !v.at("type").is_string())
-      return bad_request("'response_format' must be an object with a 'type'", "response_format");
-    if (v.at("type").get<std::string>() != "text")
-      return not_supported("'response_format' other than text", "response_format");
-  }
   if (present(body, "user") && !body.at("user").is_string())
     return bad_request("'user' must be a string", "user");
   return std::nullopt;

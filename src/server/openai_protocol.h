@@ -4,7 +4,7 @@
 // model is validate_request's (request/validate_request.h), which the router calls.
 //
 // Unknown fields are ignored (clients send extras). Features the engine lacks (echo, suffix,
-// best_of > 1, non-text response formats) are accepted only at their neutral values; anything
+// best_of > 1) are accepted only at their neutral values; anything
 // else is a 400 "... is not supported yet" instead of being silently ignored.
 // Thread-safety: pure functions.
 #pragma once

@@ -90,7 +90,8 @@ HttpReply Router::detokenize(const json& body) const {
   return json_reply(200, {{"prompt", ctx_.tokenizer->decode(parsed.tokens)}});
 }
 
-RouteResult Router::generation(const json& body, Endpoint endpoint, RouteResult r) const {
+RouteResult Router::generation(const json& body, const std::string& raw_body, Endpoint endpoint,
+                               RouteResult r) const {
   auto fail = [&](ApiError e) {
     r.reply = error_reply(e);
     return std::move(r);
@@ -102,11 +103,29 @@ RouteResult Router::generation(const json& body, Endpoint endpoint, RouteResult 
     return fail(api_error(404, fmt::format("The model '{}' does not exist", req.model),
                           "invalid_request_error", "model_not_found"));
 
+  StructuredOutput so;
+  if (has_structured_output_fields(body)) {
+    // Again, ordered: a schema's properties are generated in the order the client wrote them.
+    const auto ordered = nlohmann::ordered_json::parse(raw_body, nullptr, false);
+    if (ordered.is_discarded()) return fail(bad_request("the request body is not valid JSON"));
+    if (auto e = parse_structured_output(ordered, endpoint, so)) return fail(*e);
+  }
+  nlohmann::ordered_json kwargs;
+  if (body.contains("chat_template_kwargs") && !body.at("chat_template_kwargs").is_null()) {
+    if (!body.at("chat_template_kwargs").is_object())
+      return fail(bad_request("'chat_template_kwargs' must be an object", "chat_template_kwargs"));
+    kwargs = nlohmann::ordered_json::parse(body.at("chat_template_kwargs").dump());
+  }
+
   std::vector<int32_t> prompt;
+  OutputParsing parsing;
   if (endpoint == Endpoint::kChat) {
-    auto text = ctx_.chat->render(req.messages, req.tools, true);
+    auto text = ctx_.chat->render(req.messages, req.tools, true, kwargs);
     if (!text) return fail(bad_request(text.error(), "messages"));
     prompt = ctx_.chat->encode(*text);
+    parsing.tools = so.tools.calls_possible() ? ctx_.tool_format : toolcall::ToolCallFormat::kNone;
+    parsing.options.reasoning = ctx_.reasoning;
+    parsing.options.starts_in_reasoning = toolcall::prompt_opens_reasoning(*text);
   } else if (req.prompt_is_tokens) {
     prompt = req.prompt_tokens;
   } else {
@@ -125,6 +144,19 @@ RouteResult Router::generation(const json& body, Endpoint endpoint, RouteResult 
   }
   thread_local std::mt19937_64 rng{std::random_device{}()};
   if (!req.given.seed) p.seed = rng();
+  parsing.options.id_seed = rng();
+  // Markers of tool calls and reasoning may be control tokens: the parser must see their text.
+  if (parsing.active()) p.skip_special_tokens = false;
+  auto gbnf = output_gbnf(so, ctx_.tool_format);
+  if (auto* e = std::get_if<ApiError>(&gbnf)) return fail(*e);
+  if (const std::string& text = std::get<std::string>(gbnf); !text.empty()) {
+    if (!ctx_.grammars)
+      return fail(bad_request("structured output is not available on this server",
+                              so.tools.constrained() ? "tool_choice" : so.constraint.field));
+    auto g = ctx_.grammars->get(text, so.tools.constrained() ? "tool_choice" : so.constraint.field);
+    if (auto* e = std::get_if<ApiError>(&g)) return fail(*e);
+    p.grammar = std::get<std::shared_ptr<const grammar::CompiledGrammar>>(std::move(g));
+  }
   // The same rules as EngineCore::add_request, checked here so that the 400 names the parameter.
   const RequestLimits limits{ctx_.tokenizer->n_vocab(), ctx_.max_model_len};
   if (auto e = validate_request(prompt, p, limits)) {
@@ -134,7 +166,7 @@ RouteResult Router::generation(const json& body, Endpoint endpoint, RouteResult 
 
   GenerationPlan plan;
   plan.job = std::make_unique<GenerationJob>(req, ctx_.model_name, static_cast<int32_t>(n_prompt),
-                                             *ctx_.tokenizer);
+                                             *ctx_.tokenizer, std::move(parsing));
   // One engine request; n > 1 runs as n samples forked from the computed prompt (choice i samples
   // with seed + i: reproducible with a seed).
   GenInput in;
@@ -214,7 +246,7 @@ RouteResult Router::handle(const HttpRequest& req) const {
     r.reply = detokenize(body);
     return r;
   }
-  return generation(body,
+  return generation(body, req.body(),
                     target == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
                     std::move(r));
 }

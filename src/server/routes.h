@@ -59,7 +59,9 @@ class Router {
   HttpReply models() const;
   HttpReply tokenize(const nlohmann::json& body) const;
   HttpReply detokenize(const nlohmann::json& body) const;
-  RouteResult generation(const nlohmann::json& body, Endpoint endpoint, RouteResult r) const;
+  // `raw_body`: the body's text (parsed again, ordered, for schemas).
+  RouteResult generation(const nlohmann::json& body, const std::string& raw_body,
+                         Endpoint endpoint, RouteResult r) const;
 
   ServerContext& ctx_;
 };

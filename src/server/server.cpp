@@ -25,6 +25,7 @@ struct Server::Impl {
   std::unique_ptr<net::io_context> ioc;
   ServerConfig config;
   std::unique_ptr<ChatRenderer> chat;
+  std::unique_ptr<GrammarCache> grammars;
   Metrics metrics;
   std::unique_ptr<EngineBridge> bridge;
   std::unique_ptr<net::ssl::context> tls;  // HTTPS when set
@@ -101,8 +102,26 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
     if (!made) return made.error_value();
     tls = std::move(*made);
   }
+  const std::string& template_text = chat->source();
+  toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kHermes;
+  if (config.tool_call_parser == "auto") {
+    if (auto f = toolcall::detect_tool_call_format(template_text)) tool_format = *f;
+  } else if (auto f = toolcall::parse_tool_call_format(config.tool_call_parser)) {
+    tool_format = *f;
+  } else {
+    return make_error("--tool-call-parser: unknown format '{}'", config.tool_call_parser);
+  }
+  toolcall::ReasoningFormat reasoning = toolcall::detect_reasoning_format(template_text);
+  if (config.reasoning_parser != "auto") {
+    auto r = toolcall::parse_reasoning_format(config.reasoning_parser);
+    if (!r) return make_error("--reasoning-parser: unknown format '{}'", config.reasoning_parser);
+    reasoning = *r;
+  }
+  spdlog::info("tool calls: {} format; reasoning: {}", toolcall::tool_call_format_name(tool_format),
+               toolcall::reasoning_format_name(reasoning));
   auto impl = std::make_unique<Impl>(config.io_threads);
   impl->config = config;
+  impl->grammars = std::make_unique<GrammarCache>(grammar::TokenIndex::from_tokenizer(tokenizer));
   impl->tls = std::move(tls);
   impl->chat = std::move(chat);
   const int32_t max_model_len = engine->config().max_model_len;
@@ -124,6 +143,9 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   ctx.bridge = impl->bridge.get();
   ctx.metrics = &impl->metrics;
   ctx.keys = ApiKeys(config.api_keys);
+  ctx.grammars = impl->grammars.get();
+  ctx.tool_format = tool_format;
+  ctx.reasoning = reasoning;
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

@@ -51,6 +51,12 @@ struct ServerConfig {
   std::string ssl_keyfile;
   // A model split across processes (docs/distributed.md): the idle heartbeat and what to do
   // when a rank fails (BridgeConfig::on_fatal; /ready answers 503 from then on).
+  // Tool calls and reasoning (docs/structured-output.md): a toolcall format name
+  // (toolcall/tool_call.h: hermes, llama3, mistral, ...; "auto": detect from the chat template,
+  // Hermes when it shows none) and a reasoning format name (qwen3, deepseek_r1, gpt_oss, none;
+  // "auto": detect).
+  std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "auto";
   double heartbeat_interval_s = 2;
   double heartbeat_timeout_s = 10;
   std::function<void(const std::string& why)> on_fatal;

@@ -11,7 +11,9 @@
 #include "server/chat_template.h"
 #include "server/engine_bridge.h"
 #include "server/metrics.h"
+#include "server/output_grammar.h"
 #include "tokenizer/tokenizer.h"
+#include "toolcall/tool_call.h"
 
 namespace cadenza::server {
 
@@ -23,6 +25,12 @@ struct ServerContext {
   const Tokenizer* tokenizer = nullptr;
   const ChatRenderer* chat = nullptr;
   EngineBridge* bridge = nullptr;
+  // Structured output (docs/structured-output.md): compiled grammars for this vocabulary, the
+  // model family's tool-call syntax (--tool-call-parser, else detected from the chat template,
+  // else Hermes) and where its reasoning goes (--reasoning-parser, else detected).
+  GrammarCache* grammars = nullptr;
+  toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kHermes;
+  toolcall::ReasoningFormat reasoning = toolcall::ReasoningFormat::kNone;
   Metrics* metrics = nullptr;
   ApiKeys keys;
   std::atomic<bool> draining{false};

@@ -425,6 +425,35 @@ TEST(GatewayCache, LruEvictsTheLeastRecentlyUsedAndExpires) {
   EXPECT_EQ(c.get("c", t0 + 21s), std::nullopt);
 }
 
+TEST(GatewayCache, StructuredOutputAndToolFieldsArePartOfTheKey) {
+  // Issue 17: a cached answer to a request with another schema, grammar or tool set would be
+  // wrong (invalid JSON for this schema, a call of a tool the client does not have).
+  const json base = json::parse(
+      R"({"model":"m","temperature":0,"messages":[{"role":"user","content":"hi"}]})");
+  const auto kb = cache_key(base, "chat", "m@v1");
+  ASSERT_TRUE(kb.has_value());
+  const std::vector<std::pair<std::string, json>> fields = {
+      {"response_format", {{"type", "json_object"}}},
+      {"response_format",
+       {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", {{"type", "object"}}}}}}},
+      {"tools", json::array({{{"type", "function"}, {"function", {{"name", "f"}}}}})},
+      {"tool_choice", "required"},
+      {"parallel_tool_calls", false},
+      {"grammar", "root ::= \"a\""},
+      {"guided_regex", "[0-9]+"},
+      {"chat_template_kwargs", {{"enable_thinking", false}}},
+  };
+  std::set<std::string> keys;
+  for (const auto& [field, value] : fields) {
+    json r = base;
+    r[field] = value;
+    auto k = cache_key(r, "chat", "m@v1");
+    ASSERT_TRUE(k.has_value()) << field;
+    EXPECT_NE(k, kb) << field;
+    EXPECT_TRUE(keys.insert(*k).second) << field << " collides";
+  }
+}
+
 TEST(GatewayCache, KeysNormaliseTheRequestAndSkipNondeterministicOnes) {
   json a = json::parse(R"({"model":"m","temperature":0,"messages":[{"role":"user","content":"hi"}],"max_tokens":4})");
   json b = json::parse(R"({"max_tokens":4, "messages":[{"content":"hi","role":"user"}], "temperature":0.0, "model":"other-alias","user":"u1"})");

@@ -1,5 +1,6 @@
 // `cadenza serve` through the official OpenAI Node client: chat and completions, streamed and
-// not, n > 1, stop, usage, and error cases. Exits non-zero on the first failure.
+// not, n > 1, stop, usage, structured output (response_format through the SDK's parse helper,
+// tools streamed and not) and error cases. Exits non-zero on the first failure.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 
@@ -98,6 +99,115 @@ await check("stop", async () => {
   });
   assert.equal(r.choices[0].text, text.slice(0, text.indexOf(stop)));
   assert.equal(r.choices[0].finish_reason, "stop");
+});
+
+// Structured output (docs/structured-output.md). Every string and number is bounded so that the
+// random-weight model finishes well within max_tokens at temperature 1.
+const recordSchema = {
+  type: "object",
+  properties: {
+    color: { enum: ["red", "green", "blue"] },
+    count: { type: "integer", minimum: 0, maximum: 99 },
+    ok: { type: "boolean" },
+  },
+  required: ["color", "count", "ok"],
+  additionalProperties: false,
+};
+const tools = [{
+  type: "function",
+  function: {
+    name: "get_weather", strict: true,
+    parameters: {
+      type: "object",
+      properties: { city: { enum: ["Paris", "Oslo"] }, days: { type: "integer", minimum: 1, maximum: 7 } },
+      required: ["city", "days"], additionalProperties: false,
+    },
+  },
+}];
+function checkWeatherArgs(args) {
+  assert.ok(["Paris", "Oslo"].includes(args.city), JSON.stringify(args));
+  assert.ok(Number.isInteger(args.days) && args.days >= 1 && args.days <= 7, JSON.stringify(args));
+  assert.deepEqual(Object.keys(args).sort(), ["city", "days"]);
+}
+
+await check("response_format json_schema through the parse helper", async () => {
+  for (const seed of [1, 2, 3]) {
+    const r = await client.beta.chat.completions.parse({
+      model, messages: [{ role: "user", content: "A record" }], temperature: 1, seed, max_tokens: 200,
+      response_format: { type: "json_schema", json_schema: { name: "record", strict: true, schema: recordSchema } },
+    });
+    const parsed = r.choices[0].message.parsed;
+    assert.ok(["red", "green", "blue"].includes(parsed.color), JSON.stringify(parsed));
+    assert.ok(Number.isInteger(parsed.count) && parsed.count >= 0 && parsed.count <= 99);
+    assert.equal(typeof parsed.ok, "boolean");
+    assert.equal(r.choices[0].finish_reason, "stop");
+  }
+});
+
+await check("tools, required, not streamed (and parsed arguments)", async () => {
+  const r = await client.chat.completions.create({
+    model, messages: [{ role: "user", content: "Weather?" }], temperature: 1, seed: 4, max_tokens: 200,
+    tools, tool_choice: "required",
+  });
+  const m = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, "tool_calls");
+  assert.ok(m.tool_calls.length >= 1);
+  for (const call of m.tool_calls) {
+    assert.equal(call.type, "function");
+    assert.equal(call.function.name, "get_weather");
+    checkWeatherArgs(JSON.parse(call.function.arguments));
+  }
+  const p = await client.beta.chat.completions.parse({
+    model, messages: [{ role: "user", content: "Weather?" }], temperature: 1, seed: 4, max_tokens: 200,
+    tools, tool_choice: { type: "function", function: { name: "get_weather" } },
+  });
+  for (const call of p.choices[0].message.tool_calls) checkWeatherArgs(call.function.parsed_arguments);
+});
+
+await check("tools, required, streamed: the SDK's accumulated message", async () => {
+  const stream = client.beta.chat.completions.stream({
+    model, messages: [{ role: "user", content: "Weather?" }], temperature: 1, seed: 5, max_tokens: 200,
+    tools, tool_choice: "required", parallel_tool_calls: false,
+  });
+  const done = await stream.finalChatCompletion();
+  const m = done.choices[0].message;
+  assert.equal(done.choices[0].finish_reason, "tool_calls");
+  assert.equal(m.tool_calls.length, 1);
+  assert.match(m.tool_calls[0].id, /^call_/);
+  checkWeatherArgs(JSON.parse(m.tool_calls[0].function.arguments));
+  // The raw deltas, as a client without the helper sees them.
+  const raw = await client.chat.completions.create({
+    model, messages: [{ role: "user", content: "Weather?" }], temperature: 1, seed: 5, max_tokens: 200,
+    tools, tool_choice: "required", parallel_tool_calls: false, stream: true,
+  });
+  let args = "", name = null, finish = null;
+  for await (const chunk of raw) {
+    for (const c of chunk.choices) {
+      for (const tc of c.delta?.tool_calls ?? []) {
+        if (tc.function?.name) name = tc.function.name;
+        args += tc.function?.arguments ?? "";
+      }
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(name, "get_weather");
+  assert.equal(finish, "tool_calls");
+  assert.equal(args, m.tool_calls[0].function.arguments);  // same seed, same call
+});
+
+await check("structured output errors", async () => {
+  await assert.rejects(
+    client.chat.completions.create({
+      model, messages: [{ role: "user", content: "x" }],
+      response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: "object", not: {} } } },
+    }),
+    (e) => e instanceof OpenAI.BadRequestError && /\/not/.test(e.message));
+  await assert.rejects(
+    client.chat.completions.create({
+      model, messages: [{ role: "user", content: "x" }], tools,
+      tool_choice: { type: "function", function: { name: "nope" } },
+    }),
+    (e) => e instanceof OpenAI.BadRequestError && /nope/.test(e.message));
 });
 
 await check("errors", async () => {

@@ -49,7 +49,8 @@ std::variant<std::string, ApiError> constraint_gbnf(const OutputConstraint& c) {
 }
 
 std::variant<std::string, ApiError> tools_gbnf(const ToolRequest& t,
-                                               toolcall::ToolCallFormat format) {
+                                               toolcall::ToolCallFormat format,
+                                               const toolcall::SpecialTokenLookup& special) {
   std::string rules;
   std::vector<toolcall::ToolGrammarEntry> entries;
   for (size_t i = 0; i < t.functions.size(); ++i) {
@@ -66,7 +67,8 @@ std::variant<std::string, ApiError> tools_gbnf(const ToolRequest& t,
     rules += '\n';
     entries.push_back({f.name, opt.rule_prefix + opt.root_name});
   }
-  return toolcall::tool_call_gbnf(format, entries, t.parallel, /*required=*/true) + "\n" + rules;
+  return toolcall::tool_call_gbnf(format, entries, t.parallel, /*required=*/true, special) + "\n" +
+         rules;
 }
 
 }  // namespace
@@ -91,8 +93,9 @@ std::string gbnf_literal(std::string_view text) {
 }
 
 std::variant<std::string, ApiError> output_gbnf(const StructuredOutput& so,
-                                                toolcall::ToolCallFormat format) {
-  if (so.tools.constrained()) return tools_gbnf(so.tools, format);
+                                                toolcall::ToolCallFormat format,
+                                                const toolcall::SpecialTokenLookup& special) {
+  if (so.tools.constrained()) return tools_gbnf(so.tools, format, special);
   return constraint_gbnf(so.constraint);
 }
 

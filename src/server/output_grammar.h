@@ -21,14 +21,18 @@
 #include "server/openai_protocol.h"
 #include "server/structured_output.h"
 #include "toolcall/tool_call.h"
+#include "toolcall/tool_call_grammar.h"
 
 namespace cadenza::server {
 
 // The GBNF text for `so`: empty when nothing constrains the output (no constraint, and tools
 // with tool_choice none or auto). `format`: the tool-call syntax of the model (used only for
 // constrained tool calls).
+// `special`: the vocabulary's control tokens by text (tool-call markers that are control tokens
+// become token terminals).
 std::variant<std::string, ApiError> output_gbnf(const StructuredOutput& so,
-                                                toolcall::ToolCallFormat format);
+                                                toolcall::ToolCallFormat format,
+                                                const toolcall::SpecialTokenLookup& special = {});
 
 // A GBNF literal for `text` ("..." with escapes), for grammars built here.
 std::string gbnf_literal(std::string_view text);

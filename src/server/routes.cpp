@@ -147,7 +147,12 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
   parsing.options.id_seed = rng();
   // Markers of tool calls and reasoning may be control tokens: the parser must see their text.
   if (parsing.active()) p.skip_special_tokens = false;
-  auto gbnf = output_gbnf(so, ctx_.tool_format);
+  const Tokenizer& tok = *ctx_.tokenizer;
+  auto gbnf = output_gbnf(so, ctx_.tool_format, [&tok](std::string_view text) -> std::optional<int32_t> {
+    const std::optional<int32_t> id = tok.find_token(text);
+    if (id && tok.is_control(*id)) return id;
+    return std::nullopt;
+  });
   if (auto* e = std::get_if<ApiError>(&gbnf)) return fail(*e);
   if (const std::string& text = std::get<std::string>(gbnf); !text.empty()) {
     if (!ctx_.grammars)

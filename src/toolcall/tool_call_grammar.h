@@ -7,14 +7,11 @@
 // GBNF-escaped. The layout (newlines, spaces) is the one the family's chat template renders, so
 // that the constrained text looks like what the model was trained on.
 //
-// Markers: a marker that is a control token of the family's vocabulary is written as a token
-// terminal (`<|channel|>`: the token whose text is exactly that), one that is ordinary text (or an
-// added token detokenized as text) as a string literal. Per family (README.md has the reasons):
-//   hermes, glm45, deepseek_v3/_v31, llama3 (bare JSON form), mistral/_v11: string literals
-//   kimi_k2, gpt_oss: token terminals
-// Mistral's [TOOL_CALLS] and [ARGS] are control tokens, but their text has no angle brackets and
-// so cannot be a `<...>` terminal; they are literals, which a matcher that compares token text
-// accepts (see README.md: unverified against src/grammar).
+// Markers (`<tool_call>`, `[TOOL_CALLS]`, `<｜tool▁sep｜>`, `<|channel|>`, ...): where `special`
+// says the vocabulary has the marker as one control token, it is written as that token's id
+// terminal (`<[id]>`), so the model emits the token it was trained on (a grammar matcher never
+// matches a control token by its text); otherwise (no lookup, an ordinary-text marker such as
+// Qwen's `<tool_call>`, an added token that is not control) as a string literal.
 // glm45: arguments are XML key/value pairs, not a JSON object, so `arguments_rule` is not used:
 // the grammar fixes the name and the pair structure, the keys and values are free text.
 //
@@ -25,7 +22,11 @@
 // Thread-safety: a pure function.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "toolcall/tool_call.h"
@@ -37,7 +38,10 @@ struct ToolGrammarEntry {
   std::string arguments_rule;  // the name of a GBNF rule (defined by the caller) for its arguments
 };
 
+// The id of the control token whose text is exactly `text`, if the vocabulary has one.
+using SpecialTokenLookup = std::function<std::optional<int32_t>(std::string_view text)>;
+
 std::string tool_call_gbnf(ToolCallFormat format, const std::vector<ToolGrammarEntry>& tools,
-                           bool parallel, bool required);
+                           bool parallel, bool required, const SpecialTokenLookup& special = {});
 
 }  // namespace cadenza::toolcall

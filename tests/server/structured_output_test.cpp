@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include "grammar/matcher.h"
+#include "server/output_grammar.h"
+
 namespace cadenza::server {
 namespace {
 
@@ -168,6 +171,57 @@ TEST(StructuredOutput, BadToolsAreNamed400s) {
     EXPECT_EQ(e->status, 400);
     EXPECT_FALSE(e->param.empty()) << body.dump();
   }
+}
+
+}  // namespace
+}  // namespace cadenza::server
+
+namespace cadenza::server {
+namespace {
+
+// Constrained calls of a family whose markers are control tokens (Mistral v11 here): the grammar
+// names the tokens by id, so the matcher takes [TOOL_CALLS] as that one token and never as its
+// spelled-out text (which would detokenize the same but is not what the model was trained on).
+TEST(OutputGrammar, ControlTokenMarkersAreTokenTerminals) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  const int32_t tool_calls = 256, args = 257, eos = 258;
+  bytes.push_back("[TOOL_CALLS]");
+  bytes.push_back("[ARGS]");
+  bytes.push_back("</s>");
+  std::vector<uint8_t> special(bytes.size(), 0);
+  special[tool_calls] = special[args] = special[eos] = 1;
+  auto index = grammar::TokenIndex::build(bytes, special, {eos}, bytes);
+
+  StructuredOutput so;
+  ASSERT_FALSE(parse_structured_output(
+      {{"messages", {{{"role", "user"}, {"content", "x"}}}},
+       {"tools", json::array({{{"type", "function"},
+                               {"function", {{"name", "f"},
+                                             {"parameters", {{"type", "object"},
+                                                             {"properties", {{"a", {{"type", "boolean"}}}}},
+                                                             {"required", {"a"}},
+                                                             {"additionalProperties", false}}}}}}})},
+       {"tool_choice", "required"}, {"parallel_tool_calls", false}},
+      Endpoint::kChat, so));
+  const toolcall::SpecialTokenLookup lookup = [&](std::string_view text) -> std::optional<int32_t> {
+    if (text == "[TOOL_CALLS]") return tool_calls;
+    if (text == "[ARGS]") return args;
+    return std::nullopt;
+  };
+  auto gbnf = output_gbnf(so, toolcall::ToolCallFormat::kMistralV11, lookup);
+  ASSERT_TRUE(std::holds_alternative<std::string>(gbnf));
+  auto compiled = grammar::compile_gbnf(std::get<std::string>(gbnf), index);
+  ASSERT_TRUE(compiled.ok()) << compiled.error() << "\n" << std::get<std::string>(gbnf);
+
+  grammar::GrammarMatcher spelled(*compiled);
+  EXPECT_FALSE(spelled.accept_bytes("[TOOL_CALLS]"));  // the text is not the token
+  grammar::GrammarMatcher m(*compiled);
+  ASSERT_TRUE(m.accept_token(tool_calls));
+  ASSERT_TRUE(m.accept_bytes("f"));
+  ASSERT_TRUE(m.accept_token(args));
+  ASSERT_TRUE(m.accept_bytes("{\"a\": true}"));
+  EXPECT_TRUE(m.can_end());
 }
 
 }  // namespace

@@ -85,18 +85,37 @@ TEST(ToolCallGbnf, EveryReferenceIsDefined) {
 
 TEST(ToolCallGbnf, MarkersPerFamily) {
   const std::vector<ToolGrammarEntry> tools = {{"f", "args"}};
+  // Without a lookup every marker is a literal.
   const std::string hermes = tool_call_gbnf(ToolCallFormat::kHermes, tools, false, true);
-  EXPECT_NE(hermes.find(R"("<tool_call>\n{\"name\": \"f\", \"arguments\": " args "}\n</tool_call>")"), std::string::npos) << hermes;
+  EXPECT_NE(hermes.find(R"("<tool_call>" "\n{\"name\": \"f\", \"arguments\": " args "}\n" "</tool_call>")"), std::string::npos) << hermes;
   const std::string kimi = tool_call_gbnf(ToolCallFormat::kKimiK2, tools, true, true);
-  EXPECT_NE(kimi.find("<|tool_calls_section_begin|> tc-call+ <|tool_calls_section_end|>"), std::string::npos) << kimi;
-  EXPECT_NE(kimi.find("<|tool_call_argument_begin|> args <|tool_call_end|>"), std::string::npos) << kimi;
-  const std::string oss = tool_call_gbnf(ToolCallFormat::kGptOss, tools, false, true);
-  EXPECT_NE(oss.find("<|channel|> \"commentary to=functions.f \" <|constrain|> \"json\" <|message|> args <|call|>"),
-            std::string::npos) << oss;
+  EXPECT_NE(kimi.find(R"("<|tool_calls_section_begin|>" tc-call+ "<|tool_calls_section_end|>")"), std::string::npos) << kimi;
   const std::string v11 = tool_call_gbnf(ToolCallFormat::kMistralV11, tools, true, true);
-  EXPECT_NE(v11.find("\"[TOOL_CALLS]f[ARGS]\" args"), std::string::npos) << v11;
+  EXPECT_NE(v11.find(R"("[TOOL_CALLS]" "f" "[ARGS]" args)"), std::string::npos) << v11;
   const std::string single = tool_call_gbnf(ToolCallFormat::kMistral, tools, false, true);
-  EXPECT_NE(single.find("tc-calls ::= \"[TOOL_CALLS][\" tc-call \"]\""), std::string::npos) << single;
+  EXPECT_NE(single.find(R"(tc-calls ::= "[TOOL_CALLS]" "[" tc-call "]")"), std::string::npos) << single;
+
+  // With one: the markers the vocabulary has as control tokens become id terminals, the rest
+  // stay literals.
+  const std::map<std::string, int32_t, std::less<>> control = {
+      {"<|channel|>", 200005}, {"<|constrain|>", 200003}, {"<|message|>", 200008}, {"<|call|>", 200012},
+      {"[TOOL_CALLS]", 9}, {"[ARGS]", 32}, {"<|tool_calls_section_begin|>", 163595},
+      {"<|tool_calls_section_end|>", 163596}, {"<|tool_call_begin|>", 163597},
+      {"<|tool_call_argument_begin|>", 163598}, {"<|tool_call_end|>", 163599}};
+  const SpecialTokenLookup lookup = [&](std::string_view text) -> std::optional<int32_t> {
+    auto it = control.find(text);
+    return it == control.end() ? std::nullopt : std::optional<int32_t>(it->second);
+  };
+  const std::string oss = tool_call_gbnf(ToolCallFormat::kGptOss, tools, false, true, lookup);
+  EXPECT_NE(oss.find(R"(<[200005]> "commentary to=functions.f " <[200003]> "json" <[200008]> args <[200012]>)"),
+            std::string::npos) << oss;
+  const std::string v11t = tool_call_gbnf(ToolCallFormat::kMistralV11, tools, true, true, lookup);
+  EXPECT_NE(v11t.find(R"(<[9]> "f" <[32]> args)"), std::string::npos) << v11t;
+  const std::string kimit = tool_call_gbnf(ToolCallFormat::kKimiK2, tools, true, true, lookup);
+  EXPECT_NE(kimit.find("<[163595]> tc-call+ <[163596]>"), std::string::npos) << kimit;
+  EXPECT_NE(kimit.find("<[163598]> args <[163599]>"), std::string::npos) << kimit;
+  const std::string hermest = tool_call_gbnf(ToolCallFormat::kHermes, tools, false, true, lookup);
+  EXPECT_EQ(hermest, hermes);  // <tool_call> is not a control token here
 }
 
 // The shortest text a grammar derives (first alternative, optional and starred items left out,

@@ -253,6 +253,10 @@ TEST_F(StructuredServerTest, BadSchemasGrammarsAndToolsAre400sThatSayWhere) {
                  {"schema", {{"type", "object"}, {"properties", {{"a", {{"type", "integer"}, {"multipleOf", 3}}}}}}}}}}}}),
        "response_format", "/properties/a/multipleOf"},
       {chat({{"grammar", "root ::= \"a\" undefined-rule"}}), "grammar", "undefined-rule"},
+      // Over the compile budget: a clear 400 at once, never a stalled server.
+      {chat({{"json_schema", {{"type", "string"}, {"minLength", 50000}, {"maxLength", 100000}}}}),
+       "json_schema", "limit"},
+      {chat({{"grammar", "root ::= (\"a\" | \"b\"){1,60000}"}}), "grammar", "limit"},
       {chat({{"grammar", "root ::= (\"a\""}}), "grammar", "1:"},
       {chat({{"guided_regex", "(a)\\1"}}), "guided_regex", "backreference"},
       {chat({{"tools", json::array({{{"type", "function"},

@@ -73,25 +73,6 @@ std::variant<std::string, ApiError> tools_gbnf(const ToolRequest& t,
 
 }  // namespace
 
-std::string gbnf_literal(std::string_view text) {
-  std::string out = "\"";
-  for (unsigned char ch : text) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (ch < 0x20 || ch == 0x7f)
-          out += fmt::format("\\x{:02X}", ch);
-        else
-          out += static_cast<char>(ch);  // UTF-8 bytes pass through: the literal is UTF-8 text
-    }
-  }
-  return out + "\"";
-}
-
 std::variant<std::string, ApiError> output_gbnf(const StructuredOutput& so,
                                                 toolcall::ToolCallFormat format,
                                                 const toolcall::SpecialTokenLookup& special) {

@@ -34,9 +34,6 @@ std::variant<std::string, ApiError> output_gbnf(const StructuredOutput& so,
                                                 toolcall::ToolCallFormat format,
                                                 const toolcall::SpecialTokenLookup& special = {});
 
-// A GBNF literal for `text` ("..." with escapes), for grammars built here.
-std::string gbnf_literal(std::string_view text);
-
 class GrammarCache {
  public:
   // `index`: the model's vocabulary as grammar::TokenIndex; `capacity`: compiled grammars kept

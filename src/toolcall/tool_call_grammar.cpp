@@ -5,25 +5,14 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "grammar/regex_to_gbnf.h"  // gbnf_literal
+
 namespace cadenza::toolcall {
 
 namespace {
 
-// A GBNF string literal of `text`.
-std::string lit(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default: out += c;
-    }
-  }
-  return out + "\"";
-}
+// A GBNF string literal of the text (src/grammar's escaping).
+std::string lit(std::string_view text) { return gbnf_literal(text); }
 
 // A marker: the special token's terminal (`<[id]>`) when the vocabulary has the marker as one
 // control token, else its text as a literal.

@@ -6,7 +6,9 @@
 // satisfy the documented ranges; chat messages are rendered through a chat template (ChatML, a
 // tool-calling template, and the *.jinja files of $CADENZA_FUZZ_TEMPLATES when set) exactly as
 // ChatRenderer builds the context. Template errors are fine (the server answers 400); exceptions,
-// crashes, hangs and runaway memory are not.
+// crashes, hangs and runaway memory are not. The structured-output fields (response_format, tools,
+// grammar, guided_*) go through parse_structured_output, the schema / regex converters and the
+// GBNF compiler over a byte vocabulary, and a compiled grammar gives one token mask.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -16,7 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "grammar/compiled_grammar.h"
+#include "grammar/json_grammar.h"
+#include "grammar/json_schema_to_gbnf.h"
+#include "grammar/matcher.h"
+#include "grammar/regex_to_gbnf.h"
 #include "server/openai_protocol.h"
+#include "server/structured_output.h"
 #include "template/template.h"
 
 namespace {
@@ -109,6 +117,61 @@ void render(const ordered_json& messages, const ordered_json& tools, size_t whic
   if (out) check(out->size() <= opts.max_output_bytes);
 }
 
+// The structured-output path of the router, up to one mask: whatever the input, a value or an
+// ApiError / compile error, never a crash; compilation bounded by tight limits.
+void structured(const std::string& text, Endpoint ep) {
+  const ordered_json body = ordered_json::parse(text, nullptr, false);
+  if (body.is_discarded()) return;
+  cadenza::server::StructuredOutput so;
+  if (auto e = cadenza::server::parse_structured_output(body, ep, so)) {
+    check_error(*e);
+    return;
+  }
+  using Kind = cadenza::server::OutputConstraint::Kind;
+  std::string gbnf;
+  const auto& c = so.constraint;
+  if (c.kind == Kind::kJsonSchema) {
+    cadenza::SchemaGrammarOptions opt;
+    opt.strict = c.strict;
+    opt.max_output_bytes = size_t{1} << 18;
+    auto g = cadenza::json_schema_to_gbnf(c.schema, opt);
+    if (!g) return;
+    gbnf = std::move(*g);
+  } else if (c.kind == Kind::kRegex) {
+    auto g = cadenza::regex_to_gbnf(c.text);
+    if (!g) return;
+    gbnf = std::move(*g);
+  } else if (c.kind == Kind::kGrammar) {
+    gbnf = c.text;
+  } else if (c.kind == Kind::kJsonObject) {
+    gbnf = cadenza::json_object_gbnf();
+  }
+  for (const auto& f : so.tools.functions) {  // tool parameters: converted like schemas
+    cadenza::SchemaGrammarOptions opt;
+    opt.strict = f.strict;
+    opt.max_output_bytes = size_t{1} << 18;
+    (void)cadenza::json_schema_to_gbnf(f.parameters, opt);
+  }
+  if (gbnf.empty()) return;
+  static const auto index = [] {
+    std::vector<std::string> bytes;
+    for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+    bytes.push_back("ab");
+    bytes.push_back("</s>");
+    std::vector<uint8_t> special(bytes.size(), 0);
+    special.back() = 1;
+    return cadenza::grammar::TokenIndex::build(bytes, special, {257}, bytes);
+  }();
+  cadenza::grammar::CompileLimits limits;
+  limits.max_seconds = 0.2;
+  limits.max_grammar_bytes = size_t{1} << 18;
+  auto compiled = cadenza::grammar::compile_gbnf(gbnf, index, limits);
+  if (!compiled) return;
+  cadenza::grammar::GrammarMatcher m(*compiled);
+  std::vector<uint32_t> mask(m.mask_words());
+  m.fill_next_token_bitmask(mask);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -124,6 +187,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   for (Endpoint ep : {Endpoint::kCompletions, Endpoint::kChat}) {
+    if (cadenza::server::has_structured_output_fields(body)) structured(text, ep);
     auto p = cadenza::server::parse_completion_request(body, ep);
     if (p.error) {
       check_error(*p.error);

@@ -7,7 +7,8 @@
 // the first token or after the last. Models otherwise can emit newlines without end; 40 columns
 // fit a two-space pretty print 20 levels deep.
 // Numbers: at most kMaxIntegerDigits digits before the point, kMaxFractionDigits after it and
-// kMaxExponentDigits in the exponent (so a model cannot append digits forever). Strings: JSON
+// kMaxExponentDigits in the exponent (so a model cannot append digits forever, and every number is
+// a finite double: parsers such as nlohmann::json reject 1e999, JSON.parse makes it Infinity). Strings: JSON
 // escapes only (\" \\ \/ \b \f \n \r \t \uXXXX), no raw control characters (U+0000..U+001F).
 // Rule names use only [a-zA-Z0-9-] (the portable GBNF rule-name alphabet).
 // Thread-safety: pure functions.
@@ -23,7 +24,7 @@ namespace cadenza {
 inline constexpr int kJsonMaxIndent = 40;
 inline constexpr int kJsonMaxIntegerDigits = 20;
 inline constexpr int kJsonMaxFractionDigits = 20;
-inline constexpr int kJsonMaxExponentDigits = 3;
+inline constexpr int kJsonMaxExponentDigits = 2;  // 20 digits e99 < 1e120: a finite double
 
 // A complete grammar, root rule `root`, that accepts exactly one JSON object (any keys, any
 // values, any nesting depth: the matcher's stack is the bound) under the policy above.

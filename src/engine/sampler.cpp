@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace cadenza {
+
+namespace {
+// A masked logit (grammar, min_tokens suppression): probability exactly 0.
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+}  // namespace
 
 int32_t argmax(std::span<const float> values) {
   if (values.empty()) return -1;
@@ -55,7 +61,9 @@ int32_t Sampler::draw(const Filtered& f, std::span<const float> logits, int32_t 
     double acc = 0.0;
     int32_t last = -1;
     for (size_t i = 0; i < logits.size(); ++i) {
-      if (static_cast<int32_t>(i) == excluded) continue;
+      // Masked tokens (-inf: a grammar, min_tokens) weigh exactly 0; skipping them changes no sum
+      // and saves the exp call, which is slow for -inf.
+      if (static_cast<int32_t>(i) == excluded || logits[i] == kMasked) continue;
       acc += std::exp((logits[i] - f.max_logit) * f.inv_t);
       last = static_cast<int32_t>(i);
       if (u < acc) return last;
@@ -110,7 +118,8 @@ Sampler::Filtered Sampler::filter(std::span<const float> logits) {
     // OpenAI defaults, temperature 1 without top-k, would otherwise sort 150k logits per token).
     float max_logit = logits[0];
     for (float l : logits) max_logit = std::max(max_logit, l);
-    for (float l : logits) z += std::exp((l - max_logit) * inv_t);
+    for (float l : logits)
+      if (l != kMasked) z += std::exp((l - max_logit) * inv_t);  // masked: weight 0, no exp
     if (!top_p && !min_p) {
       f.all_tokens = true;
       f.max_logit = max_logit;
@@ -125,6 +134,7 @@ Sampler::Filtered Sampler::filter(std::span<const float> logits) {
       candidates_.clear();
       double pool = 0.0;
       for (size_t i = 0; i < logits.size(); ++i) {
+        if (logits[i] == kMasked) continue;  // weight 0: never in the pool
         const float w = std::exp((logits[i] - max_logit) * inv_t);
         if (w >= floor) {
           candidates_.push_back({static_cast<int32_t>(i), logits[i], w});

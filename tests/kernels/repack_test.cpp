@@ -165,7 +165,7 @@ TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
 // At amx whole tiles of 16 activation rows run on AMX and the rest on VNNI: batches below, at and
 // around multiples of 16, every result equal to the reference bit for bit.
 TEST(Repack, AmxKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
-  if (detected_isa() < Isa::amx) GTEST_SKIP() << "SKIPPED: no usable AMX on this CPU (" << cpu_features().why << ")";
+  if (detected_isa() < Isa::amx) GTEST_SKIP() << "SKIPPED: amx not available on this CPU (" << cpu_features().why << ")";
   expect_kernel_equals_reference(Isa::amx, {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 20, 24, 31, 32, 33, 50}, 50,
                                  {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::MXFP4,
                                   DType::Q4_K, DType::Q6_K});

@@ -1,11 +1,16 @@
-// bench_structured: the throughput cost of constrained decoding (issue 17) in the EngineCore on
-// tiny-qwen2 (random weights, the real 151,936-token Qwen2 vocabulary; ../shared/models, or
+// bench_structured: the cost of constrained decoding (issue 17) in the EngineCore on tiny-qwen2
+// (random weights, the real 151,936-token Qwen2 vocabulary; ../shared/models, or
 // $CADENZA_SHARED_DIR/models), at c concurrent requests (closed loop: a finished request is
-// replaced at once, so c stay running), constrained by a medium JSON schema (json_schema_to_gbnf)
-// vs unconstrained. A and B alternate `rounds` times; medians are reported.
+// replaced at once, so c stay running).
 //
 //   bench_structured [--c 16] [--tokens 4096] [--rounds 3] [--threads 2] [--max-tokens 128]
-//                    [--model tiny-qwen2-f16] [--only constrained|unconstrained]
+//                    [--model tiny-qwen2-f16] [--schemas small,medium,large]
+//                    [--throughput medium|none] [--only constrained|unconstrained]
+//
+// For each schema of --schemas (bench/schemas/NAME.json): compile time (json_schema_to_gbnf,
+// then compile_gbnf, fresh each time, median of 20), then one constrained engine run of
+// `tokens` tokens whose outputs are replayed for the mask times below. For the --throughput
+// schema: unconstrained (A) and constrained (B) runs alternate `rounds` times; medians reported.
 //
 // tokens/s is generated tokens over wall time of the engine loop (prefills of the short 8-token
 // prompts included; both sides get the same prompts). Mask time per token replays the tokens
@@ -21,9 +26,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -44,37 +51,20 @@ namespace fs = std::filesystem;
 using namespace cadenza;
 using Clock = std::chrono::steady_clock;
 
-// A medium schema: nested object, array of objects, enums, bounded and unbounded strings, numbers.
-const char* kSchema = R"({
-  "type": "object",
-  "properties": {
-    "id": {"type": "integer", "minimum": 0},
-    "name": {"type": "string", "maxLength": 24},
-    "email": {"type": "string", "format": "email"},
-    "status": {"enum": ["active", "suspended", "deleted"]},
-    "score": {"type": "number"},
-    "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 6},
-    "address": {
-      "type": "object",
-      "properties": {
-        "street": {"type": "string"},
-        "city": {"type": "string", "maxLength": 20},
-        "geo": {"type": "object", "properties": {"lat": {"type": "number"}, "lon": {"type": "number"}},
-                "required": ["lat", "lon"], "additionalProperties": false}
-      },
-      "required": ["street", "city", "geo"], "additionalProperties": false
-    },
-    "orders": {
-      "type": "array", "maxItems": 4,
-      "items": {"type": "object",
-                "properties": {"sku": {"type": "string", "maxLength": 10}, "qty": {"type": "integer"},
-                               "note": {"type": ["string", "null"]}},
-                "required": ["sku", "qty", "note"], "additionalProperties": false}
-    }
-  },
-  "required": ["id", "name", "email", "status", "score", "tags", "address", "orders"],
-  "additionalProperties": false
-})";
+// The schemas: bench/schemas/{small,medium,large}.json. small: a flat object of three fields;
+// medium: nested objects, arrays of objects, enums, bounded and unbounded strings, numbers;
+// large: an invoice (6.8 KB) with $defs, recursion, anyOf, patterns, formats and 11-value enums.
+std::string read_schema(const std::string& name) {
+  const fs::path path = fs::path(CADENZA_SOURCE_DIR) / "bench" / "schemas" / (name + ".json");
+  std::ifstream in(path);
+  if (!in) {
+    std::fprintf(stderr, "no schema %s\n", path.c_str());
+    std::exit(2);
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 double thread_cpu_ns() {
   timespec ts;
@@ -173,13 +163,39 @@ std::vector<double> mask_times(const std::vector<std::vector<int32_t>>& outputs,
   return us;
 }
 
+struct MaskStats {
+  size_t n = 0;
+  double mean = 0, p50 = 0, p99 = 0, max = 0;
+};
+
+MaskStats summarize(const std::vector<double>& us) {
+  MaskStats m;
+  m.n = us.size();
+  if (us.empty()) return m;
+  double sum = 0;
+  for (double x : us) sum += x;
+  m.mean = sum / static_cast<double>(us.size());
+  m.p50 = percentile(us, 0.5);
+  m.p99 = percentile(us, 0.99);
+  m.max = percentile(us, 1.0);
+  return m;
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  for (std::string part; std::getline(ss, part, ',');)
+    if (!part.empty()) out.push_back(part);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int c = 16, rounds = 3, threads = 2, max_tokens = 128;
   int64_t target = 4096;
   std::string model_name = "tiny-qwen2-f16";
-  std::string only;
+  std::string only, schemas_arg = "small,medium,large", throughput_schema = "medium";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--c") c = std::atoi(argv[i + 1]);
@@ -189,6 +205,8 @@ int main(int argc, char** argv) {
     else if (a == "--max-tokens") max_tokens = std::atoi(argv[i + 1]);
     else if (a == "--model") model_name = argv[i + 1];
     else if (a == "--only") only = argv[i + 1];  // constrained | unconstrained (for profiling)
+    else if (a == "--schemas") schemas_arg = argv[i + 1];
+    else if (a == "--throughput") throughput_schema = argv[i + 1];
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -216,23 +234,66 @@ int main(int argc, char** argv) {
   auto index = grammar::TokenIndex::from_tokenizer(**tok);
   SchemaGrammarOptions opt;
   opt.strict = false;
-  const std::string gbnf = *json_schema_to_gbnf(nlohmann::ordered_json::parse(kSchema), opt);
-  auto g = *grammar::compile_gbnf(gbnf, index);
+  auto to_gbnf = [&](const std::string& schema) {
+    auto gbnf = json_schema_to_gbnf(nlohmann::ordered_json::parse(schema), opt);
+    if (!gbnf) {
+      std::fprintf(stderr, "%s\n", gbnf.error().c_str());
+      std::exit(1);
+    }
+    return *gbnf;
+  };
   std::printf("model %s, vocab %zu, c=%d, %lld tokens per run, max_tokens %d, %d threads\n",
-              model_name.c_str(), static_cast<size_t>(index->n_vocab()), c, static_cast<long long>(target), max_tokens,
-              threads);
+              model_name.c_str(), static_cast<size_t>(index->n_vocab()), c,
+              static_cast<long long>(target), max_tokens, threads);
+
   if (!only.empty()) {
+    auto g = *grammar::compile_gbnf(to_gbnf(read_schema(throughput_schema)), index);
     RunResult r = run(**m, **tok, only == "constrained" ? g : nullptr, c, target, max_tokens, 1);
     std::printf("%s only: %.1f tok/s\n", only.c_str(), r.tokens_per_s);
     return 0;
   }
+
+  // Mask and compile times per schema size.
+  for (const std::string& name : split_commas(schemas_arg)) {
+    const std::string schema = read_schema(name);
+    std::vector<double> convert_us, compile_us;
+    std::string gbnf;
+    for (int i = 0; i < 20; ++i) {
+      const double a = thread_cpu_ns();
+      gbnf = to_gbnf(schema);
+      const double b = thread_cpu_ns();
+      auto g = grammar::compile_gbnf(gbnf, index);
+      const double e = thread_cpu_ns();
+      if (!g) {
+        std::fprintf(stderr, "%s: %s\n", name.c_str(), g.error().c_str());
+        return 1;
+      }
+      convert_us.push_back((b - a) / 1e3);
+      compile_us.push_back((e - b) / 1e3);
+    }
+    auto g = *grammar::compile_gbnf(gbnf, index);
+    RunResult r = run(**m, **tok, g, c, target, max_tokens, 77);
+    const MaskStats warm = summarize(mask_times(r.outputs, index, gbnf, g));
+    std::vector<std::vector<int32_t>> few(r.outputs.begin(),
+                                          r.outputs.begin() + std::min<size_t>(8, r.outputs.size()));
+    const MaskStats cold = summarize(mask_times(few, index, gbnf, nullptr));
+    std::printf("schema %s (%zu B, GBNF %zu B): convert %.0f us, compile %.0f us (medians of 20); "
+                "%lld requests done, %lld ended by the grammar\n",
+                name.c_str(), schema.size(), gbnf.size(), median(convert_us), median(compile_us),
+                static_cast<long long>(r.requests), static_cast<long long>(r.stopped));
+    std::printf("  mask per token, warm (%zu): mean %.1f us, p50 %.1f, p99 %.1f, max %.1f\n", warm.n,
+                warm.mean, warm.p50, warm.p99, warm.max);
+    std::printf("  mask per token, cold: fresh compile per request (%zu): mean %.1f us, p50 %.1f, "
+                "p99 %.1f, max %.1f\n",
+                cold.n, cold.mean, cold.p50, cold.p99, cold.max);
+  }
+
+  if (throughput_schema == "none") return 0;
+  auto g = *grammar::compile_gbnf(to_gbnf(read_schema(throughput_schema)), index);
   // Warm-up (both): fills the grammar's caches, as a server with this schema in use would have.
   run(**m, **tok, g, c, target / 4, max_tokens, 1);
   run(**m, **tok, nullptr, c, target / 4, max_tokens, 1);
-
   std::vector<double> a_tps, b_tps, ratio;
-  std::vector<std::vector<int32_t>> constrained_outputs;
-  int64_t requests = 0, stopped = 0;
   for (int r = 0; r < rounds; ++r) {
     const uint64_t seed = 1000 + 100000 * static_cast<uint64_t>(r);
     RunResult a = run(**m, **tok, nullptr, c, target, max_tokens, seed);
@@ -240,32 +301,13 @@ int main(int argc, char** argv) {
     a_tps.push_back(a.tokens_per_s);
     b_tps.push_back(b.tokens_per_s);
     ratio.push_back(b.tokens_per_s / a.tokens_per_s);
-    requests += b.requests;
-    stopped += b.stopped;
-    std::printf("round %d: unconstrained %.1f tok/s, constrained %.1f tok/s (ratio %.3f; %lld "
-                "constrained requests finished, %lld by the grammar)\n",
-                r + 1, a.tokens_per_s, b.tokens_per_s, b.tokens_per_s / a.tokens_per_s,
-                static_cast<long long>(b.requests), static_cast<long long>(b.stopped));
-    constrained_outputs.insert(constrained_outputs.end(), b.outputs.begin(), b.outputs.end());
+    std::printf("throughput (%s) round %d: unconstrained %.1f tok/s, constrained %.1f tok/s (ratio "
+                "%.3f; %lld constrained requests finished, %lld by the grammar)\n",
+                throughput_schema.c_str(), r + 1, a.tokens_per_s, b.tokens_per_s,
+                b.tokens_per_s / a.tokens_per_s, static_cast<long long>(b.requests),
+                static_cast<long long>(b.stopped));
   }
   std::printf("median: unconstrained %.1f tok/s, constrained %.1f tok/s, ratio %.3f (cost %.1f%%)\n",
               median(a_tps), median(b_tps), median(ratio), 100 * (1 - median(ratio)));
-  auto warm = mask_times(constrained_outputs, index, gbnf, g);
-  double sum = 0;
-  for (double x : warm) sum += x;
-  std::printf("mask time per token, warm grammar (%zu masks): mean %.1f us, p50 %.1f us, p99 %.1f us, "
-              "max %.1f us\n",
-              warm.size(), sum / static_cast<double>(warm.size()), percentile(warm, 0.5),
-              percentile(warm, 0.99), percentile(warm, 1.0));
-  std::vector<std::vector<int32_t>> few(constrained_outputs.begin(),
-                                        constrained_outputs.begin() +
-                                            std::min<size_t>(8, constrained_outputs.size()));
-  auto cold = mask_times(few, index, gbnf, nullptr);
-  sum = 0;
-  for (double x : cold) sum += x;
-  std::printf("mask time per token, cold grammar (fresh compile per request, %zu masks): mean %.1f us, "
-              "p50 %.1f us, p99 %.1f us, max %.1f us\n",
-              cold.size(), sum / static_cast<double>(cold.size()), percentile(cold, 0.5),
-              percentile(cold, 0.99), percentile(cold, 1.0));
   return 0;
 }

@@ -310,41 +310,49 @@ std::vector<RequestOutput> EngineCore::step() {
     if (e.num_draft_tokens > 0) {
       const size_t n_rows = 1 + static_cast<size_t>(e.num_draft_tokens);
       verify_drafts(r, e,
-                    std::span<const float>(logits_.data() + row * static_cast<size_t>(n_vocab_),
-                                           n_rows * static_cast<size_t>(n_vocab_)),
+                    std::span<float>(logits_.data() + row * static_cast<size_t>(n_vocab_),
+                                     n_rows * static_cast<size_t>(n_vocab_)),
                     outputs);
       row += n_rows;
       continue;
     }
-    std::span<const float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
-                                  static_cast<size_t>(n_vocab_));
+    std::span<float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
+                            static_cast<size_t>(n_vocab_));
     ++row;
     // Its prompt is computed (and its full blocks cached): the other samples start, from the
-    // same logits when they can be forked.
+    // same logits when they can be forked (the row is then shared: each processes a copy).
     const std::vector<Request*> forked = release_pending(r.id, outputs);
-    sample_next(r, logits, outputs);
-    for (Request* child : forked) sample_next(*child, logits, outputs);
+    const bool shared = !forked.empty();
+    sample_next(r, logits, shared, outputs);
+    for (Request* child : forked) sample_next(*child, logits, shared, outputs);
   }
   return outputs;
 }
 
-void EngineCore::sample_next(Request& r, std::span<const float> logits,
+void EngineCore::sample_next(Request& r, std::span<float> logits, bool shared_row,
                              std::vector<RequestOutput>& outputs) {
   Stream& s = *streams_.at(r.id);
   RequestOutput out = new_output(r.id);
-  if (sample_token(r, s, logits, out)) finish_ended(r, out);
+  if (sample_token(r, s, logits, shared_row, out)) finish_ended(r, out);
   outputs.push_back(std::move(out));
 }
 
-bool EngineCore::sample_token(Request& r, Stream& s, std::span<const float> logits,
+bool EngineCore::sample_token(Request& r, Stream& s, std::span<float> row, bool shared_row,
                               RequestOutput& out, int32_t draft, bool* accepted) {
+  std::span<const float> logits = row;
   if (s.processor.active() || s.matcher) {
-    processed_.assign(logits.begin(), logits.end());
-    if (s.processor.active()) s.processor.apply(processed_, r.num_output_tokens());
+    // A row no other sample reads is processed where it lies: copying 150k logits per token
+    // was a measurable part of a constrained request's cost (docs/structured-output.md).
+    std::span<float> processed = row;
+    if (shared_row) {
+      processed_.assign(row.begin(), row.end());
+      processed = processed_;
+    }
+    if (s.processor.active()) s.processor.apply(processed, r.num_output_tokens());
     if (s.matcher) {
       grammar_mask_.resize(s.matcher->mask_words());
       s.matcher->fill_next_token_bitmask(grammar_mask_);
-      if (!apply_token_bitmask(grammar_mask_, processed_)) {
+      if (!apply_token_bitmask(grammar_mask_, processed)) {
         // The grammar allows only tokens that processing ruled out (end-of-generation under
         // min_tokens, say): nothing can be sampled, so the request ends here.
         out.text += s.stops.finish(s.detokenizer.finish()).text;
@@ -352,7 +360,7 @@ bool EngineCore::sample_token(Request& r, Stream& s, std::span<const float> logi
         return true;
       }
     }
-    logits = processed_;
+    logits = processed;
   }
   int32_t token = -1;
   if (draft >= 0) {

@@ -259,14 +259,16 @@ class EngineCore {
   // them (drop, one final output each into `outputs`).
   std::vector<Request*> release_pending(RequestId parent, std::vector<RequestOutput>& outputs);
   // Samples the next token of `r` from its raw logits, applies stops, appends its output.
-  void sample_next(Request& r, std::span<const float> logits, std::vector<RequestOutput>& outputs);
-  // The per-token path of sample_next without the finish: processes a copy of the row (when the
-  // request has processing parameters), samples, records logprobs, appends the token and applies
-  // stops into `out`. Returns whether the request ended (out.finish_reason kNone then means stop).
+  // `shared_row`: other samples read the same row after this one (n > 1 forks).
+  void sample_next(Request& r, std::span<float> logits, bool shared_row,
+                   std::vector<RequestOutput>& outputs);
+  // The per-token path of sample_next without the finish: processes the row (when the request
+  // has processing parameters or a grammar: in place, or a copy when `shared_row`), samples,
+  // records logprobs, appends the token and applies stops into `out`. Returns whether the request ended (out.finish_reason kNone then means stop).
   // With a `draft` (>= 0) the token comes from Sampler::verify instead of sample(), and
   // `*accepted` (non-null then) says whether it is the draft.
-  bool sample_token(Request& r, Stream& s, std::span<const float> logits, RequestOutput& out,
-                    int32_t draft = -1, bool* accepted = nullptr);
+  bool sample_token(Request& r, Stream& s, std::span<float> row, bool shared_row,
+                    RequestOutput& out, int32_t draft = -1, bool* accepted = nullptr);
   void finish_ended(Request& r, RequestOutput& out);
   // Speculative decoding (speculative.cpp). Before schedule(): appends drafts to every eligible
   // running request in its decode phase (Request::num_draft_tokens).
@@ -278,7 +280,7 @@ class EngineCore {
   // After commit(), for an entry with drafts: `rows` holds the logits of its 1 + k last
   // positions. Emits the accepted drafts and the next token through sample_token, then rolls the
   // rejected positions back (Scheduler::rollback) and performs the KV copy it asks for.
-  void verify_drafts(Request& r, const sched::ScheduledRequest& e, std::span<const float> rows,
+  void verify_drafts(Request& r, const sched::ScheduledRequest& e, std::span<float> rows,
                      std::vector<RequestOutput>& outputs);
   void drop_pending(RequestId parent, FinishReason reason, const std::string& error,
                     std::vector<RequestOutput>& outputs);

@@ -148,7 +148,7 @@ void EngineCore::plan_adaptive_k() {
 }
 
 void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
-                               std::span<const float> rows, std::vector<RequestOutput>& outputs) {
+                               std::span<float> rows, std::vector<RequestOutput>& outputs) {
   const int32_t k = e.num_draft_tokens;
   assert(k >= 1 && k == r.num_draft_tokens);
   assert(rows.size() == static_cast<size_t>(k + 1) * static_cast<size_t>(n_vocab_));
@@ -167,11 +167,12 @@ void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
   int32_t accepted = 0, tried = 0;
   bool ended = false;
   for (int32_t i = 0; i <= k; ++i) {
-    const std::span<const float> logits =
+    // Each row is read once, by this request: it is processed in place.
+    const std::span<float> logits =
         rows.subspan(static_cast<size_t>(i) * static_cast<size_t>(n_vocab_), static_cast<size_t>(n_vocab_));
     bool match = false;
-    ended = i < k ? sample_token(r, s, logits, out, draft_[static_cast<size_t>(i)], &match)
-                  : sample_token(r, s, logits, out);
+    ended = i < k ? sample_token(r, s, logits, false, out, draft_[static_cast<size_t>(i)], &match)
+                  : sample_token(r, s, logits, false, out);
     if (i < k) ++tried;
     if (match) ++accepted;
     if (ended || !match) break;

@@ -1,8 +1,10 @@
 // libFuzzer target for the tokenizers (src/tokenizer): encode of arbitrary bytes, decode, and the
-// streaming detokenizer, over SentencePiece ("llama") and byte-level BPE ("gpt2") vocabularies.
+// streaming detokenizer, over SentencePiece ("llama"), byte-level BPE ("gpt2") and SentencePiece-style
+// BPE ("gemma4") vocabularies.
 //
 // The vocabularies are synthesized here (written with GgufWriter and read back, the path real
-// files take): one SentencePiece vocabulary with and one without the space prefix, and one
+// files take): one SentencePiece vocabulary with and one without the space prefix, one Gemma 4
+// style vocabulary, and one
 // byte-level BPE vocabulary per pre-tokenizer regex set. When $CADENZA_FUZZ_VOCABS names a folder
 // (scripts/fuzz.sh sets it to ../shared/tokenizer when present), its *.gguf vocabularies are
 // fuzzed too.
@@ -80,7 +82,7 @@ class Builder {
     w.set("tokenizer.ggml.tokens", Value::string_array(texts_));
     w.set("tokenizer.ggml.scores", Value::f32_array(scores_));
     w.set("tokenizer.ggml.token_type", Value::i32_array(types_));
-    if (model_ == "gpt2") w.set("tokenizer.ggml.merges", Value::string_array(merges_));
+    if (!merges_.empty()) w.set("tokenizer.ggml.merges", Value::string_array(merges_));
     for (const auto& [k, v] : extra_) w.set(k, v);
     const std::vector<uint8_t> bytes = w.to_bytes();
     auto file = GgufFile::parse(bytes, "synthetic-" + model_ + "-" + pre_ + ".gguf");
@@ -155,12 +157,43 @@ Vocab bpe_vocab(const std::string& pre) {
   return b.build(false);
 }
 
+// Gemma 4's SentencePiece-style BPE: U+2581 for spaces, ranked merges over characters, <0xXX>.
+Vocab spm_bpe_vocab() {
+  Builder b("gemma4");
+  b.add("<pad>", 0, kControl);
+  b.add("<eos>", 0, kControl);
+  b.add("<bos>", 0, kControl);
+  b.add("<unk>", 0, kUnknown);
+  for (int c = 0; c < 256; ++c) {
+    static const char* hex = "0123456789ABCDEF";
+    b.add(std::string("<0x") + hex[c >> 4] + hex[c & 15] + ">", 0, kByte);
+  }
+  const std::string sp = "\xE2\x96\x81";
+  for (const std::string& c : {sp, std::string("t"), std::string("h"), std::string("e"), std::string("\n"),
+                               std::string("\xC3\xA9"), std::string("1")}) {
+    b.add(c, -1000);
+  }
+  b.merge(sp, "t");
+  b.merge("h", "e");
+  b.merge(sp + "t", "he");
+  b.merge("\n", "\n");
+  b.merge(sp, sp);
+  b.merge(sp, "\xC3\xA9");
+  b.add("<|tool_call>", 0, kUserDefined);
+  b.set("tokenizer.ggml.bos_token_id", Value::u32(2));
+  b.set("tokenizer.ggml.eos_token_id", Value::u32(1));
+  b.set("tokenizer.ggml.unknown_token_id", Value::u32(3));
+  return b.build(true);
+}
+
 void load_vocabs() {
   vocabs().push_back(spm_vocab(true));
   vocabs().push_back(spm_vocab(false));
+  vocabs().push_back(spm_bpe_vocab());
   // One name per regex set of src/tokenizer/pretokenizer.cpp.
   for (const char* pre : {"default", "gpt-2", "llama-bpe", "dbrx", "qwen2", "deepseek-llm", "deepseek-coder",
-                          "deepseek-v3", "falcon", "starcoder", "tekken", "gpt-4o", "seed-coder", "bloom"}) {
+                          "deepseek-v3", "falcon", "starcoder", "tekken", "gpt-4o", "seed-coder", "bloom",
+                          "qwen35"}) {
     vocabs().push_back(bpe_vocab(pre));
   }
   if (const char* dir = std::getenv("CADENZA_FUZZ_VOCABS"); dir && *dir) {

@@ -14,7 +14,7 @@ using tok::VocabKind;
 
 struct Tokenizer::Impl {
   tok::Vocab vocab;
-  std::optional<tok::BpeModel> bpe;        // kBpe only
+  std::optional<tok::BpeModel> bpe;        // kBpe and kSpmBpe
   std::optional<tok::PreTokenizer> pre;    // kBpe only
   std::optional<tok::SpecialTokenSplitter> specials;
   // Piece of every token as rendered with render_special = true (computed once: byte-level
@@ -31,13 +31,15 @@ struct Tokenizer::Impl {
                   std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, const std::vector<tok::Fragment>& fragments,
                   std::vector<int32_t>& out) const;
+  void encode_spm_bpe(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                      std::vector<int32_t>& out) const;
 };
 
 std::string Tokenizer::Impl::piece_of(int32_t id) const {
   const std::string& text = vocab.texts[id];
   switch (vocab.types[id]) {
     case TokenType::kNormal:
-      if (vocab.kind == VocabKind::kSpm) {
+      if (vocab.escapes_spaces()) {
         // U+2581 stands for a space in SentencePiece vocabularies.
         std::string out;
         for (size_t i = 0; i < text.size();) {
@@ -71,11 +73,13 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& fi
   impl->vocab = std::move(*vocab);
   tok::Vocab& v = impl->vocab;
 
-  if (v.kind == VocabKind::kBpe) {
+  if (v.kind == VocabKind::kBpe || v.kind == VocabKind::kSpmBpe) {
     auto bpe = tok::BpeModel::build(v, file.name());
     if (!bpe) return bpe.error_value();
     impl->bpe = std::move(*bpe);
     std::vector<std::string>().swap(v.merges);  // indexed now; free the strings
+  }
+  if (v.kind == VocabKind::kBpe) {
     const tok::PreTokenizerSpec* spec = tok::find_pretokenizer(v.pre);  // checked by load_vocab
     auto pre = tok::PreTokenizer::compile(*spec);
     if (!pre) return make_error("{}: {}", file.name(), pre.error());
@@ -127,6 +131,35 @@ void Tokenizer::Impl::encode_bpe(std::string_view text,
   }
 }
 
+void Tokenizer::Impl::encode_spm_bpe(std::string_view text,
+                                     const std::vector<tok::Fragment>& fragments,
+                                     std::vector<int32_t>& out) const {
+  // Spaces are escaped as for SentencePiece (with the same space-prefix rule), then the text is
+  // cut into runs of newlines and runs of anything else, and each run is merged on its own.
+  bool after_special = true;
+  std::string escaped;
+  tok::BpeModel::Scratch scratch;
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    escaped.clear();
+    if (vocab.add_space_prefix && after_special) escaped = "\xE2\x96\x81";
+    tok::spm_escape_spaces(text.substr(f.begin, f.end - f.begin), escaped);
+    const std::string_view e = escaped;
+    for (size_t begin = 0; begin < e.size();) {
+      const bool newline = e[begin] == '\n';
+      size_t end = begin + 1;
+      while (end < e.size() && (e[end] == '\n') == newline) ++end;
+      bpe->encode_chars(e.substr(begin, end - begin), vocab, scratch, out);
+      begin = end;
+    }
+    after_special = false;
+  }
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   const Impl& m = *impl_;
@@ -135,10 +168,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   if (add_special && m.vocab.add_bos) out.push_back(m.vocab.bos);
   std::vector<tok::Fragment> fragments;
   m.specials->split(m.vocab, text, parse_special, fragments);
-  if (m.vocab.kind == VocabKind::kSpm) {
-    m.encode_spm(text, fragments, out);
-  } else {
-    m.encode_bpe(text, fragments, out);
+  switch (m.vocab.kind) {
+    case VocabKind::kSpm: m.encode_spm(text, fragments, out); break;
+    case VocabKind::kBpe: m.encode_bpe(text, fragments, out); break;
+    case VocabKind::kSpmBpe: m.encode_spm_bpe(text, fragments, out); break;
   }
   if (add_special && m.vocab.add_eos) out.push_back(m.vocab.eos);
   return out;

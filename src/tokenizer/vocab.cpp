@@ -141,7 +141,7 @@ Status read_tokens(const gguf::GgufFile& f, Vocab& v) {
 Status read_special_ids(const gguf::GgufFile& f, Vocab& v) {
   const int32_t n = v.size();
   if (v.kind == VocabKind::kSpm) {
-    // The reference's SentencePiece defaults when the keys are absent.
+    // The reference's SentencePiece defaults when the keys are absent (Llama 2 layout).
     v.unk = n > 0 ? 0 : -1;
     v.bos = n > 1 ? 1 : -1;
     v.eos = n > 2 ? 2 : -1;
@@ -188,21 +188,35 @@ Status read_special_ids(const gguf::GgufFile& f, Vocab& v) {
   return {};
 }
 
+// Defaults of the flags when their keys are absent, per kind (the model authors' tokenizers).
+struct FlagDefaults {
+  bool add_bos, add_eos, add_space_prefix;
+};
+FlagDefaults flag_defaults(VocabKind kind, const PreTokenizerSpec* spec) {
+  switch (kind) {
+    case VocabKind::kSpm: return {true, false, true};
+    case VocabKind::kBpe: return {spec->add_bos, false, false};
+    case VocabKind::kSpmBpe: return {true, false, false};  // Gemma 4: <bos>, no space prefix
+  }
+  return {false, false, false};
+}
+
 Status read_flags(const gguf::GgufFile& f, const PreTokenizerSpec* spec, Vocab& v) {
-  const bool spm = v.kind == VocabKind::kSpm;
-  auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", spm ? true : spec->add_bos);
+  const FlagDefaults d = flag_defaults(v.kind, spec);
+  auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", d.add_bos);
   if (!add_bos) return Error(add_bos.error());
-  auto add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
+  auto add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", d.add_eos);
   if (!add_eos) return Error(add_eos.error());
-  auto prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", spm);
+  auto prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", d.add_space_prefix);
   if (!prefix) return Error(prefix.error());
   v.add_bos = *add_bos;
   v.add_eos = *add_eos;
   // A default cannot ask for a token the file does not have; only an explicit key is an error.
   if (f.find("tokenizer.ggml.add_bos_token") == nullptr && v.bos < 0) v.add_bos = false;
-  // Only SentencePiece vocabularies escape spaces; the flag has no meaning for byte-level BPE.
-  v.add_space_prefix = spm && *prefix;
-  v.ignore_merges = !spm && spec->ignore_merges;
+  if (f.find("tokenizer.ggml.add_eos_token") == nullptr && v.eos < 0) v.add_eos = false;
+  // Byte-level BPE does not escape spaces; the flag has no meaning there.
+  v.add_space_prefix = v.escapes_spaces() && *prefix;
+  v.ignore_merges = v.kind == VocabKind::kBpe && spec->ignore_merges;
   if (v.add_bos && v.bos < 0) {
     return make_error("{}: tokenizer.ggml.add_bos_token is true but there is no BOS token id",
                       f.name());
@@ -261,10 +275,13 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
     v.kind = VocabKind::kSpm;
   } else if (v.model == "gpt2") {
     v.kind = VocabKind::kBpe;
+  } else if (v.model == "gemma4") {
+    v.kind = VocabKind::kSpmBpe;
   } else {
     return make_error(
-        "{}: {} '{}' is not supported (supported: 'llama' SentencePiece-style and 'gpt2' "
-        "byte-level BPE; not WordPiece 'bert', Unigram 't5', 'rwkv', or vocabulary-less files)",
+        "{}: {} '{}' is not supported (supported: 'llama' SentencePiece-style, 'gpt2' "
+        "byte-level BPE, 'gemma4' SentencePiece-style BPE; not 'rwkv', 'plamo2', or "
+        "vocabulary-less files)",
         file.name(), kModelKey, v.model);
   }
 
@@ -279,7 +296,8 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
                         file.name(), kPreKey, v.pre, supported_pretokenizers());
     }
   } else {
-    v.pre = "default";  // SentencePiece has no pre-tokenizer
+    // The other kinds have a fixed pre-tokenization; tokenizer.ggml.pre is not consulted.
+    v.pre = "default";
   }
 
   if (Status s = read_tokens(file, v); !s) return s.error_value();
@@ -290,7 +308,7 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
   apply_model_token_flags(file, v);
   build_byte_tokens(v);
 
-  if (v.kind == VocabKind::kBpe) {
+  if (v.kind == VocabKind::kBpe || v.kind == VocabKind::kSpmBpe) {
     auto merges = file.get_string_array(kMergesKey);
     if (!merges) return Error(merges.error());
     v.merges = std::move(*merges);

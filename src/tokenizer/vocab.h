@@ -31,8 +31,10 @@ enum class TokenType : uint8_t {
 };
 
 enum class VocabKind {
-  kSpm,  // tokenizer.ggml.model "llama": SentencePiece-style, score-based merges
-  kBpe,  // tokenizer.ggml.model "gpt2": byte-level BPE with ranked merges
+  kSpm,     // tokenizer.ggml.model "llama": SentencePiece-style, score-based merges
+  kBpe,     // tokenizer.ggml.model "gpt2": byte-level BPE with ranked merges
+  kSpmBpe,  // "gemma4": SentencePiece-style text (U+2581 for spaces, <0xXX> byte fallback)
+            // merged by ranked merges over characters, cut at newline runs
 };
 
 struct Vocab {
@@ -52,14 +54,17 @@ struct Vocab {
 
   int32_t bos = -1, eos = -1, unk = -1, pad = -1, eot = -1, eom = -1;
   bool add_bos = false, add_eos = false;
-  bool add_space_prefix = false;  // SPM: a space is prepended to text before tokenizing
+  bool add_space_prefix = false;  // a space is prepended to text before tokenizing (not BPE)
   bool ignore_merges = false;     // BPE: a piece that is a vocabulary token is emitted whole
 
   // Token of each byte value used when text has no better token: SPM "<0xXX>" tokens (else the
   // one-character token, else unk); BPE the byte's stand-in character. -1 when none exists.
   std::array<int32_t, 256> byte_tokens{};
 
-  // tokenizer.ggml.merges as stored (BPE only). BpeModel::build validates and indexes them;
+  // Whether normal tokens store spaces as U+2581 (every kind but byte-level BPE).
+  bool escapes_spaces() const { return kind != VocabKind::kBpe; }
+
+  // tokenizer.ggml.merges as stored (BPE and SPM-BPE only). BpeModel::build validates and indexes them;
   // the Tokenizer then frees them.
   std::vector<std::string> merges;
 

@@ -6,6 +6,7 @@
 #include "tokenizer/spm.h"
 #include "tokenizer/unicode_bytes.h"
 #include "tokenizer/vocab.h"
+#include "tokenizer/wordpiece.h"
 
 namespace cadenza {
 
@@ -16,6 +17,7 @@ struct Tokenizer::Impl {
   tok::Vocab vocab;
   std::optional<tok::BpeModel> bpe;        // kBpe and kSpmBpe
   std::optional<tok::PreTokenizer> pre;    // kBpe only
+  std::optional<tok::WordPiece> wordpiece;  // kWpm only
   std::optional<tok::SpecialTokenSplitter> specials;
   // Piece of every token as rendered with render_special = true (computed once: byte-level
   // pieces need the stand-in characters mapped back to bytes).
@@ -33,6 +35,8 @@ struct Tokenizer::Impl {
                   std::vector<int32_t>& out) const;
   void encode_spm_bpe(std::string_view text, const std::vector<tok::Fragment>& fragments,
                       std::vector<int32_t>& out) const;
+  void encode_wpm(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                  std::vector<int32_t>& out) const;
 };
 
 std::string Tokenizer::Impl::piece_of(int32_t id) const {
@@ -85,6 +89,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& fi
     if (!pre) return make_error("{}: {}", file.name(), pre.error());
     impl->pre = std::move(*pre);
   }
+  if (v.kind == VocabKind::kWpm) impl->wordpiece = tok::WordPiece::build(v);
   impl->specials.emplace(v);
   impl->pieces.reserve(v.texts.size());
   for (int32_t id = 0; id < v.size(); ++id) impl->pieces.push_back(impl->piece_of(id));
@@ -160,6 +165,18 @@ void Tokenizer::Impl::encode_spm_bpe(std::string_view text,
   }
 }
 
+void Tokenizer::Impl::encode_wpm(std::string_view text,
+                                 const std::vector<tok::Fragment>& fragments,
+                                 std::vector<int32_t>& out) const {
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+    } else {
+      wordpiece->encode(vocab, text.substr(f.begin, f.end - f.begin), out);
+    }
+  }
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   const Impl& m = *impl_;
@@ -172,6 +189,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     case VocabKind::kSpm: m.encode_spm(text, fragments, out); break;
     case VocabKind::kBpe: m.encode_bpe(text, fragments, out); break;
     case VocabKind::kSpmBpe: m.encode_spm_bpe(text, fragments, out); break;
+    case VocabKind::kWpm: m.encode_wpm(text, fragments, out); break;
   }
   if (add_special && m.vocab.add_eos) out.push_back(m.vocab.eos);
   return out;

@@ -146,8 +146,10 @@ Status read_special_ids(const gguf::GgufFile& f, Vocab& v) {
     v.bos = n > 1 ? 1 : -1;
     v.eos = n > 2 ? 2 : -1;
   }
-  int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1;
+  int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1, cls = -1, sep = -1;
   const std::pair<std::string_view, int32_t*> keys[] = {
+      {"tokenizer.ggml.cls_token_id", &cls},
+      {"tokenizer.ggml.seperator_token_id", &sep},  // sic: the GGUF key's spelling
       {"tokenizer.ggml.bos_token_id", &v.bos},
       {"tokenizer.ggml.eos_token_id", &v.eos},
       {"tokenizer.ggml.unknown_token_id", &v.unk},
@@ -160,6 +162,14 @@ Status read_special_ids(const gguf::GgufFile& f, Vocab& v) {
   };
   for (const auto& [key, id] : keys) {
     if (Status s = read_token_id(f, key, n, *id); !s) return s;
+  }
+  if (v.kind == VocabKind::kWpm) {
+    // BERT wraps text in [CLS] ... [SEP]: they are its BOS and EOS unless those are given.
+    if (f.find("tokenizer.ggml.bos_token_id") == nullptr) v.bos = cls;
+    if (f.find("tokenizer.ggml.eos_token_id") == nullptr) v.eos = sep;
+    if (v.unk < 0 && f.find("tokenizer.ggml.unknown_token_id") == nullptr) {
+      if (auto id = v.find("[UNK]")) v.unk = *id;
+    }
   }
 
   // End-of-generation set: metadata ids, then the well-known texts. A token recognised by its
@@ -197,6 +207,7 @@ FlagDefaults flag_defaults(VocabKind kind, const PreTokenizerSpec* spec) {
     case VocabKind::kSpm: return {true, false, true};
     case VocabKind::kBpe: return {spec->add_bos, false, false};
     case VocabKind::kSpmBpe: return {true, false, false};  // Gemma 4: <bos>, no space prefix
+    case VocabKind::kWpm: return {true, true, true};        // [CLS] text [SEP]
   }
   return {false, false, false};
 }
@@ -216,6 +227,8 @@ Status read_flags(const gguf::GgufFile& f, const PreTokenizerSpec* spec, Vocab& 
   if (f.find("tokenizer.ggml.add_eos_token") == nullptr && v.eos < 0) v.add_eos = false;
   // Byte-level BPE does not escape spaces; the flag has no meaning there.
   v.add_space_prefix = v.escapes_spaces() && *prefix;
+  // WordPiece: word-initial pieces carry U+2581, so decoded text starts with a space to drop.
+  if (v.kind == VocabKind::kWpm) v.add_space_prefix = true;
   v.ignore_merges = v.kind == VocabKind::kBpe && spec->ignore_merges;
   if (v.add_bos && v.bos < 0) {
     return make_error("{}: tokenizer.ggml.add_bos_token is true but there is no BOS token id",
@@ -277,11 +290,13 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
     v.kind = VocabKind::kBpe;
   } else if (v.model == "gemma4") {
     v.kind = VocabKind::kSpmBpe;
+  } else if (v.model == "bert") {
+    v.kind = VocabKind::kWpm;
   } else {
     return make_error(
         "{}: {} '{}' is not supported (supported: 'llama' SentencePiece-style, 'gpt2' "
-        "byte-level BPE, 'gemma4' SentencePiece-style BPE; not 'rwkv', 'plamo2', or "
-        "vocabulary-less files)",
+        "byte-level BPE, 'gemma4' SentencePiece-style BPE, 'bert' WordPiece; not 'rwkv', "
+        "'plamo2', or vocabulary-less files)",
         file.name(), kModelKey, v.model);
   }
 

@@ -35,6 +35,7 @@ enum class VocabKind {
   kBpe,     // tokenizer.ggml.model "gpt2": byte-level BPE with ranked merges
   kSpmBpe,  // "gemma4": SentencePiece-style text (U+2581 for spaces, <0xXX> byte fallback)
             // merged by ranked merges over characters, cut at newline runs
+  kWpm,     // "bert": WordPiece (word-initial pieces stored with a U+2581 prefix)
 };
 
 struct Vocab {

@@ -1,20 +1,20 @@
 // libFuzzer target for the tokenizers (src/tokenizer): encode of arbitrary bytes, decode, and the
-// streaming detokenizer, over SentencePiece ("llama"), byte-level BPE ("gpt2") and SentencePiece-style
-// BPE ("gemma4") vocabularies.
+// streaming detokenizer, over every tokenizer model: SentencePiece ("llama"), byte-level BPE
+// ("gpt2"), SentencePiece-style BPE ("gemma4"), WordPiece ("bert") and Unigram ("t5").
 //
 // The vocabularies are synthesized here (written with GgufWriter and read back, the path real
 // files take): one SentencePiece vocabulary with and one without the space prefix, one Gemma 4
-// style vocabulary, and one
-// byte-level BPE vocabulary per pre-tokenizer regex set. When $CADENZA_FUZZ_VOCABS names a folder
-// (scripts/fuzz.sh sets it to ../shared/tokenizer when present), its *.gguf vocabularies are
-// fuzzed too.
+// style vocabulary, one WordPiece, two Unigram (with a precompiled charsmap; with and without
+// byte fallback), and one byte-level BPE vocabulary per pre-tokenizer regex set. When
+// $CADENZA_FUZZ_VOCABS names a folder (scripts/fuzz.sh sets it to ../shared/tokenizer when
+// present), its *.gguf vocabularies are fuzzed too.
 //
 // Input: byte 0 picks the vocabulary and the encode flags, the rest is the text. Invariants:
 // every id is inside the vocabulary; with add_special, BOS comes first when the vocabulary adds
 // it; the streaming detokenizer's output is valid UTF-8 and equals decode() whenever decode() is
-// valid UTF-8; on the synthetic vocabularies (every byte has a token) decode(encode(text)) == text
-// for text without special-token texts (and, for SentencePiece, without U+2581, which decodes
-// to a space). Crashes, leaks, hangs and exceptions are findings.
+// valid UTF-8; on the synthetic lossless vocabularies (every byte has a token; not WordPiece or
+// Unigram, whose normalization changes text) decode(encode(text)) == text for text without
+// special-token texts (and, for SentencePiece, without U+2581, which decodes to a space). Crashes, leaks, hangs and exceptions are findings.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../tests/tokenizer/charsmap_builder.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode_bytes.h"
@@ -206,11 +207,45 @@ Vocab wordpiece_vocab() {
   return b.build(false);
 }
 
+// Unigram (T5): Viterbi over scores, a small precompiled charsmap, whitespace squeezed.
+Vocab unigram_vocab(bool byte_fallback) {
+  Builder b("t5");
+  b.add("<pad>", 0, kControl);
+  b.add("</s>", 0, kControl);
+  b.add("<unk>", 0, kUnknown);
+  if (byte_fallback) {
+    for (int c = 0; c < 256; ++c) {
+      static const char* hex = "0123456789ABCDEF";
+      b.add(std::string("<0x") + hex[c >> 4] + hex[c & 15] + ">", 0, kByte);
+    }
+  }
+  const std::string sp = "\xE2\x96\x81";
+  float score = -1;
+  for (const std::string& p : {sp, sp + "the", sp + "t", std::string("he"), std::string("h"), std::string("e"),
+                               std::string("a"), sp + "a", std::string("\xE4\xB8\xAD"), sp + "12", std::string("3"),
+                               std::string("ab"), std::string("abc")}) {
+    b.add(p, score);
+    score -= 0.25f;
+  }
+  b.add("<extra_id_0>", 0, kUserDefined);
+  const std::vector<uint8_t> map =
+      cadenza::test::build_charsmap({{"\t", " "}, {"\n", " "}, {"\xEF\xBC\xA1", "A"}, {"\x01", ""}, {"AB", "x"}});
+  std::vector<Value> items;
+  for (uint8_t x : map) items.push_back(Value::u8(x));
+  b.set("tokenizer.ggml.precompiled_charsmap", Value::array(cadenza::gguf::ValueType::UINT8, std::move(items)));
+  b.set("tokenizer.ggml.unknown_token_id", Value::u32(2));
+  b.set("tokenizer.ggml.eos_token_id", Value::u32(1));
+  b.lossy();
+  return b.build(true);
+}
+
 void load_vocabs() {
   vocabs().push_back(spm_vocab(true));
   vocabs().push_back(spm_vocab(false));
   vocabs().push_back(spm_bpe_vocab());
   vocabs().push_back(wordpiece_vocab());
+  vocabs().push_back(unigram_vocab(false));
+  vocabs().push_back(unigram_vocab(true));
   // One name per regex set of src/tokenizer/pretokenizer.cpp.
   for (const char* pre : {"default", "gpt-2", "llama-bpe", "dbrx", "qwen2", "deepseek-llm", "deepseek-coder",
                           "deepseek-v3", "falcon", "starcoder", "tekken", "gpt-4o", "seed-coder", "bloom",

@@ -3,7 +3,9 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/special_tokens.h"
+#include "tokenizer/sp_normalizer.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/unigram.h"
 #include "tokenizer/unicode_bytes.h"
 #include "tokenizer/vocab.h"
 #include "tokenizer/wordpiece.h"
@@ -18,6 +20,8 @@ struct Tokenizer::Impl {
   std::optional<tok::BpeModel> bpe;        // kBpe and kSpmBpe
   std::optional<tok::PreTokenizer> pre;    // kBpe only
   std::optional<tok::WordPiece> wordpiece;  // kWpm only
+  std::optional<tok::UnigramModel> unigram;     // kUgm only
+  std::optional<tok::SpNormalizer> normalizer;  // kUgm only
   std::optional<tok::SpecialTokenSplitter> specials;
   // Piece of every token as rendered with render_special = true (computed once: byte-level
   // pieces need the stand-in characters mapped back to bytes).
@@ -36,6 +40,8 @@ struct Tokenizer::Impl {
   void encode_spm_bpe(std::string_view text, const std::vector<tok::Fragment>& fragments,
                       std::vector<int32_t>& out) const;
   void encode_wpm(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                  std::vector<int32_t>& out) const;
+  void encode_ugm(std::string_view text, const std::vector<tok::Fragment>& fragments,
                   std::vector<int32_t>& out) const;
 };
 
@@ -90,6 +96,16 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& fi
     impl->pre = std::move(*pre);
   }
   if (v.kind == VocabKind::kWpm) impl->wordpiece = tok::WordPiece::build(v);
+  if (v.kind == VocabKind::kUgm) {
+    auto ugm = tok::UnigramModel::build(v, file.name());
+    if (!ugm) return ugm.error_value();
+    impl->unigram = std::move(*ugm);
+    auto norm = tok::SpNormalizer::build(std::move(v.charsmap), v.remove_extra_whitespaces);
+    if (!norm) {
+      return make_error("{}: tokenizer.ggml.{}", file.name(), norm.error());
+    }
+    impl->normalizer = std::move(*norm);
+  }
   impl->specials.emplace(v);
   impl->pieces.reserve(v.texts.size());
   for (int32_t id = 0; id < v.size(); ++id) impl->pieces.push_back(impl->piece_of(id));
@@ -177,6 +193,27 @@ void Tokenizer::Impl::encode_wpm(std::string_view text,
   }
 }
 
+void Tokenizer::Impl::encode_ugm(std::string_view text,
+                                 const std::vector<tok::Fragment>& fragments,
+                                 std::vector<int32_t>& out) const {
+  // SentencePiece normalizes each text fragment on its own; the dummy prefix follows the same
+  // rule as SentencePiece-style vocabularies (first fragment and after special tokens).
+  bool after_special = true;
+  std::string normalized;
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    normalized.clear();
+    normalizer->normalize(text.substr(f.begin, f.end - f.begin),
+                          vocab.add_space_prefix && after_special, normalized);
+    unigram->encode(vocab, normalized, out);
+    after_special = false;
+  }
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   const Impl& m = *impl_;
@@ -190,6 +227,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
     case VocabKind::kBpe: m.encode_bpe(text, fragments, out); break;
     case VocabKind::kSpmBpe: m.encode_spm_bpe(text, fragments, out); break;
     case VocabKind::kWpm: m.encode_wpm(text, fragments, out); break;
+    case VocabKind::kUgm: m.encode_ugm(text, fragments, out); break;
   }
   if (add_special && m.vocab.add_eos) out.push_back(m.vocab.eos);
   return out;

@@ -208,6 +208,7 @@ FlagDefaults flag_defaults(VocabKind kind, const PreTokenizerSpec* spec) {
     case VocabKind::kBpe: return {spec->add_bos, false, false};
     case VocabKind::kSpmBpe: return {true, false, false};  // Gemma 4: <bos>, no space prefix
     case VocabKind::kWpm: return {true, true, true};        // [CLS] text [SEP]
+    case VocabKind::kUgm: return {false, true, true};       // T5: text </s>, a dummy prefix
   }
   return {false, false, false};
 }
@@ -264,6 +265,27 @@ void build_byte_tokens(Vocab& v) {
   }
 }
 
+// SentencePiece's normalizer settings. remove_extra_whitespaces defaults to SentencePiece's own
+// default (true) when the key is absent.
+Status read_unigram_keys(const gguf::GgufFile& f, Vocab& v) {
+  auto ws = f.get_bool_or("tokenizer.ggml.remove_extra_whitespaces", true);
+  if (!ws) return Error(ws.error());
+  v.remove_extra_whitespaces = *ws;
+  constexpr std::string_view kCharsmapKey = "tokenizer.ggml.precompiled_charsmap";
+  if (f.find(kCharsmapKey) == nullptr) return {};
+  auto bytes = f.get_int_array(kCharsmapKey);
+  if (!bytes) return Error(bytes.error());
+  v.charsmap.reserve(bytes->size());
+  for (size_t i = 0; i < bytes->size(); ++i) {
+    const int64_t b = (*bytes)[i];
+    if (b < -128 || b > 255) {
+      return make_error("{}: {}[{}] = {} is not a byte", f.name(), kCharsmapKey, i, b);
+    }
+    v.charsmap.push_back(static_cast<uint8_t>(b));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::optional<uint8_t> parse_byte_token(std::string_view text) {
@@ -292,11 +314,13 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
     v.kind = VocabKind::kSpmBpe;
   } else if (v.model == "bert") {
     v.kind = VocabKind::kWpm;
+  } else if (v.model == "t5") {
+    v.kind = VocabKind::kUgm;
   } else {
     return make_error(
         "{}: {} '{}' is not supported (supported: 'llama' SentencePiece-style, 'gpt2' "
-        "byte-level BPE, 'gemma4' SentencePiece-style BPE, 'bert' WordPiece; not 'rwkv', "
-        "'plamo2', or vocabulary-less files)",
+        "byte-level BPE, 'gemma4' SentencePiece-style BPE, 'bert' WordPiece, 't5' Unigram; not "
+        "'rwkv', 'plamo2', or vocabulary-less files)",
         file.name(), kModelKey, v.model);
   }
 
@@ -323,6 +347,9 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
   apply_model_token_flags(file, v);
   build_byte_tokens(v);
 
+  if (v.kind == VocabKind::kUgm) {
+    if (Status s = read_unigram_keys(file, v); !s) return s.error_value();
+  }
   if (v.kind == VocabKind::kBpe || v.kind == VocabKind::kSpmBpe) {
     auto merges = file.get_string_array(kMergesKey);
     if (!merges) return Error(merges.error());

@@ -36,6 +36,7 @@ enum class VocabKind {
   kSpmBpe,  // "gemma4": SentencePiece-style text (U+2581 for spaces, <0xXX> byte fallback)
             // merged by ranked merges over characters, cut at newline runs
   kWpm,     // "bert": WordPiece (word-initial pieces stored with a U+2581 prefix)
+  kUgm,     // "t5": Unigram (Viterbi over piece scores), SentencePiece normalization
 };
 
 struct Vocab {
@@ -64,6 +65,11 @@ struct Vocab {
 
   // Whether normal tokens store spaces as U+2581 (every kind but byte-level BPE).
   bool escapes_spaces() const { return kind != VocabKind::kBpe; }
+
+  // Unigram only: tokenizer.ggml.precompiled_charsmap (empty when absent) and
+  // tokenizer.ggml.remove_extra_whitespaces.
+  std::vector<uint8_t> charsmap;
+  bool remove_extra_whitespaces = false;
 
   // tokenizer.ggml.merges as stored (BPE and SPM-BPE only). BpeModel::build validates and indexes them;
   // the Tokenizer then frees them.

@@ -1,5 +1,7 @@
 #include "tokenizer/sp_normalizer.h"
 
+#include <algorithm>
+
 #include "tokenizer/unicode_bytes.h"
 
 namespace cadenza::tok {
@@ -51,7 +53,8 @@ std::pair<std::string_view, size_t> SpNormalizer::normalize_prefix(std::string_v
   if (!units_.empty()) {
     const size_t n = units_.size();
     size_t pos = offset(units_[0]);
-    for (size_t i = 0; i < text.size(); ++i) {
+    const size_t limit = std::min(text.size(), kMaxKeyBytes);
+    for (size_t i = 0; i < limit; ++i) {
       const auto byte = static_cast<uint8_t>(text[i]);
       pos ^= byte;
       if (pos >= n) break;

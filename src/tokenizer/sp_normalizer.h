@@ -44,6 +44,10 @@ class SpNormalizer {
 
   bool has_charsmap() const { return !units_.empty(); }
 
+  // Keys longer than this are not searched (SentencePiece's compiled rules map at most a few
+  // characters; the bound keeps a hostile trie from costing more per position).
+  static constexpr size_t kMaxKeyBytes = 256;
+
  private:
   std::vector<uint32_t> units_;  // the trie
   std::string replacements_;     // the NUL-terminated replacement strings

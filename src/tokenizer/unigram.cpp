@@ -18,7 +18,8 @@ size_t char_length(std::string_view s) {
 
 bool UnigramModel::in_lattice(const Vocab& v, int32_t id) const {
   const TokenType t = v.types[id];
-  return t == TokenType::kNormal || t == TokenType::kUserDefined;
+  return (t == TokenType::kNormal || t == TokenType::kUserDefined) &&
+         v.texts[id].size() <= kMaxPieceBytes;
 }
 
 Result<UnigramModel> UnigramModel::build(const Vocab& vocab, std::string_view file_name) {

@@ -13,7 +13,9 @@
 //
 // Pieces are found by extending from each boundary one character at a time while the text so
 // far is a prefix of some lattice token (a set of prefix hashes), so the work per position is the
-// length of the longest matching prefix, not of the longest token.
+// length of the longest matching prefix, not of the longest token. Tokens longer than
+// kMaxPieceBytes are left out of the lattice (real vocabularies stay far below: XLM-R's longest
+// is 48 bytes), which bounds that work for hostile files.
 //
 // Thread-safety: immutable after build(); encode() uses only per-call state.
 #pragma once
@@ -37,6 +39,7 @@ class UnigramModel {
   void encode(const Vocab& vocab, std::string_view text, std::vector<int32_t>& out) const;
 
   static constexpr float kUnknownPenalty = 10.0f;
+  static constexpr size_t kMaxPieceBytes = 1024;
 
  private:
   bool in_lattice(const Vocab& v, int32_t id) const;

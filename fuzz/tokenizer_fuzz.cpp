@@ -14,7 +14,8 @@
 // it; the streaming detokenizer's output is valid UTF-8 and equals decode() whenever decode() is
 // valid UTF-8; on the synthetic lossless vocabularies (every byte has a token; not WordPiece or
 // Unigram, whose normalization changes text) decode(encode(text)) == text for text without
-// special-token texts (and, for SentencePiece, without U+2581, which decodes to a space). Crashes, leaks, hangs and exceptions are findings.
+// special-token texts (and, for SentencePiece, without U+2581, which decodes to a space).
+// Crashes, leaks, hangs and exceptions are findings.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>

@@ -154,7 +154,8 @@ void BpeModel::encode_chars(std::string_view piece, const Vocab& vocab, Scratch&
     }
     // A character that is no token (so never merged): its bytes' tokens (<0xXX>, else the unknown
     // token; bytes with neither are dropped).
-    const size_t end = sym.next >= 0 ? static_cast<size_t>(s.symbols[sym.next].offset) : piece.size();
+    const size_t end =
+        sym.next >= 0 ? static_cast<size_t>(s.symbols[sym.next].offset) : piece.size();
     for (size_t b = static_cast<size_t>(sym.offset); b < end; ++b) {
       const int32_t id = vocab.byte_tokens[static_cast<uint8_t>(piece[b])];
       if (id >= 0) out.push_back(id);

@@ -25,7 +25,9 @@ inline uint64_t mix64(uint64_t x) {  // splitmix64 finalizer: a strong, cheap in
 // FNV-1a, then mixed (token texts are short). Incrementally: h = kFnvBasis, h = fnv_add(h, c)
 // per byte, and hash_text == mix64(h) (Unigram's lattice extends prefixes byte by byte).
 inline constexpr uint64_t kFnvBasis = 0xCBF29CE484222325ull;
-inline uint64_t fnv_add(uint64_t h, char c) { return (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull; }
+inline uint64_t fnv_add(uint64_t h, char c) {
+  return (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+}
 inline uint64_t hash_text(std::string_view s) {
   uint64_t h = kFnvBasis;
   for (char c : s) h = fnv_add(h, c);

@@ -6,8 +6,8 @@
 // tokenizer.ggml.pre), "gemma4" (Gemma 4: SentencePiece-style text merged by ranked merges),
 // "bert" (WordPiece with BERT's normalization) and "t5" (Unigram with SentencePiece's
 // normalization and precompiled charsmap). Results match llama.cpp's tokenizer, which matches
-// the model authors' tokenizers on their test vectors. See src/tokenizer/README.md for the algorithms, the
-// pre-tokenizers and the known differences.
+// the model authors' tokenizers on their test vectors. See src/tokenizer/README.md for the
+// algorithms, the pre-tokenizers and the known differences.
 //
 // Ownership: a Tokenizer copies what it needs; the GgufFile may be closed after from_gguf().
 // Thread-safety: immutable after construction; encode/decode/... may run concurrently.

@@ -71,8 +71,8 @@ struct Vocab {
   std::vector<uint8_t> charsmap;
   bool remove_extra_whitespaces = false;
 
-  // tokenizer.ggml.merges as stored (BPE and SPM-BPE only). BpeModel::build validates and indexes them;
-  // the Tokenizer then frees them.
+  // tokenizer.ggml.merges as stored (BPE and SPM-BPE only). BpeModel::build validates and
+  // indexes them; the Tokenizer then frees them.
   std::vector<std::string> merges;
 
   int32_t size() const { return static_cast<int32_t>(texts.size()); }

@@ -155,7 +155,8 @@ TEST(Unigram, NeedsAnUnknownToken) {
 TEST(Unigram, PrecompiledCharsmapNormalizes) {
   T5Vocab v;
   const int32_t sp_abc = v.add(kSp + "abc", -1), sp_x = v.add(kSp + "x", -1), a = v.add("a", -2),
-                sp_a = v.add(kSp + "a", -2), fi = v.add(kSp + "fi", -1), sp_b = v.add(kSp + "b", -1);
+                sp_a = v.add(kSp + "a", -2), fi = v.add(kSp + "fi", -1),
+                sp_b = v.add(kSp + "b", -1);
   v.charsmap({{"\xEF\xBC\xA1", "a"},       // Ａ (fullwidth) -> a
               {"B", "b"},                  // B -> b
               {"BC", "x"},                 // a longer key wins over "B"

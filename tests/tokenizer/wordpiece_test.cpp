@@ -81,8 +81,8 @@ TEST(WordPiece, AWordThatCannotBeCoveredIsOneUnknownToken) {
 
 TEST(WordPiece, PunctuationIsAlwaysAWordOfItsOwn) {
   BertVocab v;
-  const int32_t a = v.word("a"), comma = v.word(","), dollar = v.word("$"), inv = v.word("\xC2\xBF"),
-                half = v.word("a\xC2\xBD");
+  const int32_t a = v.word("a"), comma = v.word(","), dollar = v.word("$"),
+                inv = v.word("\xC2\xBF"), half = v.word("a\xC2\xBD");
   auto t = v.b.build_ok();
   ASSERT_TRUE(t);
   EXPECT_EQ(t->encode("a,a", false, false), ids({a, comma, a}));

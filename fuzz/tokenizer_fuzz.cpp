@@ -1,18 +1,21 @@
 // libFuzzer target for the tokenizers (src/tokenizer): encode of arbitrary bytes, decode, and the
-// streaming detokenizer, over SentencePiece ("llama") and byte-level BPE ("gpt2") vocabularies.
+// streaming detokenizer, over every tokenizer model: SentencePiece ("llama"), byte-level BPE
+// ("gpt2"), SentencePiece-style BPE ("gemma4"), WordPiece ("bert") and Unigram ("t5").
 //
 // The vocabularies are synthesized here (written with GgufWriter and read back, the path real
-// files take): one SentencePiece vocabulary with and one without the space prefix, and one
-// byte-level BPE vocabulary per pre-tokenizer regex set. When $CADENZA_FUZZ_VOCABS names a folder
-// (scripts/fuzz.sh sets it to ../shared/tokenizer when present), its *.gguf vocabularies are
-// fuzzed too.
+// files take): one SentencePiece vocabulary with and one without the space prefix, one Gemma 4
+// style vocabulary, one WordPiece, two Unigram (with a precompiled charsmap; with and without
+// byte fallback), and one byte-level BPE vocabulary per pre-tokenizer regex set. When
+// $CADENZA_FUZZ_VOCABS names a folder (scripts/fuzz.sh sets it to ../shared/tokenizer when
+// present), its *.gguf vocabularies are fuzzed too.
 //
 // Input: byte 0 picks the vocabulary and the encode flags, the rest is the text. Invariants:
 // every id is inside the vocabulary; with add_special, BOS comes first when the vocabulary adds
 // it; the streaming detokenizer's output is valid UTF-8 and equals decode() whenever decode() is
-// valid UTF-8; on the synthetic vocabularies (every byte has a token) decode(encode(text)) == text
-// for text without special-token texts (and, for SentencePiece, without U+2581, which decodes
-// to a space). Crashes, leaks, hangs and exceptions are findings.
+// valid UTF-8; on the synthetic lossless vocabularies (every byte has a token; not WordPiece or
+// Unigram, whose normalization changes text) decode(encode(text)) == text for text without
+// special-token texts (and, for SentencePiece, without U+2581, which decodes to a space).
+// Crashes, leaks, hangs and exceptions are findings.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -22,6 +25,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../tests/tokenizer/charsmap_builder.h"
 #include "gguf/gguf.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode_bytes.h"
@@ -44,6 +48,7 @@ struct Vocab {
   bool synthetic = false;
   bool spm = false;
   std::vector<std::string> special_texts;  // control, user-defined and unknown token texts
+  bool lossless = true;  // false where normalization changes text (WordPiece, Unigram)
 };
 
 std::vector<Vocab>& vocabs() {
@@ -71,6 +76,7 @@ class Builder {
     add(left + right);
   }
   void set(std::string key, Value v) { extra_.emplace_back(std::move(key), std::move(v)); }
+  void lossy() { lossless_ = false; }
 
   Vocab build(bool spm) const {
     GgufWriter w;
@@ -80,14 +86,14 @@ class Builder {
     w.set("tokenizer.ggml.tokens", Value::string_array(texts_));
     w.set("tokenizer.ggml.scores", Value::f32_array(scores_));
     w.set("tokenizer.ggml.token_type", Value::i32_array(types_));
-    if (model_ == "gpt2") w.set("tokenizer.ggml.merges", Value::string_array(merges_));
+    if (!merges_.empty()) w.set("tokenizer.ggml.merges", Value::string_array(merges_));
     for (const auto& [k, v] : extra_) w.set(k, v);
     const std::vector<uint8_t> bytes = w.to_bytes();
     auto file = GgufFile::parse(bytes, "synthetic-" + model_ + "-" + pre_ + ".gguf");
     check(file.ok());
     auto t = Tokenizer::from_gguf(**file);
     check(t.ok());  // a vocabulary this target builds must load
-    return Vocab{std::move(*t), true, spm, specials_};
+    return Vocab{std::move(*t), true, spm, specials_, lossless_};
   }
 
  private:
@@ -96,6 +102,7 @@ class Builder {
   std::vector<float> scores_;
   std::vector<int32_t> types_;
   std::vector<std::pair<std::string, Value>> extra_;
+  bool lossless_ = true;
 };
 
 Vocab spm_vocab(bool space_prefix) {
@@ -155,12 +162,95 @@ Vocab bpe_vocab(const std::string& pre) {
   return b.build(false);
 }
 
+// Gemma 4's SentencePiece-style BPE: U+2581 for spaces, ranked merges over characters, <0xXX>.
+Vocab spm_bpe_vocab() {
+  Builder b("gemma4");
+  b.add("<pad>", 0, kControl);
+  b.add("<eos>", 0, kControl);
+  b.add("<bos>", 0, kControl);
+  b.add("<unk>", 0, kUnknown);
+  for (int c = 0; c < 256; ++c) {
+    static const char* hex = "0123456789ABCDEF";
+    b.add(std::string("<0x") + hex[c >> 4] + hex[c & 15] + ">", 0, kByte);
+  }
+  const std::string sp = "\xE2\x96\x81";
+  for (const std::string& c : {sp, std::string("t"), std::string("h"), std::string("e"), std::string("\n"),
+                               std::string("\xC3\xA9"), std::string("1")}) {
+    b.add(c, -1000);
+  }
+  b.merge(sp, "t");
+  b.merge("h", "e");
+  b.merge(sp + "t", "he");
+  b.merge("\n", "\n");
+  b.merge(sp, sp);
+  b.merge(sp, "\xC3\xA9");
+  b.add("<|tool_call>", 0, kUserDefined);
+  b.set("tokenizer.ggml.bos_token_id", Value::u32(2));
+  b.set("tokenizer.ggml.eos_token_id", Value::u32(1));
+  b.set("tokenizer.ggml.unknown_token_id", Value::u32(3));
+  return b.build(true);
+}
+
+// WordPiece (BERT): uncased, so text is lowercased, accents stripped, controls dropped.
+Vocab wordpiece_vocab() {
+  Builder b("bert");
+  for (const char* s : {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}) b.add(s, 0, kControl);
+  const std::string w = "\xE2\x96\x81";
+  for (const std::string& p : {w + "the", w + "t", std::string("he"), std::string("h"), std::string("e"),
+                               w + "a", w + ",", w + "\xE4\xB8\xAD", w + "12", std::string("3"),
+                               std::string("##"), w + "!"}) {
+    b.add(p);
+  }
+  b.set("tokenizer.ggml.unknown_token_id", Value::u32(1));
+  b.set("tokenizer.ggml.cls_token_id", Value::u32(2));
+  b.set("tokenizer.ggml.seperator_token_id", Value::u32(3));
+  b.lossy();
+  return b.build(false);
+}
+
+// Unigram (T5): Viterbi over scores, a small precompiled charsmap, whitespace squeezed.
+Vocab unigram_vocab(bool byte_fallback) {
+  Builder b("t5");
+  b.add("<pad>", 0, kControl);
+  b.add("</s>", 0, kControl);
+  b.add("<unk>", 0, kUnknown);
+  if (byte_fallback) {
+    for (int c = 0; c < 256; ++c) {
+      static const char* hex = "0123456789ABCDEF";
+      b.add(std::string("<0x") + hex[c >> 4] + hex[c & 15] + ">", 0, kByte);
+    }
+  }
+  const std::string sp = "\xE2\x96\x81";
+  float score = -1;
+  for (const std::string& p : {sp, sp + "the", sp + "t", std::string("he"), std::string("h"), std::string("e"),
+                               std::string("a"), sp + "a", std::string("\xE4\xB8\xAD"), sp + "12", std::string("3"),
+                               std::string("ab"), std::string("abc")}) {
+    b.add(p, score);
+    score -= 0.25f;
+  }
+  b.add("<extra_id_0>", 0, kUserDefined);
+  const std::vector<uint8_t> map =
+      cadenza::test::build_charsmap({{"\t", " "}, {"\n", " "}, {"\xEF\xBC\xA1", "A"}, {"\x01", ""}, {"AB", "x"}});
+  std::vector<Value> items;
+  for (uint8_t x : map) items.push_back(Value::u8(x));
+  b.set("tokenizer.ggml.precompiled_charsmap", Value::array(cadenza::gguf::ValueType::UINT8, std::move(items)));
+  b.set("tokenizer.ggml.unknown_token_id", Value::u32(2));
+  b.set("tokenizer.ggml.eos_token_id", Value::u32(1));
+  b.lossy();
+  return b.build(true);
+}
+
 void load_vocabs() {
   vocabs().push_back(spm_vocab(true));
   vocabs().push_back(spm_vocab(false));
+  vocabs().push_back(spm_bpe_vocab());
+  vocabs().push_back(wordpiece_vocab());
+  vocabs().push_back(unigram_vocab(false));
+  vocabs().push_back(unigram_vocab(true));
   // One name per regex set of src/tokenizer/pretokenizer.cpp.
   for (const char* pre : {"default", "gpt-2", "llama-bpe", "dbrx", "qwen2", "deepseek-llm", "deepseek-coder",
-                          "deepseek-v3", "falcon", "starcoder", "tekken", "gpt-4o", "seed-coder", "bloom"}) {
+                          "deepseek-v3", "falcon", "starcoder", "tekken", "gpt-4o", "seed-coder", "bloom",
+                          "qwen35"}) {
     vocabs().push_back(bpe_vocab(pre));
   }
   if (const char* dir = std::getenv("CADENZA_FUZZ_VOCABS"); dir && *dir) {
@@ -220,7 +310,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(valid_utf8(streamed));
   if (valid_utf8(decoded)) check(streamed == decoded);
 
-  if (v.synthetic && !add_special && !parse_special) {
+  if (v.synthetic && v.lossless && !add_special && !parse_special) {
     bool plain = !(v.spm && contains(text, "\xE2\x96\x81"));
     for (const std::string& s : v.special_texts) plain = plain && !contains(text, s);
     if (plain) check(decoded == text);

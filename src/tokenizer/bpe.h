@@ -32,8 +32,9 @@ class BpeModel {
   // Scratch reused across pieces of one encode call (avoids per-piece allocation).
   struct Scratch {
     struct Symbol {
-      int32_t token;  // -1: a byte with no token (hostile/hand-made vocabularies)
+      int32_t token;  // -1: a byte (character) with no token
       int32_t prev, next;
+      int32_t offset;  // of its first byte in the piece
     };
     struct Candidate {
       int32_t rank;
@@ -51,6 +52,14 @@ class BpeModel {
   void encode_piece(std::string_view piece, const Vocab& vocab, Scratch& scratch,
                     std::vector<int32_t>& out) const;
 
+  // SentencePiece-style BPE (tokenizer.ggml.model "gemma4"): the same ranked merges over
+  // `piece` (UTF-8, spaces already escaped to U+2581) starting from one symbol per character
+  // (the token whose text is that character; each byte of invalid UTF-8 is its own symbol)
+  // rather than per byte. A character that is not a token is never merged and ends as its
+  // bytes' <0xXX> tokens (else the unknown token; bytes with neither are dropped).
+  void encode_chars(std::string_view piece, const Vocab& vocab, Scratch& scratch,
+                    std::vector<int32_t>& out) const;
+
   size_t n_merges() const { return merges_.size(); }
 
  private:
@@ -59,6 +68,8 @@ class BpeModel {
     int32_t merged = 0;
   };
   void push_candidate(Scratch& s, int32_t left, int32_t right) const;
+  // Applies merges to s.symbols (a linked list from index 0) until no ranked pair is left.
+  void merge_all(Scratch& s) const;
 
   PairIndex<Merge> merges_;
 };

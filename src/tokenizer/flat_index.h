@@ -22,9 +22,15 @@ inline uint64_t mix64(uint64_t x) {  // splitmix64 finalizer: a strong, cheap in
   return x ^ (x >> 31);
 }
 
-inline uint64_t hash_text(std::string_view s) {  // FNV-1a, then mixed (token texts are short)
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+// FNV-1a, then mixed (token texts are short). Incrementally: h = kFnvBasis, h = fnv_add(h, c)
+// per byte, and hash_text == mix64(h) (Unigram's lattice extends prefixes byte by byte).
+inline constexpr uint64_t kFnvBasis = 0xCBF29CE484222325ull;
+inline uint64_t fnv_add(uint64_t h, char c) {
+  return (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+}
+inline uint64_t hash_text(std::string_view s) {
+  uint64_t h = kFnvBasis;
+  for (char c : s) h = fnv_add(h, c);
   return mix64(h);
 }
 
@@ -52,6 +58,12 @@ class TextIndex {
   int32_t find(const std::vector<std::string>& texts, std::string_view text) const {
     if (slots_.empty()) return -1;
     return probe(texts, text, hash_text(text));
+  }
+  // As find(), with hash == hash_text(text) already computed.
+  int32_t find_hashed(const std::vector<std::string>& texts, std::string_view text,
+                      uint64_t hash) const {
+    if (slots_.empty()) return -1;
+    return probe(texts, text, hash);
   }
 
  private:
@@ -85,6 +97,48 @@ class TextIndex {
     }
   }
 
+  std::vector<uint64_t> slots_;
+  size_t count_ = 0;
+};
+
+// A set of 64-bit hashes (open addressing; 0 is stored as 1). Membership is exact for the hashes,
+// so a caller using it for texts accepts rare false positives.
+class HashSet {
+ public:
+  void insert(uint64_t h) {
+    h = h == 0 ? 1 : h;
+    if (2 * (count_ + 1) > slots_.size()) grow();
+    if (place(slots_, h)) ++count_;
+  }
+  bool contains(uint64_t h) const {
+    if (slots_.empty()) return false;
+    h = h == 0 ? 1 : h;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      if (slots_[i] == h) return true;
+      if (slots_[i] == 0) return false;
+    }
+  }
+  size_t size() const { return count_; }
+
+ private:
+  static bool place(std::vector<uint64_t>& slots, uint64_t h) {  // false: already present
+    const size_t mask = slots.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      if (slots[i] == h) return false;
+      if (slots[i] == 0) {
+        slots[i] = h;
+        return true;
+      }
+    }
+  }
+  void grow() {
+    std::vector<uint64_t> next(table_capacity(count_ + 1 + count_ / 2), 0);
+    for (uint64_t s : slots_) {
+      if (s != 0) place(next, s);
+    }
+    slots_.swap(next);
+  }
   std::vector<uint64_t> slots_;
   size_t count_ = 0;
 };

@@ -3,9 +3,12 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/pretokenizer.h"
 #include "tokenizer/special_tokens.h"
+#include "tokenizer/sp_normalizer.h"
 #include "tokenizer/spm.h"
+#include "tokenizer/unigram.h"
 #include "tokenizer/unicode_bytes.h"
 #include "tokenizer/vocab.h"
+#include "tokenizer/wordpiece.h"
 
 namespace cadenza {
 
@@ -14,8 +17,11 @@ using tok::VocabKind;
 
 struct Tokenizer::Impl {
   tok::Vocab vocab;
-  std::optional<tok::BpeModel> bpe;        // kBpe only
+  std::optional<tok::BpeModel> bpe;        // kBpe and kSpmBpe
   std::optional<tok::PreTokenizer> pre;    // kBpe only
+  std::optional<tok::WordPiece> wordpiece;  // kWpm only
+  std::optional<tok::UnigramModel> unigram;     // kUgm only
+  std::optional<tok::SpNormalizer> normalizer;  // kUgm only
   std::optional<tok::SpecialTokenSplitter> specials;
   // Piece of every token as rendered with render_special = true (computed once: byte-level
   // pieces need the stand-in characters mapped back to bytes).
@@ -31,13 +37,19 @@ struct Tokenizer::Impl {
                   std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, const std::vector<tok::Fragment>& fragments,
                   std::vector<int32_t>& out) const;
+  void encode_spm_bpe(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                      std::vector<int32_t>& out) const;
+  void encode_wpm(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                  std::vector<int32_t>& out) const;
+  void encode_ugm(std::string_view text, const std::vector<tok::Fragment>& fragments,
+                  std::vector<int32_t>& out) const;
 };
 
 std::string Tokenizer::Impl::piece_of(int32_t id) const {
   const std::string& text = vocab.texts[id];
   switch (vocab.types[id]) {
     case TokenType::kNormal:
-      if (vocab.kind == VocabKind::kSpm) {
+      if (vocab.escapes_spaces()) {
         // U+2581 stands for a space in SentencePiece vocabularies.
         std::string out;
         for (size_t i = 0; i < text.size();) {
@@ -71,15 +83,28 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& fi
   impl->vocab = std::move(*vocab);
   tok::Vocab& v = impl->vocab;
 
-  if (v.kind == VocabKind::kBpe) {
+  if (v.kind == VocabKind::kBpe || v.kind == VocabKind::kSpmBpe) {
     auto bpe = tok::BpeModel::build(v, file.name());
     if (!bpe) return bpe.error_value();
     impl->bpe = std::move(*bpe);
     std::vector<std::string>().swap(v.merges);  // indexed now; free the strings
+  }
+  if (v.kind == VocabKind::kBpe) {
     const tok::PreTokenizerSpec* spec = tok::find_pretokenizer(v.pre);  // checked by load_vocab
     auto pre = tok::PreTokenizer::compile(*spec);
     if (!pre) return make_error("{}: {}", file.name(), pre.error());
     impl->pre = std::move(*pre);
+  }
+  if (v.kind == VocabKind::kWpm) impl->wordpiece = tok::WordPiece::build(v);
+  if (v.kind == VocabKind::kUgm) {
+    auto ugm = tok::UnigramModel::build(v, file.name());
+    if (!ugm) return ugm.error_value();
+    impl->unigram = std::move(*ugm);
+    auto norm = tok::SpNormalizer::build(std::move(v.charsmap), v.remove_extra_whitespaces);
+    if (!norm) {
+      return make_error("{}: tokenizer.ggml.{}", file.name(), norm.error());
+    }
+    impl->normalizer = std::move(*norm);
   }
   impl->specials.emplace(v);
   impl->pieces.reserve(v.texts.size());
@@ -127,6 +152,68 @@ void Tokenizer::Impl::encode_bpe(std::string_view text,
   }
 }
 
+void Tokenizer::Impl::encode_spm_bpe(std::string_view text,
+                                     const std::vector<tok::Fragment>& fragments,
+                                     std::vector<int32_t>& out) const {
+  // Spaces are escaped as for SentencePiece (with the same space-prefix rule), then the text is
+  // cut into runs of newlines and runs of anything else, and each run is merged on its own.
+  bool after_special = true;
+  std::string escaped;
+  tok::BpeModel::Scratch scratch;
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    escaped.clear();
+    if (vocab.add_space_prefix && after_special) escaped = "\xE2\x96\x81";
+    tok::spm_escape_spaces(text.substr(f.begin, f.end - f.begin), escaped);
+    const std::string_view e = escaped;
+    for (size_t begin = 0; begin < e.size();) {
+      const bool newline = e[begin] == '\n';
+      size_t end = begin + 1;
+      while (end < e.size() && (e[end] == '\n') == newline) ++end;
+      bpe->encode_chars(e.substr(begin, end - begin), vocab, scratch, out);
+      begin = end;
+    }
+    after_special = false;
+  }
+}
+
+void Tokenizer::Impl::encode_wpm(std::string_view text,
+                                 const std::vector<tok::Fragment>& fragments,
+                                 std::vector<int32_t>& out) const {
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+    } else {
+      wordpiece->encode(vocab, text.substr(f.begin, f.end - f.begin), out);
+    }
+  }
+}
+
+void Tokenizer::Impl::encode_ugm(std::string_view text,
+                                 const std::vector<tok::Fragment>& fragments,
+                                 std::vector<int32_t>& out) const {
+  // SentencePiece normalizes each text fragment on its own; the dummy prefix follows the same
+  // rule as SentencePiece-style vocabularies (first fragment and after special tokens).
+  bool after_special = true;
+  std::string normalized;
+  for (const tok::Fragment& f : fragments) {
+    if (f.token >= 0) {
+      out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    normalized.clear();
+    normalizer->normalize(text.substr(f.begin, f.end - f.begin),
+                          vocab.add_space_prefix && after_special, normalized);
+    unigram->encode(vocab, normalized, out);
+    after_special = false;
+  }
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
                                        bool parse_special) const {
   const Impl& m = *impl_;
@@ -135,10 +222,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,
   if (add_special && m.vocab.add_bos) out.push_back(m.vocab.bos);
   std::vector<tok::Fragment> fragments;
   m.specials->split(m.vocab, text, parse_special, fragments);
-  if (m.vocab.kind == VocabKind::kSpm) {
-    m.encode_spm(text, fragments, out);
-  } else {
-    m.encode_bpe(text, fragments, out);
+  switch (m.vocab.kind) {
+    case VocabKind::kSpm: m.encode_spm(text, fragments, out); break;
+    case VocabKind::kBpe: m.encode_bpe(text, fragments, out); break;
+    case VocabKind::kSpmBpe: m.encode_spm_bpe(text, fragments, out); break;
+    case VocabKind::kWpm: m.encode_wpm(text, fragments, out); break;
+    case VocabKind::kUgm: m.encode_ugm(text, fragments, out); break;
   }
   if (add_special && m.vocab.add_eos) out.push_back(m.vocab.eos);
   return out;

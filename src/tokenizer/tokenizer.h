@@ -2,10 +2,12 @@
 //
 // Supported: tokenizer.ggml.model "llama" (SentencePiece-style: score-ordered merges of adjacent
 // symbols, byte fallback to <0xXX> tokens, spaces escaped to U+2581 with an optional leading
-// space) and "gpt2" (byte-level BPE with ranked merges after a regex pre-tokenizer selected by
-// tokenizer.ggml.pre). Results match llama.cpp's tokenizer, which matches the model authors'
-// tokenizers on their test vectors. See src/tokenizer/README.md for the algorithms, the
-// pre-tokenizers and the known differences.
+// space), "gpt2" (byte-level BPE with ranked merges after a regex pre-tokenizer selected by
+// tokenizer.ggml.pre), "gemma4" (Gemma 4: SentencePiece-style text merged by ranked merges),
+// "bert" (WordPiece with BERT's normalization) and "t5" (Unigram with SentencePiece's
+// normalization and precompiled charsmap). Results match llama.cpp's tokenizer, which matches
+// the model authors' tokenizers on their test vectors. See src/tokenizer/README.md for the
+// algorithms, the pre-tokenizers and the known differences.
 //
 // Ownership: a Tokenizer copies what it needs; the GgufFile may be closed after from_gguf().
 // Thread-safety: immutable after construction; encode/decode/... may run concurrently.
@@ -26,11 +28,12 @@ namespace cadenza {
 
 class Tokenizer {
  public:
-  // Errors (naming the file and key): unsupported tokenizer model ("bert", "t5", "rwkv",
-  // "none"...) or pre-tokenizer, missing or mistyped keys, token count differing from the
+  // Errors (naming the file and key): unsupported tokenizer model ("rwkv", "plamo2", "none"...)
+  // or byte-level BPE pre-tokenizer, missing or mistyped keys, token count differing from the
   // scores/types lengths, unknown token types, special-token ids outside the vocabulary,
   // duplicate token texts, merges that are malformed or name tokens not in the vocabulary,
-  // add_bos/add_eos without the corresponding id.
+  // add_bos/add_eos without the corresponding id, a malformed precompiled charsmap, a Unigram
+  // vocabulary without an unknown token.
   static Result<std::unique_ptr<Tokenizer>> from_gguf(const gguf::GgufFile& file);
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
@@ -39,8 +42,8 @@ class Tokenizer {
   // Token ids of `text` (any bytes; invalid UTF-8 is tokenized losslessly through byte tokens
   // where the vocabulary has them).
   // add_special: prepend BOS / append EOS as tokenizer.ggml.add_bos_token / add_eos_token say
-  //   (absent keys: BOS for "llama" vocabularies and for the Llama 3 / Tekken pre-tokenizers,
-  //   no EOS: the reference's defaults).
+  //   (absent keys: BOS for "llama" and "gemma4" vocabularies and for the Llama 3 / Tekken
+  //   pre-tokenizers; [CLS] ... [SEP] for "bert"; EOS only for "t5").
   // parse_special: the text of control and unknown tokens (e.g. "<|im_start|>") found in `text`
   //   becomes those tokens; otherwise it is ordinary text. User-defined tokens are always
   //   recognized (as the reference and the authors' "added tokens" do).

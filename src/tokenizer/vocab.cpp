@@ -141,13 +141,15 @@ Status read_tokens(const gguf::GgufFile& f, Vocab& v) {
 Status read_special_ids(const gguf::GgufFile& f, Vocab& v) {
   const int32_t n = v.size();
   if (v.kind == VocabKind::kSpm) {
-    // The reference's SentencePiece defaults when the keys are absent.
+    // The reference's SentencePiece defaults when the keys are absent (Llama 2 layout).
     v.unk = n > 0 ? 0 : -1;
     v.bos = n > 1 ? 1 : -1;
     v.eos = n > 2 ? 2 : -1;
   }
-  int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1;
+  int32_t fim_pad = -1, fim_rep = -1, fim_sep = -1, cls = -1, sep = -1;
   const std::pair<std::string_view, int32_t*> keys[] = {
+      {"tokenizer.ggml.cls_token_id", &cls},
+      {"tokenizer.ggml.seperator_token_id", &sep},  // sic: the GGUF key's spelling
       {"tokenizer.ggml.bos_token_id", &v.bos},
       {"tokenizer.ggml.eos_token_id", &v.eos},
       {"tokenizer.ggml.unknown_token_id", &v.unk},
@@ -160,6 +162,14 @@ Status read_special_ids(const gguf::GgufFile& f, Vocab& v) {
   };
   for (const auto& [key, id] : keys) {
     if (Status s = read_token_id(f, key, n, *id); !s) return s;
+  }
+  if (v.kind == VocabKind::kWpm) {
+    // BERT wraps text in [CLS] ... [SEP]: they are its BOS and EOS unless those are given.
+    if (f.find("tokenizer.ggml.bos_token_id") == nullptr) v.bos = cls;
+    if (f.find("tokenizer.ggml.eos_token_id") == nullptr) v.eos = sep;
+    if (v.unk < 0 && f.find("tokenizer.ggml.unknown_token_id") == nullptr) {
+      if (auto id = v.find("[UNK]")) v.unk = *id;
+    }
   }
 
   // End-of-generation set: metadata ids, then the well-known texts. A token recognised by its
@@ -188,21 +198,39 @@ Status read_special_ids(const gguf::GgufFile& f, Vocab& v) {
   return {};
 }
 
+// Defaults of the flags when their keys are absent, per kind (the model authors' tokenizers).
+struct FlagDefaults {
+  bool add_bos, add_eos, add_space_prefix;
+};
+FlagDefaults flag_defaults(VocabKind kind, const PreTokenizerSpec* spec) {
+  switch (kind) {
+    case VocabKind::kSpm: return {true, false, true};
+    case VocabKind::kBpe: return {spec->add_bos, false, false};
+    case VocabKind::kSpmBpe: return {true, false, false};  // Gemma 4: <bos>, no space prefix
+    case VocabKind::kWpm: return {true, true, true};        // [CLS] text [SEP]
+    case VocabKind::kUgm: return {false, true, true};       // T5: text </s>, a dummy prefix
+  }
+  return {false, false, false};
+}
+
 Status read_flags(const gguf::GgufFile& f, const PreTokenizerSpec* spec, Vocab& v) {
-  const bool spm = v.kind == VocabKind::kSpm;
-  auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", spm ? true : spec->add_bos);
+  const FlagDefaults d = flag_defaults(v.kind, spec);
+  auto add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", d.add_bos);
   if (!add_bos) return Error(add_bos.error());
-  auto add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", false);
+  auto add_eos = f.get_bool_or("tokenizer.ggml.add_eos_token", d.add_eos);
   if (!add_eos) return Error(add_eos.error());
-  auto prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", spm);
+  auto prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", d.add_space_prefix);
   if (!prefix) return Error(prefix.error());
   v.add_bos = *add_bos;
   v.add_eos = *add_eos;
   // A default cannot ask for a token the file does not have; only an explicit key is an error.
   if (f.find("tokenizer.ggml.add_bos_token") == nullptr && v.bos < 0) v.add_bos = false;
-  // Only SentencePiece vocabularies escape spaces; the flag has no meaning for byte-level BPE.
-  v.add_space_prefix = spm && *prefix;
-  v.ignore_merges = !spm && spec->ignore_merges;
+  if (f.find("tokenizer.ggml.add_eos_token") == nullptr && v.eos < 0) v.add_eos = false;
+  // Byte-level BPE does not escape spaces; the flag has no meaning there.
+  v.add_space_prefix = v.escapes_spaces() && *prefix;
+  // WordPiece: word-initial pieces carry U+2581, so decoded text starts with a space to drop.
+  if (v.kind == VocabKind::kWpm) v.add_space_prefix = true;
+  v.ignore_merges = v.kind == VocabKind::kBpe && spec->ignore_merges;
   if (v.add_bos && v.bos < 0) {
     return make_error("{}: tokenizer.ggml.add_bos_token is true but there is no BOS token id",
                       f.name());
@@ -237,6 +265,27 @@ void build_byte_tokens(Vocab& v) {
   }
 }
 
+// SentencePiece's normalizer settings. remove_extra_whitespaces defaults to SentencePiece's own
+// default (true) when the key is absent.
+Status read_unigram_keys(const gguf::GgufFile& f, Vocab& v) {
+  auto ws = f.get_bool_or("tokenizer.ggml.remove_extra_whitespaces", true);
+  if (!ws) return Error(ws.error());
+  v.remove_extra_whitespaces = *ws;
+  constexpr std::string_view kCharsmapKey = "tokenizer.ggml.precompiled_charsmap";
+  if (f.find(kCharsmapKey) == nullptr) return {};
+  auto bytes = f.get_int_array(kCharsmapKey);
+  if (!bytes) return Error(bytes.error());
+  v.charsmap.reserve(bytes->size());
+  for (size_t i = 0; i < bytes->size(); ++i) {
+    const int64_t b = (*bytes)[i];
+    if (b < -128 || b > 255) {
+      return make_error("{}: {}[{}] = {} is not a byte", f.name(), kCharsmapKey, i, b);
+    }
+    v.charsmap.push_back(static_cast<uint8_t>(b));
+  }
+  return {};
+}
+
 }  // namespace
 
 std::optional<uint8_t> parse_byte_token(std::string_view text) {
@@ -261,10 +310,17 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
     v.kind = VocabKind::kSpm;
   } else if (v.model == "gpt2") {
     v.kind = VocabKind::kBpe;
+  } else if (v.model == "gemma4") {
+    v.kind = VocabKind::kSpmBpe;
+  } else if (v.model == "bert") {
+    v.kind = VocabKind::kWpm;
+  } else if (v.model == "t5") {
+    v.kind = VocabKind::kUgm;
   } else {
     return make_error(
-        "{}: {} '{}' is not supported (supported: 'llama' SentencePiece-style and 'gpt2' "
-        "byte-level BPE; not WordPiece 'bert', Unigram 't5', 'rwkv', or vocabulary-less files)",
+        "{}: {} '{}' is not supported (supported: 'llama' SentencePiece-style, 'gpt2' "
+        "byte-level BPE, 'gemma4' SentencePiece-style BPE, 'bert' WordPiece, 't5' Unigram; not "
+        "'rwkv', 'plamo2', or vocabulary-less files)",
         file.name(), kModelKey, v.model);
   }
 
@@ -279,7 +335,8 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
                         file.name(), kPreKey, v.pre, supported_pretokenizers());
     }
   } else {
-    v.pre = "default";  // SentencePiece has no pre-tokenizer
+    // The other kinds have a fixed pre-tokenization; tokenizer.ggml.pre is not consulted.
+    v.pre = "default";
   }
 
   if (Status s = read_tokens(file, v); !s) return s.error_value();
@@ -290,7 +347,10 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
   apply_model_token_flags(file, v);
   build_byte_tokens(v);
 
-  if (v.kind == VocabKind::kBpe) {
+  if (v.kind == VocabKind::kUgm) {
+    if (Status s = read_unigram_keys(file, v); !s) return s.error_value();
+  }
+  if (v.kind == VocabKind::kBpe || v.kind == VocabKind::kSpmBpe) {
     auto merges = file.get_string_array(kMergesKey);
     if (!merges) return Error(merges.error());
     v.merges = std::move(*merges);

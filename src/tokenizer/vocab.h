@@ -31,8 +31,12 @@ enum class TokenType : uint8_t {
 };
 
 enum class VocabKind {
-  kSpm,  // tokenizer.ggml.model "llama": SentencePiece-style, score-based merges
-  kBpe,  // tokenizer.ggml.model "gpt2": byte-level BPE with ranked merges
+  kSpm,     // tokenizer.ggml.model "llama": SentencePiece-style, score-based merges
+  kBpe,     // tokenizer.ggml.model "gpt2": byte-level BPE with ranked merges
+  kSpmBpe,  // "gemma4": SentencePiece-style text (U+2581 for spaces, <0xXX> byte fallback)
+            // merged by ranked merges over characters, cut at newline runs
+  kWpm,     // "bert": WordPiece (word-initial pieces stored with a U+2581 prefix)
+  kUgm,     // "t5": Unigram (Viterbi over piece scores), SentencePiece normalization
 };
 
 struct Vocab {
@@ -52,15 +56,23 @@ struct Vocab {
 
   int32_t bos = -1, eos = -1, unk = -1, pad = -1, eot = -1, eom = -1;
   bool add_bos = false, add_eos = false;
-  bool add_space_prefix = false;  // SPM: a space is prepended to text before tokenizing
+  bool add_space_prefix = false;  // a space is prepended to text before tokenizing (not BPE)
   bool ignore_merges = false;     // BPE: a piece that is a vocabulary token is emitted whole
 
   // Token of each byte value used when text has no better token: SPM "<0xXX>" tokens (else the
   // one-character token, else unk); BPE the byte's stand-in character. -1 when none exists.
   std::array<int32_t, 256> byte_tokens{};
 
-  // tokenizer.ggml.merges as stored (BPE only). BpeModel::build validates and indexes them;
-  // the Tokenizer then frees them.
+  // Whether normal tokens store spaces as U+2581 (every kind but byte-level BPE).
+  bool escapes_spaces() const { return kind != VocabKind::kBpe; }
+
+  // Unigram only: tokenizer.ggml.precompiled_charsmap (empty when absent) and
+  // tokenizer.ggml.remove_extra_whitespaces.
+  std::vector<uint8_t> charsmap;
+  bool remove_extra_whitespaces = false;
+
+  // tokenizer.ggml.merges as stored (BPE and SPM-BPE only). BpeModel::build validates and
+  // indexes them; the Tokenizer then frees them.
   std::vector<std::string> merges;
 
   int32_t size() const { return static_cast<int32_t>(texts.size()); }

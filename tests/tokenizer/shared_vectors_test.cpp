@@ -14,19 +14,14 @@
 #include <nlohmann/json.hpp>
 
 #include "shared_data.h"
+#include "tokenizer/vector_files.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cadenza {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using test::read_file;
 
 std::string escaped(std::string_view s) {
   std::string out;
@@ -75,35 +70,6 @@ const Loaded& load(const fs::path& path) {
   return cache.emplace(path.string(), std::move(l)).first->second;
 }
 
-// The .inp format: each text is followed by "\n__ggml_vocab_test__\n".
-std::vector<std::string> read_texts(const fs::path& p) {
-  const std::string all = read_file(p);
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  std::vector<std::string> texts;
-  size_t pos = 0;
-  while (pos < all.size()) {
-    const size_t at = all.find(sep, pos);
-    if (at == std::string::npos) break;
-    texts.push_back(all.substr(pos, at - pos));
-    pos = at + sep.size();
-  }
-  return texts;
-}
-
-std::vector<std::vector<int32_t>> read_ids(const fs::path& p) {
-  std::vector<std::vector<int32_t>> out;
-  std::istringstream in(read_file(p));
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::vector<int32_t> ids;
-    int32_t id = 0;
-    while (ls >> id) ids.push_back(id);
-    out.push_back(std::move(ids));
-  }
-  return out;
-}
-
 // Names known when the suite was written, plus whatever else ../shared/tokenizer holds, so a new
 // vocabulary dropped there is tested (and fails until supported) without editing this file.
 std::vector<std::string> vocab_names() {
@@ -147,8 +113,8 @@ TEST_P(VocabVectors, TokenizeAndDecodeExactly) {
   ASSERT_TRUE(fs::exists(base)) << base;
   const Loaded& l = load(base);
   ASSERT_NE(l.tokenizer, nullptr);
-  const auto texts = read_texts(base.string() + ".inp");
-  const auto expected = read_ids(base.string() + ".out");
+  const auto texts = test::read_vector_texts(base.string() + ".inp");
+  const auto expected = test::read_vector_ids(base.string() + ".out");
   ASSERT_EQ(texts.size(), expected.size()) << "malformed .inp/.out pair";
   ASSERT_FALSE(texts.empty());
   int mismatches = 0;

@@ -72,7 +72,9 @@ class VocabBuilder {
     put("tokenizer.ggml.tokens", gguf::Value::string_array(texts_));
     put("tokenizer.ggml.scores", gguf::Value::f32_array(scores_));
     put("tokenizer.ggml.token_type", gguf::Value::i32_array(types_));
-    if (model_ == "gpt2") put("tokenizer.ggml.merges", gguf::Value::string_array(merges_));
+    if (model_ == "gpt2" || !merges_.empty()) {
+      put("tokenizer.ggml.merges", gguf::Value::string_array(merges_));
+    }
     for (const auto& [k, v] : extra_) w.set(k, v);
     return w.to_bytes();
   }

@@ -43,7 +43,7 @@ TEST(Vocab, ValidVocabulariesLoad) {
 }
 
 TEST(Vocab, UnsupportedModelsAreClearErrors) {
-  for (const char* model : {"bert", "t5", "rwkv", "none", "no_vocab", "something-new"}) {
+  for (const char* model : {"rwkv", "plamo2", "none", "no_vocab", "something-new"}) {
     VocabBuilder b(model);
     b.add("a");
     expect_error(b, {"tokenizer.ggml.model", model, "not supported"});

@@ -9,6 +9,12 @@ namespace cadenza {
 namespace {
 // A masked logit (grammar, min_tokens suppression): probability exactly 0.
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+// The all-tokens path's weights, exp((logit - max) / T) per token (0 for masked ones): filter()
+// computes them once and probability() / draw() read them instead of exponentiating again (the
+// draw alone recomputed about half the vocabulary's). One buffer per thread, not per request
+// (150k floats each); filter() and its readers run back to back inside one sample()/verify().
+thread_local std::vector<float> tl_weights;
 }  // namespace
 
 int32_t argmax(std::span<const float> values) {
@@ -45,7 +51,7 @@ Sampler::Verdict Sampler::verify(std::span<const float> logits, int32_t draft) {
 
 double Sampler::probability(const Filtered& f, std::span<const float> logits, int32_t id) const {
   if (id < 0 || static_cast<size_t>(id) >= logits.size()) return 0.0;
-  if (f.all_tokens) return std::exp((logits[static_cast<size_t>(id)] - f.max_logit) * f.inv_t) / f.z;
+  if (f.all_tokens) return tl_weights[static_cast<size_t>(id)] / f.z;
   for (const auto& c : candidates_)
     if (c.id == id) return c.p / f.mass;
   return 0.0;
@@ -54,19 +60,23 @@ double Sampler::probability(const Filtered& f, std::span<const float> logits, in
 int32_t Sampler::draw(const Filtered& f, std::span<const float> logits, int32_t excluded) {
   if (f.all_tokens) {
     // Every token stays: draw in id order, no sort at all.
+    const std::vector<float>& w = tl_weights;
     double total = f.z;
-    if (excluded >= 0) total -= std::exp((logits[static_cast<size_t>(excluded)] - f.max_logit) * f.inv_t);
+    if (excluded >= 0) total -= w[static_cast<size_t>(excluded)];
     if (!(total > 0.0)) return -1;
     const double u = uniform() * total;
     double acc = 0.0;
     int32_t last = -1;
+    // Masked tokens (a grammar, min_tokens) weigh exactly 0 and `excluded` is read as 0, so
+    // neither moves `acc` and neither can be returned (u < acc held before them too). No branch
+    // on the mask: inside a JSON string the masked tokens are scattered, and a test per token
+    // mispredicted often enough to double the draw's time. `last` (the fallback when rounding
+    // leaves u >= the sum) is the last token of positive weight.
     for (size_t i = 0; i < logits.size(); ++i) {
-      // Masked tokens (-inf: a grammar, min_tokens) weigh exactly 0; skipping them changes no sum
-      // and saves the exp call, which is slow for -inf.
-      if (static_cast<int32_t>(i) == excluded || logits[i] == kMasked) continue;
-      acc += std::exp((logits[i] - f.max_logit) * f.inv_t);
-      last = static_cast<int32_t>(i);
-      if (u < acc) return last;
+      const float wi = static_cast<int32_t>(i) == excluded ? 0.0f : w[i];
+      acc += wi;
+      last = wi > 0.0f ? static_cast<int32_t>(i) : last;
+      if (u < acc) return static_cast<int32_t>(i);
     }
     return last;
   }
@@ -118,14 +128,22 @@ Sampler::Filtered Sampler::filter(std::span<const float> logits) {
     // OpenAI defaults, temperature 1 without top-k, would otherwise sort 150k logits per token).
     float max_logit = logits[0];
     for (float l : logits) max_logit = std::max(max_logit, l);
-    for (float l : logits)
-      if (l != kMasked) z += std::exp((l - max_logit) * inv_t);  // masked: weight 0, no exp
     if (!top_p && !min_p) {
+      // Every token stays: keep the weights for the draw (the same floats, summed in the same
+      // order, so the draw is bit for bit what exponentiating again gave).
+      tl_weights.resize(logits.size());
+      for (size_t i = 0; i < logits.size(); ++i) {
+        const float w = logits[i] != kMasked ? std::exp((logits[i] - max_logit) * inv_t) : 0.0f;
+        tl_weights[i] = w;
+        if (logits[i] != kMasked) z += w;  // masked: weight 0, no exp
+      }
       f.all_tokens = true;
       f.max_logit = max_logit;
       f.z = z;
       return f;
     }
+    for (float l : logits)
+      if (l != kMasked) z += std::exp((l - max_logit) * inv_t);  // masked: weight 0, no exp
     // The pool: tokens whose weight relative to the top token is >= floor. It is a prefix of the
     // sorted order. min-p's own floor bounds the result; top-p needs a pool holding >= top_p of
     // the mass (the nucleus is then inside it), so the floor drops until it does.

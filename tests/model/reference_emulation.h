@@ -78,6 +78,17 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
                       kernels::Matrix out) override {
     inner_->swiglu_clamped(g, u, alpha, limit, out);
   }
+  void scale(kernels::Matrix x, float s, kernels::Matrix out) override { inner_->scale(x, s, out); }
+  void geglu(kernels::Matrix g, kernels::Matrix u, kernels::Matrix out) override {
+    inner_->geglu(g, u, out);
+  }
+  void softcap(kernels::Matrix x, float cap, kernels::Matrix out) override {
+    inner_->softcap(x, cap, out);
+  }
+  void scale_by_position(kernels::Matrix x, kernels::IndexMatrix pos, float beta, int32_t length,
+                         kernels::Matrix out) override {
+    inner_->scale_by_position(x, pos, beta, length, out);
+  }
   void add_expert_bias(kernels::Matrix y, const kernels::Weight& b,
                        kernels::IndexMatrix ids) override {
     inner_->add_expert_bias(y, b, ids);

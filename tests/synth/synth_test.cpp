@@ -72,7 +72,9 @@ TEST(Synth, EveryPresetWritesAValidFile) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "tinyllama-1.1b",
                              "llama-2-7b", "mixtral-small", "qwen3moe-small", "qwen2moe-small",
                              "deepseek-v3-small", "deepseek-v3-mid", "deepseek-v2-lite-small",
-                             "glm4.5-small", "glm4.5-mid", "gpt-oss-small", "gpt-oss-mid", "demo"})
+                             "glm4.5-small", "glm4.5-mid", "gpt-oss-small", "gpt-oss-mid", "gemma3-small",
+                             "gemma-3-1b", "phi3-small", "phi-4-mini", "mistral3-small",
+                             "ministral-3-3b", "granite-small", "granite-3-2b", "demo"})
     for (const char* type : {"f16", "q4_k_m", "mxfp4"}) check_preset(preset, type);
 }
 

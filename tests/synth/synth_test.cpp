@@ -24,6 +24,7 @@ ModelShape small(const std::string& preset) {
   s.n_head = 4;
   s.n_head_kv = 2;
   s.head_dim = s.qk_norm ? 128 : 64;
+  if (s.rope_dims > s.head_dim) s.rope_dims = s.head_dim * 3 / 4;  // partial RoPE (phi-4-mini)
   s.n_ff = 512;
   if (s.n_expert > 0) s.n_ff_expert = 256;
   if (s.n_ff_shared_expert > 0) s.n_ff_shared_expert = 512;

@@ -49,7 +49,8 @@ std::string copy_with(const std::string& src, const std::string& dst,
   for (const gguf::TensorInfo& t : (*file)->tensors()) {
     if (drop_tensors.contains(t.name)) continue;
     const std::span<const uint8_t> bytes = t.bytes();
-    EXPECT_TRUE(w.add_tensor(t.name, t.type, t.shape, std::vector<uint8_t>(bytes.begin(), bytes.end())));
+    EXPECT_TRUE(w.add_tensor(t.name, t.type, t.shape,
+                             std::vector<uint8_t>(bytes.begin(), bytes.end())));
   }
   EXPECT_TRUE(w.write(dst));
   return dst;
@@ -57,7 +58,9 @@ std::string copy_with(const std::string& src, const std::string& dst,
 
 class DenseFamilies : public ::testing::Test {
  protected:
-  Result<std::unique_ptr<Model>> open(const std::string& path) { return Model::open(path, *backend_); }
+  Result<std::unique_ptr<Model>> open(const std::string& path) {
+    return Model::open(path, *backend_);
+  }
   std::unique_ptr<kernels::Backend> backend_ = kernels::make_cpu_backend({.n_threads = 2});
   test::TempDir dir_{"dense-families"};
 };
@@ -84,8 +87,9 @@ TEST_F(DenseFamilies, Gemma3Configuration) {
 // final_logit_softcapping: every logit within [-cap, cap], and the same as tanh of the uncapped.
 TEST_F(DenseFamilies, Gemma3FinalLogitSoftcap) {
   const std::string src = write_small(dir_, "gemma3-small");
-  const std::string capped = copy_with(src, dir_.file("capped.gguf"), {}, {},
-                                       {{"gemma3.final_logit_softcapping", gguf::Value::f32(2.0f)}});
+  const std::string capped =
+      copy_with(src, dir_.file("capped.gguf"), {}, {},
+                {{"gemma3.final_logit_softcapping", gguf::Value::f32(2.0f)}});
   const std::vector<int32_t> tokens = {1, 20, 30, 40};
   std::vector<float> plain, soft;
   for (auto [path, out] : {std::pair{src, &plain}, std::pair{capped, &soft}}) {
@@ -124,7 +128,8 @@ TEST_F(DenseFamilies, Phi3WithoutLongRopeAndWithAWindow) {
   const std::string src = write_small(dir_, "phi3-small");
   const std::string path = copy_with(
       src, dir_.file("plain.gguf"), {"rope_factors_short.weight", "rope_factors_long.weight"},
-      {"phi3.rope.scaling.attn_factor"}, {{"phi3.attention.sliding_window", gguf::Value::u32(2047)}});
+      {"phi3.rope.scaling.attn_factor"},
+      {{"phi3.attention.sliding_window", gguf::Value::u32(2047)}});
   Result<std::unique_ptr<Model>> model = open(path);
   ASSERT_TRUE(model) << model.error();
   const ModelConfig& c = (*model)->config();
@@ -167,7 +172,8 @@ TEST_F(DenseFamilies, MissingTensorsAndUnsupportedKeysAreNamed) {
   };
   const Case cases[] = {
       {"gemma3-small", {"blk.3.post_ffw_norm.weight"}, {}, {}, "blk.3.post_ffw_norm.weight"},
-      {"gemma3-small", {}, {"gemma3.attention.sliding_window"}, {}, "gemma3.attention.sliding_window"},
+      {"gemma3-small", {}, {"gemma3.attention.sliding_window"}, {},
+       "gemma3.attention.sliding_window"},
       {"gemma3-small", {}, {}, {{"gemma3.attn_logit_softcapping", gguf::Value::f32(50.0f)}},
        "gemma3.attn_logit_softcapping"},
       {"phi3-small", {"blk.1.attn_qkv.weight"}, {}, {}, "blk.1.attn_"},

@@ -128,7 +128,8 @@ void geglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out) {
     float* o = out.data + r * out.stride;
     for (int64_t i = 0; i < gate.cols; ++i) {
       const float x = g[i];
-      const float gelu = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+      const float t = std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x));
+      const float gelu = 0.5f * x * (1.0f + t);
       o[i] = gelu * u[i];
     }
   });

@@ -120,7 +120,8 @@ __global__ void unary_kernel(DevMat a, DevMat b, DevMat out, float p, int op) {
     case 0: v = x * p; break;
     case 1: v = p * tanhf(x / p); break;
     default: {
-      const float gelu = 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x)));
+      const float t = tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x));
+      const float gelu = 0.5f * x * (1.0f + t);
       v = gelu * b.data[r * b.stride + c];
       break;
     }

@@ -8,13 +8,14 @@ Synthesizes the model with `cadenza synth` (the same recipe the test uses at tes
 reference engine's refdump (../shared/tools/reference-engine.sh builds it) on the prompts of
 ../shared/golden/tiny-llama-spm-f16.json, and keeps what the tests compare: tokens, the top-8
 logits at every position, the greedy continuation and its margins (last_logits are dropped to keep
-the file small). The reference is a black box: this script only runs it.
+the file small). The reference is a black box: this script only runs it. CADENZA_SHARED_DIR
+names ../shared where it lies elsewhere (as for the tests).
 """
 import argparse, json, os, subprocess, sys, tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
 root = os.path.dirname(here)
-shared = os.path.join(os.path.dirname(root), "shared")
+shared = os.environ.get("CADENZA_SHARED_DIR") or os.path.join(os.path.dirname(root), "shared")
 
 p = argparse.ArgumentParser()
 p.add_argument("name")

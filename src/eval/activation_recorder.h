@@ -83,6 +83,17 @@ class ActivationRecorder final : public kernels::Backend {
                       kernels::Matrix out) override {
     inner_.swiglu_clamped(g, u, alpha, limit, out);
   }
+  void scale(kernels::Matrix x, float s, kernels::Matrix out) override { inner_.scale(x, s, out); }
+  void geglu(kernels::Matrix g, kernels::Matrix u, kernels::Matrix out) override {
+    inner_.geglu(g, u, out);
+  }
+  void softcap(kernels::Matrix x, float cap, kernels::Matrix out) override {
+    inner_.softcap(x, cap, out);
+  }
+  void scale_by_position(kernels::Matrix x, kernels::IndexMatrix pos, float beta, int32_t length,
+                         kernels::Matrix out) override {
+    inner_.scale_by_position(x, pos, beta, length, out);
+  }
   void rope(kernels::Matrix x, int32_t n_heads, int32_t head_dim, kernels::IndexMatrix positions,
             const kernels::RopeParams& p) override {
     inner_.rope(x, n_heads, head_dim, positions, p);

@@ -307,6 +307,18 @@ class Backend {
   // gpt-oss's clamped SwiGLU, elementwise: g = min(gate, limit), u = clamp(up, -limit, limit),
   // out = (u + 1) * g * sigmoid(alpha * g). out may alias gate or up.
   virtual void swiglu_clamped(Matrix gate, Matrix up, float alpha, float limit, Matrix out) = 0;
+  // out = s * x, elementwise (embedding, residual and logit multipliers). out may alias x.
+  virtual void scale(Matrix x, float s, Matrix out) = 0;
+  // GeGLU with the tanh approximation of GELU (Gemma), elementwise: out = gelu(gate) * up,
+  // gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). out may alias gate or up.
+  virtual void geglu(Matrix gate, Matrix up, Matrix out) = 0;
+  // Soft-capping, elementwise: out = cap * tanh(x / cap), cap > 0. out may alias x.
+  virtual void softcap(Matrix x, float cap, Matrix out) = 0;
+  // Position-dependent scaling of each row (the attention temperature of Ministral 3 / Llama 4):
+  // out[t] = x[t] * (1 + beta * ln(1 + floor(positions[t] / length))), length >= 1.
+  // positions: [n][1]. out may alias x.
+  virtual void scale_by_position(Matrix x, IndexMatrix positions, float beta, int32_t length,
+                                 Matrix out) = 0;
 
   // Rotates, in place, the first params.n_dims elements of each head of x at the positions of
   // its row. Head h of a row starts at element h * head_dim; x.cols >= (n_heads - 1) * head_dim

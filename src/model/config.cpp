@@ -81,7 +81,7 @@ Status read_rope(const MetadataReader& md, ModelConfig& c) {
     return make_error("{}: rope scaling factor {} must be positive", file.name(), factor);
   }
 
-  c.has_rope_freqs_tensor = file.find_tensor("rope_freqs.weight") != nullptr;
+  c.has_rope_freqs_tensor = file.find_tensor(c.rope_freqs_tensor) != nullptr;
   if (type == "none" || (type == "linear" && (factor == 0.0 || factor == 1.0))) {
     c.rope_scaling = RopeScaling::None;
   } else if (type == "linear") {
@@ -135,6 +135,9 @@ Status read_rope(const MetadataReader& md, ModelConfig& c) {
                         "attn_factor {})", file.name(), c.yarn_ext_factor, c.yarn_beta_fast,
                         c.yarn_beta_slow, c.yarn_attn_factor);
     }
+  } else if ((type == "longrope" || type == "su") && c.has_rope_freqs_tensor &&
+             c.rope_freqs_tensor != "rope_freqs.weight") {
+    c.rope_scaling = RopeScaling::Llama3;  // the family's per-pair factors tensor (phi3)
   } else {
     return make_error("{}: rope scaling type '{}' is not supported (supported: none, linear, llama3, "
                       "yarn)", file.name(), type);
@@ -220,8 +223,27 @@ kernels::RopeParams ModelConfig::rope_params() const {
     rope.beta_fast = yarn_beta_fast;
     rope.beta_slow = yarn_beta_slow;
     rope.orig_ctx = yarn_orig_ctx;
-    rope.attn_factor = static_cast<float>(yarn_attn_factor *
-                                          (1.0 + 0.1 * std::log(1.0 / rope_freq_scale)));
+    rope.attn_factor = yarn_rotation_scale > 0
+                           ? yarn_attn_factor * yarn_rotation_scale
+                           : static_cast<float>(yarn_attn_factor *
+                                                (1.0 + 0.1 * std::log(1.0 / rope_freq_scale)));
+  } else {
+    rope.attn_factor = rope_attn_factor;
+  }
+  return rope;
+}
+
+kernels::RopeParams ModelConfig::rope_params(int64_t layer) const {
+  kernels::RopeParams rope = rope_params();
+  if (attention_window(layer) > 0 && rope_freq_base_window > 0) {
+    rope.freq_base = rope_freq_base_window;
+    if (rope_window_unscaled) {
+      kernels::RopeParams plain;
+      plain.n_dims = rope.n_dims;
+      plain.freq_base = rope.freq_base;
+      plain.layout = rope.layout;
+      rope = plain;
+    }
   }
   return rope;
 }
@@ -243,7 +265,23 @@ std::string ModelConfig::summary() const {
   if (rope_scaling == RopeScaling::Yarn) {
     s += fmt::format(" yarn x{} from {}", 1.0f / rope_freq_scale, yarn_orig_ctx);
   }
+  if (rope_freq_base_window > 0) {
+    s += fmt::format(" (windowed layers: base {}{})", rope_freq_base_window,
+                     rope_window_unscaled ? ", unscaled" : "");
+  }
   if (qkv_bias) s += ", qkv bias";
+  if (fused_qkv) s += ", fused qkv";
+  if (fused_gate_up) s += ", fused gate/up";
+  if (ffn_activation == FfnActivation::GeluTanh) s += ", geglu";
+  if (attn_scale > 0) s += fmt::format(", attention scale {}", attn_scale);
+  if (attn_temperature_beta != 0) {
+    s += fmt::format(", attention temperature {} per {}", attn_temperature_beta,
+                     attn_temperature_length);
+  }
+  if (embedding_scale != 1) s += fmt::format(", embedding x{}", embedding_scale);
+  if (residual_scale != 1) s += fmt::format(", residual x{}", residual_scale);
+  if (logit_scale != 1) s += fmt::format(", logits x{}", logit_scale);
+  if (final_logit_softcap > 0) s += fmt::format(", logit softcap {}", final_logit_softcap);
   if (qk_norm) s += ", qk norm";
   if (attn_sinks) s += ", attention sinks";
   if (attn_window > 0) {

@@ -4,6 +4,7 @@
 // (registry.h; its configure hook in arch/<family>.cpp sets the flags below that differ).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -58,6 +59,17 @@ struct ModelConfig {
   float yarn_beta_slow = 1.0f;
   float yarn_attn_factor = 1.0f;
   float yarn_log_multiplier = 0.0f;
+  // With YaRN: the rotation's scale (kernels::RopeParams::attn_factor) is yarn_attn_factor *
+  // (1 + 0.1 ln(factor)) (Qwen, gpt-oss) unless the family sets this: yarn_attn_factor * this.
+  float yarn_rotation_scale = 0.0f;
+  // Without YaRN: multiplies the rotated elements (phi3's LongRoPE `rope.scaling.attn_factor`).
+  float rope_attn_factor = 1.0f;
+  // The per-pair divisor tensor (Llama 3 `rope_freqs.weight`; phi3 `rope_factors_short.weight`).
+  std::string rope_freqs_tensor = "rope_freqs.weight";
+  // The RoPE of the windowed layers (gemma3: `rope.freq_base_swa`, and no scaling there). 0: the
+  // same base as the other layers.
+  float rope_freq_base_window = 0.0f;
+  bool rope_window_unscaled = false;
 
   // Attention variants (set by the family)
   bool qkv_bias = false;  // attn_{q,k,v}.bias in every layer (qwen2*; llama: when layer 0 has them)
@@ -77,6 +89,32 @@ struct ModelConfig {
                ? static_cast<int32_t>(attn_window)
                : 0;
   }
+  // The factor of q . k in the softmax: 0 means 1/sqrt(head_dim_k) (granite: `attention.scale`).
+  float attn_scale = 0.0f;
+  float attention_scale() const {
+    return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim_k));
+  }
+  // The attention temperature of Ministral 3 (`attention.temperature_scale` beta): the query of
+  // a token at position p is multiplied by 1 + beta ln(1 + floor(p / attn_temperature_length)).
+  // 0: none.
+  float attn_temperature_beta = 0.0f;
+  int32_t attn_temperature_length = 0;
+  // Fused projections (phi3): `attn_qkv.weight` [(H + 2 KV) dk][d], the rows of q, k, then v,
+  // instead of attn_{q,k,v}; `ffn_up.weight` [2f][d], the gate's rows then the up rows, and no
+  // ffn_gate. Not split across tensor-parallel ranks (a load error).
+  bool fused_qkv = false;
+  bool fused_gate_up = false;
+  // The FFN's gate activation: SiLU (SwiGLU) or GELU with the tanh approximation (GeGLU, gemma3).
+  enum class FfnActivation { Silu, GeluTanh };
+  FfnActivation ffn_activation = FfnActivation::Silu;
+  // Multipliers (1: none): the token embeddings (granite `embedding_scale`; gemma3 sqrt(n_embd)),
+  // each block's output before it joins the residual stream (granite `residual_scale`), the
+  // logits (granite: 1 / `logit_scale`); final_logit_softcap > 0: logits = cap tanh(logits / cap)
+  // (`final_logit_softcapping`).
+  float embedding_scale = 1.0f;
+  float residual_scale = 1.0f;
+  float logit_scale = 1.0f;
+  float final_logit_softcap = 0.0f;
   // Multi-head latent attention (deepseek2; blocks/latent_attention.h); all 0 otherwise. The KV
   // cache then has one "head" of head_dim_k = kv_rank + rope elements whose first head_dim_v =
   // kv_rank are the value (kv_values_in_keys).
@@ -145,6 +183,9 @@ struct ModelConfig {
   // rotated elements are scaled by yarn_attn_factor * (1 + 0.1 ln(factor)) (the YaRN paper's
   // attention temperature, as Qwen and gpt-oss use it). freq_factors is the caller's (a tensor).
   kernels::RopeParams rope_params() const;
+  // The RoPE of layer `layer`: rope_params(), or for a windowed layer with its own base
+  // (rope_freq_base_window) that base, unscaled when rope_window_unscaled.
+  kernels::RopeParams rope_params(int64_t layer) const;
 
   // One line for logs: "qwen3: 2 layers, embd 64, heads 4/2 x 32, ffn 128, vocab 151936, ...".
   std::string summary() const;

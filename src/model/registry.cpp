@@ -14,7 +14,11 @@ namespace cadenza::model {
   CADENZA_FAMILY(qwen2moe)                       \
   CADENZA_FAMILY(deepseek2)                      \
   CADENZA_FAMILY(glm4moe)                        \
-  CADENZA_FAMILY(gpt_oss)
+  CADENZA_FAMILY(gpt_oss)                        \
+  CADENZA_FAMILY(gemma3)                         \
+  CADENZA_FAMILY(phi3)                           \
+  CADENZA_FAMILY(mistral3)                       \
+  CADENZA_FAMILY(granite)
 
 namespace arch {
 #define CADENZA_DECLARE_FAMILY(x) extern const ArchitectureFamily x##_family;

@@ -75,4 +75,18 @@ std::vector<TensorPlan> plan_gpt_oss(const ModelShape& m, const TypeScheme& sche
                                      int64_t n_vocab);
 void set_gpt_oss_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
+// gemma3 (plan_gemma3.cpp): pre- and post-norms around both blocks, Q/K norms, tied output; the
+// sliding-window and RoPE keys.
+std::vector<TensorPlan> plan_gemma3(const ModelShape& m, const TypeScheme& scheme,
+                                    int64_t n_vocab);
+void set_gemma3_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
+// phi3 (plan_phi3.cpp): fused QKV and gate/up, optional LongRoPE factor tensors; their keys.
+std::vector<TensorPlan> plan_phi3(const ModelShape& m, const TypeScheme& scheme, int64_t n_vocab);
+void set_phi3_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
+// mistral3 and granite (plan_llama_variants.cpp): the llama tensors, their own keys (YaRN and
+// the attention temperature; the four multipliers).
+void set_llama_variant_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
 }  // namespace cadenza::synth

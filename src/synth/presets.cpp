@@ -204,6 +204,82 @@ std::vector<ModelShape> make_presets() {
   out.push_back(gpt_oss("gpt-oss-small", "gpt-oss-style MoE (small)", 256, 4, 8, 2, 16, 256));
   out.push_back(gpt_oss("gpt-oss-mid", "gpt-oss-style MoE (mid)", 768, 12, 16, 2, 32, 768));
 
+  // Gemma 3 (gemma3 architecture): head dim 256 in the real models, one KV head (1B), GeGLU,
+  // pre- and post-norms, Q/K norms, a sliding window on 5 of every 6 layers (base 10000 there),
+  // tied output. small: for tests (6 layers: 5 windowed + 1 global; a 16-position window so the
+  // golden's 265-token prompt crosses it; the global layers with 4B's linear x8 scaling);
+  // 1b: gemma-3-1b's shape (window 512, no scaling).
+  auto gemma3 = [](std::string preset, std::string display, int64_t vocab, int64_t embd,
+                   int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t ff,
+                   int64_t window) {
+    ModelShape s = dense(std::move(preset), std::move(display), "gemma3", vocab, 32768, embd,
+                         layers, heads, kv_heads, ff, 1e6, 1e-6, true);
+    s.head_dim = head_dim;
+    s.qk_norm = true;
+    s.sliding_window = window;
+    s.rope_base_swa = 10000.0;
+    s.vocab_style = "Gemma 3 SentencePiece (262k)";
+    return s;
+  };
+  ModelShape gemma3_small = gemma3("gemma3-small", "Gemma-3-style (small)", 262144, 256, 6, 4, 2,
+                                   64, 512, 16);
+  gemma3_small.rope_linear_factor = 8;
+  out.push_back(gemma3_small);
+  out.push_back(gemma3("gemma-3-1b", "Gemma-3-1B", 262144, 1152, 26, 4, 1, 256, 6912, 512));
+
+  // Phi-3 / Phi-4 (phi3 architecture): fused QKV and gate/up, NeoX RoPE on 3/4 of each head,
+  // LongRoPE factor tensors (short ones used up to the original 4096 context), tied output.
+  // small: for tests; phi-4-mini: Phi-4-mini-instruct's shape (200k vocabulary).
+  auto phi3 = [](std::string preset, std::string display, int64_t vocab, int64_t embd,
+                 int64_t layers, int64_t heads, int64_t kv_heads, int64_t ff) {
+    ModelShape s = dense(std::move(preset), std::move(display), "phi3", vocab, 131072, embd,
+                         layers, heads, kv_heads, ff, 10000.0, 1e-5, true);
+    s.rope_dims = s.head_dim * 3 / 4;
+    s.longrope = true;
+    s.yarn_original_ctx = 4096;
+    s.rope_attn_factor = 1.1902380714238083;  // sqrt(1 + ln(131072 / 4096) / ln(4096))
+    s.vocab_style = "o200k byte-level BPE";
+    return s;
+  };
+  out.push_back(phi3("phi3-small", "Phi-3/4-style (small)", 200064, 256, 3, 4, 2, 512));
+  out.push_back(phi3("phi-4-mini", "Phi-4-mini", 200064, 3072, 32, 24, 8, 8192));
+
+  // Ministral 3 (mistral3 architecture): the llama layout with YaRN x16 (mscale_all_dim 1) and
+  // the attention temperature beta 0.1. small: for tests (the YaRN original context 64, so the
+  // golden's 265-token prompt reaches temperature steps 1..4); ministral-3-3b: its shape (YaRN
+  // from 16384 to 262144, tied output).
+  auto mistral3 = [](std::string preset, std::string display, int64_t embd, int64_t layers,
+                     int64_t heads, int64_t kv_heads, int64_t ff, int64_t original, bool tied) {
+    ModelShape s = dense(std::move(preset), std::move(display), "mistral3", 131072,
+                         16 * original, embd, layers, heads, kv_heads, ff, 1e6, 1e-5, tied);
+    s.head_dim = 128;
+    s.yarn_factor = 16;
+    s.yarn_original_ctx = original;
+    s.yarn_log_multiplier = 1.0;
+    s.attn_temperature_scale = 0.1;
+    s.vocab_style = "Tekken byte-level BPE (131k)";
+    return s;
+  };
+  out.push_back(mistral3("mistral3-small", "Ministral-3-style (small)", 256, 3, 4, 2, 512, 64,
+                         false));
+  out.push_back(mistral3("ministral-3-3b", "Ministral-3-3B", 3072, 26, 32, 8, 9216, 16384, true));
+
+  // Granite 3.x dense (granite architecture): the llama layout with Granite 3.1-2B's
+  // multipliers (embedding x12, residual x0.22, attention scale 1/64, logits / 8), tied output.
+  auto granite = [](std::string preset, std::string display, int64_t embd, int64_t layers,
+                    int64_t heads, int64_t kv_heads, int64_t ff) {
+    ModelShape s = dense(std::move(preset), std::move(display), "granite", 49155, 131072, embd,
+                         layers, heads, kv_heads, ff, 5e6, 1e-5, true);
+    s.embedding_scale = 12.0;
+    s.residual_scale = 0.22;
+    s.attention_scale = 0.015625;
+    s.logit_scale = 8.0;
+    s.vocab_style = "Granite byte-level BPE (49k)";
+    return s;
+  };
+  out.push_back(granite("granite-small", "Granite-3-style (small)", 256, 3, 4, 2, 512));
+  out.push_back(granite("granite-3-2b", "Granite-3.1-2B", 2048, 40, 32, 8, 8192));
+
   // A tiny model for quick starts and tests: runs instantly anywhere.
   ModelShape demo = dense("demo", "Cadenza demo (tiny)", "llama", 0, 2048, 256, 4, 8, 2, 768,
                           10000.0, 1e-5, true);

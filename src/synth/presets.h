@@ -14,7 +14,7 @@ struct ModelShape {
   std::string preset;          // preset name, e.g. "qwen2.5-0.5b"
   std::string display_name;    // e.g. "Qwen2.5-0.5B"
   std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe, qwen2moe,
-                               // deepseek2, glm4moe, gpt-oss
+                               // deepseek2, glm4moe, gpt-oss, gemma3, phi3, mistral3, granite
   int64_t n_vocab = 0;
   int64_t n_ctx = 0;
   int64_t n_embd = 0;
@@ -62,8 +62,27 @@ struct ModelShape {
   double yarn_factor = 0;
   int64_t yarn_original_ctx = 4096;
   double yarn_log_multiplier = 0;
-  // gpt-oss: sliding-window attention on alternating layers (0: none).
+  // gpt-oss: sliding-window attention on alternating layers (0: none). gemma3: on all but each
+  // 6th layer; phi3: on every layer.
   int64_t sliding_window = 0;
+
+  // gemma3 (synth/plan_gemma3.cpp): the windowed layers' RoPE base, and linear RoPE scaling of
+  // the global layers (factor 0: none).
+  double rope_base_swa = 10000.0;
+  double rope_linear_factor = 0;
+  // phi3 (synth/plan_phi3.cpp): LongRoPE factor tensors (rope_factors_short/long.weight) with
+  // `rope.scaling.attn_factor` and `rope.scaling.original_context_length` = yarn_original_ctx.
+  bool longrope = false;
+  double rope_attn_factor = 1.0;
+  // mistral3: the attention temperature (`attention.temperature_scale`; 0: none); its length is
+  // the YaRN original context (yarn_original_ctx).
+  double attn_temperature_scale = 0;
+  // granite: `embedding_scale`, `residual_scale`, `attention.scale`, `logit_scale` (0: not
+  // written).
+  double embedding_scale = 0;
+  double residual_scale = 0;
+  double attention_scale = 0;
+  double logit_scale = 0;
 };
 
 const std::vector<ModelShape>& presets();

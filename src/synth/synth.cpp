@@ -99,6 +99,8 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
   if (m.arch == "deepseek2") return plan_deepseek2(m, scheme, n_vocab);
   if (m.arch == "glm4moe") return plan_glm4moe(m, scheme, n_vocab);
   if (m.arch == "gpt-oss") return plan_gpt_oss(m, scheme, n_vocab);
+  if (m.arch == "gemma3") return plan_gemma3(m, scheme, n_vocab);
+  if (m.arch == "phi3") return plan_phi3(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
   auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
@@ -176,6 +178,16 @@ std::vector<float> llama3_rope_freqs(const ModelShape& m) {
   return f;
 }
 
+// LongRoPE divisors per rotated pair, rising from 1 (the high frequencies) like the real ones:
+// short 1 .. ~1.5, long 1 .. ~20 (Phi-4-mini's span).
+void longrope_factors(bool long_factors, std::vector<float>& out) {
+  const double top = long_factors ? 20.0 : 1.5;
+  const double n = static_cast<double>(std::max<size_t>(out.size() - 1, 1));
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<float>(std::pow(top, static_cast<double>(i) / n));
+  }
+}
+
 // GPT-2's byte-to-unicode table: printable bytes map to themselves, the rest to U+0100 upwards.
 std::vector<std::string> byte_level_tokens() {
   std::vector<int> cps(256, -1);
@@ -238,7 +250,8 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   w.set(a + "attention.head_count_kv", Value::u32(static_cast<uint32_t>(m.n_head_kv)));
   w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(m.rms_eps)));
   w.set(a + "rope.freq_base", Value::f32(static_cast<float>(m.rope_base)));
-  w.set(a + "rope.dimension_count", Value::u32(static_cast<uint32_t>(m.head_dim)));
+  w.set(a + "rope.dimension_count",
+        Value::u32(static_cast<uint32_t>(m.rope_dims > 0 ? m.rope_dims : m.head_dim)));
   if (m.head_dim * m.n_head != m.n_embd) {
     w.set(a + "attention.key_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
     w.set(a + "attention.value_length", Value::u32(static_cast<uint32_t>(m.head_dim)));
@@ -246,6 +259,9 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   if (m.arch == "deepseek2") set_deepseek2_metadata(w, m);
   if (m.arch == "glm4moe") set_glm4moe_metadata(w, m);
   if (m.arch == "gpt-oss") set_gpt_oss_metadata(w, m);
+  if (m.arch == "gemma3") set_gemma3_metadata(w, m);
+  if (m.arch == "phi3") set_phi3_metadata(w, m);
+  if (m.arch == "mistral3" || m.arch == "granite") set_llama_variant_metadata(w, m);
   if (m.n_expert > 0) {
     w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));
@@ -326,6 +342,9 @@ Result<SynthSummary> write_synthetic_model(const SynthOptions& options, const st
           SplitMix rng{seed + static_cast<uint64_t>(r) * 0x632be59bd9b4e019ULL};
           if (plan.name == "rope_freqs.weight") {
             std::copy(rope_freqs.begin(), rope_freqs.end(), buf.begin());
+          } else if (plan.name == "rope_factors_short.weight" ||
+                     plan.name == "rope_factors_long.weight") {
+            longrope_factors(plan.name == "rope_factors_long.weight", buf);
           } else if (plan.init == Init::kOnes) {
             std::fill(buf.begin(), buf.end(), 1.0f);
           } else {

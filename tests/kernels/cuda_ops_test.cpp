@@ -232,6 +232,24 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
                    "swiglu");
   compare_backends(*gpu, *cpu, {a}, rows, cols, 1e-5,
                    [](Backend& be, std::vector<DevMatrix>& in, Matrix out) { be.sigmoid(in[0].m, out); }, "sigmoid");
+  compare_backends(*gpu, *cpu, {a}, rows, cols, 1e-6,
+                   [](Backend& be, std::vector<DevMatrix>& in, Matrix out) { be.scale(in[0].m, 0.22f, out); },
+                   "scale");
+  compare_backends(*gpu, *cpu, {a, b}, rows, cols, 1e-5,
+                   [](Backend& be, std::vector<DevMatrix>& in, Matrix out) { be.geglu(in[0].m, in[1].m, out); },
+                   "geglu");
+  compare_backends(*gpu, *cpu, {a}, rows, cols, 1e-5,
+                   [](Backend& be, std::vector<DevMatrix>& in, Matrix out) { be.softcap(in[0].m, 2.5f, out); },
+                   "softcap");
+  {
+    std::vector<int32_t> pos(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = static_cast<int32_t>(r * 37);
+    DevIndex gp = put_idx(*gpu, pos, rows, 1), cp = put_idx(*cpu, pos, rows, 1);
+    DevMatrix gx = put(*gpu, a, rows, cols), cx = put(*cpu, a, rows, cols);
+    gpu->scale_by_position(gx.m, gp.m, 0.1f, 64, gx.m);
+    cpu->scale_by_position(cx.m, cp.m, 0.1f, 64, cx.m);
+    EXPECT_LE(test::max_rel_diff(get(*gpu, gx), get(*cpu, cx), 1e-3), 1e-6) << "scale_by_position";
+  }
   // In place (out aliases the input).
   DevMatrix g = put(*gpu, a, rows, cols), c = put(*cpu, a, rows, cols);
   DevMatrix gb = put(*gpu, b, rows, cols), cb = put(*cpu, b, rows, cols);

@@ -24,6 +24,7 @@ ModelShape small(const std::string& preset) {
   s.n_head = 4;
   s.n_head_kv = 2;
   s.head_dim = s.qk_norm ? 128 : 64;
+  if (s.rope_dims > s.head_dim) s.rope_dims = s.head_dim * 3 / 4;  // partial RoPE (phi-4-mini)
   s.n_ff = 512;
   if (s.n_expert > 0) s.n_ff_expert = 256;
   if (s.n_ff_shared_expert > 0) s.n_ff_shared_expert = 512;
@@ -72,7 +73,9 @@ TEST(Synth, EveryPresetWritesAValidFile) {
   for (const char* preset : {"qwen2.5-0.5b", "qwen3-0.6b", "llama-3.2-1b", "tinyllama-1.1b",
                              "llama-2-7b", "mixtral-small", "qwen3moe-small", "qwen2moe-small",
                              "deepseek-v3-small", "deepseek-v3-mid", "deepseek-v2-lite-small",
-                             "glm4.5-small", "glm4.5-mid", "gpt-oss-small", "gpt-oss-mid", "demo"})
+                             "glm4.5-small", "glm4.5-mid", "gpt-oss-small", "gpt-oss-mid", "gemma3-small",
+                             "gemma-3-1b", "phi3-small", "phi-4-mini", "mistral3-small",
+                             "ministral-3-3b", "granite-small", "granite-3-2b", "demo"})
     for (const char* type : {"f16", "q4_k_m", "mxfp4"}) check_preset(preset, type);
 }
 

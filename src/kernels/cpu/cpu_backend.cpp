@@ -164,6 +164,14 @@ class CpuBackend final : public Backend {
   void swiglu_clamped(Matrix gate, Matrix up, float alpha, float limit, Matrix out) override {
     cpu::swiglu_clamped(pool_, gate, up, alpha, limit, out);
   }
+  void scale(Matrix x, float s, Matrix out) override { cpu::scale(pool_, x, s, out); }
+  void geglu(Matrix gate, Matrix up, Matrix out) override { cpu::geglu(pool_, gate, up, out); }
+  void softcap(Matrix x, float cap, Matrix out) override { cpu::softcap(pool_, x, cap, out); }
+  void scale_by_position(Matrix x, IndexMatrix positions, float beta, int32_t length,
+                         Matrix out) override {
+    assert(positions.rows == x.rows && length >= 1);
+    cpu::scale_by_position(pool_, x, positions, beta, length, out);
+  }
   void add_expert_bias(Matrix y, const Weight& bias, IndexMatrix expert_ids) override {
     assert(bias.cols() == y.cols && bias.matrices() == 1);
     assert(y.rows == expert_ids.rows * expert_ids.cols);

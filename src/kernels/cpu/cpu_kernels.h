@@ -111,6 +111,11 @@ void mul(ThreadPool& pool, Matrix a, Matrix b, Matrix out);
 void swiglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out);
 void sigmoid(ThreadPool& pool, Matrix x, Matrix out);
 void swiglu_clamped(ThreadPool& pool, Matrix gate, Matrix up, float alpha, float limit, Matrix out);
+void scale(ThreadPool& pool, Matrix x, float s, Matrix out);
+void geglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out);
+void softcap(ThreadPool& pool, Matrix x, float cap, Matrix out);
+void scale_by_position(ThreadPool& pool, Matrix x, IndexMatrix positions, float beta,
+                       int32_t length, Matrix out);
 // y[t*K + s] += the bias row of expert_ids[t][s] (skipped for -1).
 void add_expert_bias(ThreadPool& pool, Matrix y, const CpuWeight& bias, IndexMatrix expert_ids);
 // freq_factors: n_dims/2 values or nullptr.

@@ -109,6 +109,53 @@ void swiglu_clamped(ThreadPool& pool, Matrix gate, Matrix up, float alpha, float
   });
 }
 
+void scale(ThreadPool& pool, Matrix x, float s, Matrix out) {
+  assert(same_shape(x, out));
+  for_each_row(pool, x.rows, x.cols, [&](int64_t r) {
+    const float* in = x.data + r * x.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < x.cols; ++i) o[i] = in[i] * s;
+  });
+}
+
+// Scalar: std::tanh per element.
+void geglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out) {
+  assert(same_shape(gate, up) && same_shape(gate, out));
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  for_each_row(pool, gate.rows, gate.cols, [&](int64_t r) {
+    const float* g = gate.data + r * gate.stride;
+    const float* u = up.data + r * up.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < gate.cols; ++i) {
+      const float x = g[i];
+      const float t = std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x));
+      const float gelu = 0.5f * x * (1.0f + t);
+      o[i] = gelu * u[i];
+    }
+  });
+}
+
+void softcap(ThreadPool& pool, Matrix x, float cap, Matrix out) {
+  assert(same_shape(x, out) && cap > 0);
+  for_each_row(pool, x.rows, x.cols, [&](int64_t r) {
+    const float* in = x.data + r * x.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < x.cols; ++i) o[i] = cap * std::tanh(in[i] / cap);
+  });
+}
+
+void scale_by_position(ThreadPool& pool, Matrix x, IndexMatrix positions, float beta,
+                       int32_t length, Matrix out) {
+  assert(same_shape(x, out) && positions.rows == x.rows && length >= 1);
+  for_each_row(pool, x.rows, x.cols, [&](int64_t r) {
+    const int32_t p = positions.data[r * positions.cols];
+    const float s = 1.0f + beta * std::log(1.0f + static_cast<float>(p / length));
+    const float* in = x.data + r * x.stride;
+    float* o = out.data + r * out.stride;
+    for (int64_t i = 0; i < x.cols; ++i) o[i] = in[i] * s;
+  });
+}
+
 void add_expert_bias(ThreadPool& pool, Matrix y, const CpuWeight& bias, IndexMatrix expert_ids) {
   assert(y.rows == expert_ids.rows * expert_ids.cols && bias.cols() == y.cols);
   for_each_row(pool, y.rows, y.cols, [&](int64_t r) {

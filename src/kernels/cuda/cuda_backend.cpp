@@ -232,6 +232,28 @@ class CudaBackend final : public Backend {
     cuda::swiglu_clamped(dm(gate), dm(up), alpha, limit, dm(out), stream_);
     check_launch("swiglu_clamped");
   }
+  void scale(Matrix x, float s, Matrix out) override {
+    select();
+    cuda::scale(dm(x), s, dm(out), stream_);
+    check_launch("scale");
+  }
+  void geglu(Matrix gate, Matrix up, Matrix out) override {
+    select();
+    cuda::geglu(dm(gate), dm(up), dm(out), stream_);
+    check_launch("geglu");
+  }
+  void softcap(Matrix x, float cap, Matrix out) override {
+    select();
+    cuda::softcap(dm(x), cap, dm(out), stream_);
+    check_launch("softcap");
+  }
+  void scale_by_position(Matrix x, IndexMatrix positions, float beta, int32_t length,
+                         Matrix out) override {
+    assert(positions.rows == x.rows && length >= 1);
+    select();
+    cuda::scale_by_position(dm(x), di(positions), beta, length, dm(out), stream_);
+    check_launch("scale_by_position");
+  }
   void add_expert_bias(Matrix y, const Weight& bias, IndexMatrix expert_ids) override {
     assert(bias.cols() == y.cols && bias.matrices() == 1);
     assert(y.rows == expert_ids.rows * expert_ids.cols);

@@ -87,6 +87,13 @@ void sigmoid(DevMat x, DevMat out, cudaStream_t stream);
 // The CPU backend's formula: g = fminf(gate, limit), u = clamp(up), (u + 1) * g / (1 + expf(-alpha g)).
 void swiglu_clamped(DevMat gate, DevMat up, float alpha, float limit, DevMat out,
                     cudaStream_t stream);
+// The CPU backend's formulas: out = s * x; cap * tanhf(x / cap); gelu_tanh(gate) * up;
+// x * (1 + beta * logf(1 + floor(position / length))) per row.
+void scale(DevMat x, float s, DevMat out, cudaStream_t stream);
+void softcap(DevMat x, float cap, DevMat out, cudaStream_t stream);
+void geglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream);
+void scale_by_position(DevMat x, DevIdx positions, float beta, int32_t length, DevMat out,
+                       cudaStream_t stream);
 // y[t*K + s] += row expert_ids[t][s] of matrix 0 of bias (decoded like get_rows); -1: skipped.
 void add_expert_bias(DevMat y, const DevWeight& bias, DevIdx expert_ids, cudaStream_t stream);
 // freq_factors: n_dims/2 f32 values or nullptr. Angles in double as the CPU backend computes them

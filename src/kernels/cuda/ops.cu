@@ -1,5 +1,5 @@
 // CUDA row-wise ops: row lookups, bias, expert biases, RMS norm, elementwise add/mul, SwiGLU
-// (plain and gpt-oss's clamped one), RoPE.
+// (plain and gpt-oss's clamped one), GeGLU, scaling, soft-capping, RoPE.
 // Each output element is computed from its own row only, with the CPU backend's formulas; RMS
 // norm reduces each row with a fixed tree in double (independent of the number of rows).
 #include "kernels/cuda/matmul_common.cuh"
@@ -109,6 +109,42 @@ __global__ void swiglu_clamped_kernel(DevMat gate, DevMat up, float alpha, float
   out.data[r * out.stride + c] = (y + 1.0f) * (x / (1.0f + expf(-alpha * x)));
 }
 
+// op: 0 scale (out = a * p), 1 softcap (out = p * tanh(a / p)), 2 geglu (gelu_tanh(a) * b).
+__global__ void unary_kernel(DevMat a, DevMat b, DevMat out, float p, int op) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= out.rows * out.cols) return;
+  const int64_t r = i / out.cols, c = i % out.cols;
+  const float x = a.data[r * a.stride + c];
+  float v;
+  switch (op) {
+    case 0: v = x * p; break;
+    case 1: v = p * tanhf(x / p); break;
+    default: {
+      const float t = tanhf(0.79788456080286535588f * x * (1.0f + 0.044715f * x * x));
+      const float gelu = 0.5f * x * (1.0f + t);
+      v = gelu * b.data[r * b.stride + c];
+      break;
+    }
+  }
+  out.data[r * out.stride + c] = v;
+}
+
+__global__ void scale_by_position_kernel(DevMat x, DevIdx positions, float beta, int32_t length,
+                                         DevMat out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= out.rows * out.cols) return;
+  const int64_t r = i / out.cols, c = i % out.cols;
+  const int32_t p = positions.data[r * positions.cols];
+  const float s = 1.0f + beta * logf(1.0f + static_cast<float>(p / length));
+  out.data[r * out.stride + c] = x.data[r * x.stride + c] * s;
+}
+
+void unary(DevMat a, DevMat b, DevMat out, float p, int op, cudaStream_t stream) {
+  const int64_t n = out.rows * out.cols;
+  if (n == 0) return;
+  unary_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(a, b, out, p, op);
+}
+
 // One thread per group of 8 elements of a (token, slot) row; the expert's bias row decoded with
 // decode8 (any stored type).
 __global__ void add_expert_bias_kernel(DevMat y, DevWeight bias, DevIdx ids) {
@@ -167,6 +203,21 @@ void swiglu_clamped(DevMat gate, DevMat up, float alpha, float limit, DevMat out
   const int64_t n = out.rows * out.cols;
   if (n == 0) return;
   swiglu_clamped_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(gate, up, alpha, limit, out);
+}
+
+void scale(DevMat x, float s, DevMat out, cudaStream_t stream) { unary(x, x, out, s, 0, stream); }
+void softcap(DevMat x, float cap, DevMat out, cudaStream_t stream) {
+  unary(x, x, out, cap, 1, stream);
+}
+void geglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream) {
+  unary(gate, up, out, 0.0f, 2, stream);
+}
+
+void scale_by_position(DevMat x, DevIdx positions, float beta, int32_t length, DevMat out,
+                       cudaStream_t stream) {
+  const int64_t n = out.rows * out.cols;
+  if (n == 0) return;
+  scale_by_position_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, positions, beta, length, out);
 }
 
 void add_expert_bias(DevMat y, const DevWeight& bias, DevIdx expert_ids, cudaStream_t stream) {

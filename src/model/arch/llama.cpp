@@ -64,6 +64,7 @@ void LlamaDecoder::forward(const ForwardContext& ctx) {
     const Layer& L = layers_[static_cast<size_t>(il)];
     be.rms_norm(x, *L.attn_norm, c_.rms_norm_eps, h);
     attention_.forward(ctx, il, L.attention, h, h);
+    if (c_.residual_scale != 1.0f) be.scale(h, c_.residual_scale, h);
     be.add(x, h, x);
     be.rms_norm(x, *L.ffn_norm, c_.rms_norm_eps, h);
     if (moe()) {
@@ -71,6 +72,7 @@ void LlamaDecoder::forward(const ForwardContext& ctx) {
     } else {
       ffn_.forward(ctx, L.ffn, h, h);
     }
+    if (c_.residual_scale != 1.0f) be.scale(h, c_.residual_scale, h);
     be.add(x, h, x);
   }
   blocks::stage_output(ctx, c_, head_, embedding_, x);

@@ -1,13 +1,15 @@
 // The llama decoder: the network of `llama` (Llama 2/3, Mistral, TinyLlama; Mixtral when
 // `expert_count` > 0) and of the families that differ from it only in configuration flags:
 // `qwen2` (QKV biases, NeoX RoPE), `qwen3` (per-head Q/K norm), `qwen3moe` (qwen3 attention,
-// experts in every layer). Each of those has its own file with its configure hook and its
-// registration; they share this network.
+// experts in every layer), `mistral3` (YaRN, attention temperature), `granite` (multipliers),
+// `phi3` (fused QKV and gate/up, NeoX RoPE, LongRoPE factors). Each of those has its own file
+// with its configure hook and its registration; they share this network.
 //
 //   x = token_embd[tokens]
 //   for each layer:
 //     x = x + Attention(rms_norm(x) * attn_norm)   biases, Q/K norm, RoPE layout per the config
 //     x = x + FFN(rms_norm(x) * ffn_norm)          DenseFfn, or RoutedExperts when n_experts > 0
+//   (granite: each block's output times config.residual_scale before the add)
 //   logits = OutputHead(x[logit rows])
 //
 // The blocks and their shapes: src/model/blocks/*.h. Internal to src/model.

@@ -3,13 +3,15 @@
 #include <cmath>
 #include <utility>
 
+#include "gguf/gguf.h"
+
 namespace cadenza::model::blocks {
 
 using kernels::Matrix;
 
 Status Attention::load_rope(WeightLoader& loader) {
   if (c_.has_rope_freqs_tensor) {
-    return loader.load({{rope_freqs_, "rope_freqs.weight", {c_.rope_dims / 2}}});
+    return loader.load({{rope_freqs_, c_.rope_freqs_tensor, {c_.rope_dims / 2}}});
   }
   if (!c_.rope_freq_factors.empty()) {
     Result<std::unique_ptr<kernels::Weight>> w =
@@ -40,10 +42,16 @@ Status Attention::load(WeightLoader& loader, int64_t layer, Weights& w) const {
   const Slice o_cols = sliced(columns_of({heads_.begin * dv, heads_.count * dv}));
   const Slice q_sinks = sliced(columns_of(heads_));  // this rank's heads' sinks
   auto name = [layer](const char* suffix) { return layer_tensor(layer, suffix); };
+  const Load separate = c_.fused_qkv ? Load::Skip : Load::Required;
+  if (c_.fused_qkv && c_.shard.tensor_parallel()) {
+    return make_error("{}: tensor parallelism does not split the fused '{}' yet", loader.file().name(),
+                      name("attn_qkv.weight"));
+  }
   return loader.load({
-      {w.wq, name("attn_q.weight"), {d, q_cols}, Load::Required, q_rows},
-      {w.wk, name("attn_k.weight"), {d, k_cols}, Load::Required, k_rows},
-      {w.wv, name("attn_v.weight"), {d, v_cols}, Load::Required, v_rows},
+      {w.wqkv, name("attn_qkv.weight"), {d, q_cols + k_cols + v_cols}, required_if(c_.fused_qkv)},
+      {w.wq, name("attn_q.weight"), {d, q_cols}, separate, q_rows},
+      {w.wk, name("attn_k.weight"), {d, k_cols}, separate, k_rows},
+      {w.wv, name("attn_v.weight"), {d, v_cols}, separate, v_rows},
       {w.wo, name("attn_output.weight"), {attn_cols, d}, Load::Required, o_cols},
       {w.bq, name("attn_q.bias"), {q_cols}, required_if(c_.qkv_bias), q_bias},
       {w.bk, name("attn_k.bias"), {k_cols}, required_if(c_.qkv_bias), k_bias},
@@ -65,6 +73,10 @@ Status Attention::reserve(kernels::Backend& backend, const StepCapacity& capacit
                                std::pair{&attn_, heads_.count * c_.head_dim_v}}) {
     if (Status st = scratch->reserve(backend, n, cols); !st) return st;
   }
+  if (c_.fused_qkv) {
+    return qkv_.reserve(backend, n, c_.n_heads * c_.head_dim_k + c_.n_kv_heads * c_.head_dim_k +
+                                        c_.n_kv_heads * c_.head_dim_v);
+  }
   return {};
 }
 
@@ -74,9 +86,20 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
   const int64_t n = ctx.inputs.n_tokens;
   const Matrix q = q_.rows(n), k = k_.rows(n), v = v_.rows(n), attn = attn_.rows(n);
 
-  be.matmul(*w.wq, h, q);  // [n][H*dk]
-  be.matmul(*w.wk, h, k);  // [n][KV*dk]
-  be.matmul(*w.wv, h, v);  // [n][KV*dv]
+  if (w.wqkv) {  // one matmul, then the q, k and v column blocks into their own scratch
+    const Matrix qkv = qkv_.rows(n);  // [n][H*dk + KV*dk + KV*dv]
+    be.matmul(*w.wqkv, h, qkv);
+    auto columns = [&](int64_t begin, int64_t count) {
+      return Matrix{qkv.data + begin, n, count, qkv.stride};
+    };
+    be.copy_matrix(columns(0, q.cols), q);
+    be.copy_matrix(columns(q.cols, k.cols), k);
+    be.copy_matrix(columns(q.cols + k.cols, v.cols), v);
+  } else {
+    be.matmul(*w.wq, h, q);  // [n][H*dk]
+    be.matmul(*w.wk, h, k);  // [n][KV*dk]
+    be.matmul(*w.wv, h, v);  // [n][KV*dv]
+  }
   if (w.bq) {
     be.add_bias(q, *w.bq, q);
     be.add_bias(k, *w.bk, k);
@@ -88,20 +111,25 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
     be.rms_norm(q_heads, *w.q_norm, c_.rms_norm_eps, q_heads);
     be.rms_norm(k_heads, *w.k_norm, c_.rms_norm_eps, k_heads);
   }
-  kernels::RopeParams rope = c_.rope_params();
-  rope.freq_factors = rope_freqs_.get();
+  kernels::RopeParams rope = c_.rope_params(layer);
+  const int32_t window = c_.attention_window(layer);
+  if (!(window > 0 && c_.rope_window_unscaled)) rope.freq_factors = rope_freqs_.get();
   const kernels::AttentionBatch& batch = ctx.inputs.attention;
   be.rope(q, static_cast<int32_t>(heads_.count), static_cast<int32_t>(c_.head_dim_k),
           batch.positions, rope);
   be.rope(k, static_cast<int32_t>(kv_heads_.count), static_cast<int32_t>(c_.head_dim_k),
           batch.positions, rope);
+  if (c_.attn_temperature_beta != 0) {
+    be.scale_by_position(q, batch.positions, c_.attn_temperature_beta, c_.attn_temperature_length,
+                         q);
+  }
 
   const kernels::KvLayer& kv = ctx.kv.layer(layer);
   be.kv_write(kv, k, v, ctx.inputs.slots);
   kernels::AttentionParams params;
-  params.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim_k));
+  params.scale = c_.attention_scale();
   params.sinks = w.sinks.get();
-  params.window = c_.attention_window(layer);
+  params.window = window;
   be.attention(q, kv, batch, static_cast<int32_t>(heads_.count), params, attn);  // [n][H*dv]
   be.matmul(*w.wo, attn, out);  // [n][d]; under tensor parallelism this rank's heads' share
   tp_all_reduce(ctx, out);

@@ -3,17 +3,22 @@
 // (attention sinks, a sliding window on some layers).
 //
 //   q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)     [n][H*dk], [n][KV*dk], [n][KV*dv]
+//             (config.fused_qkv: one h Wqkv, split by columns: phi3)
 //   q, k    = rms_norm per head * q_norm, k_norm      [config.qk_norm: qwen3*], as [n*H][dk]
 //   q, k    = rope(q, k, positions)                   layout and scaling from the config
+//             (config.rope_params(layer): windowed layers may have their own base: gemma3)
+//   q       = q * (1 + beta ln(1 + floor(pos / L)))   [config.attn_temperature_beta: mistral3]
 //   kv[slot(token)] = k, v                            this layer's paged store
-//   a       = causal attention(q, K/V of the token's sequence), GQA, scale 1/sqrt(dk)   [n][H*dv]
+//   a       = causal attention(q, K/V of the token's sequence), GQA,
+//             scale config.attention_scale() (1/sqrt(dk) unless the family sets it)   [n][H*dv]
 //             (config.attn_sinks: each head's sink logit in its softmax denominator;
 //             config.attention_window(layer) > 0: the last that many positions only)
 //   out     = a Wo (+bo)                              [n][d]
 //
 // Shapes: n = tokens of the step, d = n_embd, H / KV = query / KV heads, dk / dv = head dims.
 // Tensors: `rope_freqs.weight` [dk/2] once per model (Llama 3 divisors; or computed from the
-// rope.scaling.* keys); per layer `blk.N.attn_{q,k,v,output}.weight`, `blk.N.attn_{q,k,v}.bias`
+// rope.scaling.* keys; phi3: `rope_factors_short.weight`); per layer
+// `blk.N.attn_{q,k,v,output}.weight` (or `attn_qkv.weight` and `attn_output.weight`), `blk.N.attn_{q,k,v}.bias`
 // (when config.qkv_bias), `blk.N.attn_output.bias` (where present, when config.output_bias),
 // `blk.N.attn_{q,k}_norm.weight` [dk] (when config.qk_norm), `blk.N.attn_sinks.weight` [H] (when
 // config.attn_sinks). Windowed layers keep a full-size KV cache (a follow-up: a ring of `window`
@@ -38,6 +43,7 @@ class Attention {
  public:
   struct Weights {
     std::unique_ptr<kernels::Weight> wq, wk, wv, wo;  // [H*dk][d], [KV*dk][d], [KV*dv][d], [d][H*dv]
+    std::unique_ptr<kernels::Weight> wqkv;  // [H*dk + KV*dk + KV*dv][d] instead of wq/wk/wv, or null
     std::unique_ptr<kernels::Weight> bq, bk, bv, bo;  // biases, or null
     std::unique_ptr<kernels::Weight> q_norm, k_norm;  // [dk], or null
     std::unique_ptr<kernels::Weight> sinks;           // [H], or null
@@ -66,6 +72,7 @@ class Attention {
   std::unique_ptr<kernels::Weight> rope_freqs_;  // null: no per-pair divisors
   // [n][H*dk], [n][KV*dk], [n][KV*dv], [n][H*dv], H and KV this rank's head counts
   ScratchMatrix q_, k_, v_, attn_;
+  ScratchMatrix qkv_;  // [n][H*dk + KV*dk + KV*dv] (config.fused_qkv)
 };
 
 }  // namespace cadenza::model::blocks

@@ -11,6 +11,7 @@ Status TokenEmbedding::load(WeightLoader& loader) {
 
 void TokenEmbedding::forward(const ForwardContext& ctx, Matrix x) const {
   ctx.backend.get_rows(*token_embd_, ctx.inputs.tokens, x);  // [n][d]
+  if (c_.embedding_scale != 1.0f) ctx.backend.scale(x, c_.embedding_scale, x);
 }
 
 Status OutputHead::load(WeightLoader& loader) {
@@ -42,6 +43,8 @@ void OutputHead::forward(const ForwardContext& ctx, const TokenEmbedding& embedd
   be.gather_rows(x, ctx.inputs.logit_rows, hidden);  // only the rows whose logits are wanted
   be.rms_norm(hidden, *output_norm_, c_.rms_norm_eps, hidden);
   be.matmul(output_ ? *output_ : embedding.table(), hidden, ctx.logits);  // [n_logits][V or V/tp]
+  if (c_.logit_scale != 1.0f) be.scale(ctx.logits, c_.logit_scale, ctx.logits);
+  if (c_.final_logit_softcap > 0) be.softcap(ctx.logits, c_.final_logit_softcap, ctx.logits);
 }
 
 void stage_input(const ForwardContext& ctx, const ModelConfig& config,

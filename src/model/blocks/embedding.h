@@ -1,7 +1,8 @@
 // The two ends of a decoder: the token embedding and the output head.
 //
-//   x      = token_embd[tokens]                                 [n][d]
+//   x      = token_embd[tokens] (* config.embedding_scale)      [n][d]
 //   logits = (rms_norm(x[logit rows]) * output_norm) Woutput    [n_logits][V]
+//            (* config.logit_scale; soft-capped when config.final_logit_softcap > 0)
 //            (tied output, no output.weight: Woutput = token_embd)
 //
 // Shapes: n = tokens of the step, d = n_embd, V = n_vocab.

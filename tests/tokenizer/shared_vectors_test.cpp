@@ -21,32 +21,9 @@ namespace cadenza {
 namespace {
 
 namespace fs = std::filesystem;
+using test::escaped;
+using test::ids_str;
 using test::read_file;
-
-std::string escaped(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
-}
-
-std::string ids_str(const std::vector<int32_t>& ids) {
-  std::string out;
-  for (int32_t id : ids) {
-    if (!out.empty()) out.push_back(' ');
-    out.append(std::to_string(id));
-  }
-  return out;
-}
 
 // A GGUF file with its tokenizer, loaded once per path for the whole test binary.
 struct Loaded {

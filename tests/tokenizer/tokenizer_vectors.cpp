@@ -21,31 +21,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string escaped(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out.push_back(static_cast<char>(c));
-    }
-  }
-  return out;
-}
-
-std::string ids_str(const std::vector<int32_t>& ids) {
-  std::string out;
-  for (int32_t id : ids) {
-    if (!out.empty()) out.push_back(' ');
-    out.append(std::to_string(id));
-  }
-  return out;
-}
+using cadenza::test::escaped;
+using cadenza::test::ids_str;
 
 // Checks one vocabulary; returns true when every text matches.
 bool check(const fs::path& gguf_path, const std::string& name, bool verbose) {

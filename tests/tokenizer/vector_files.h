@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cadenza::test {
@@ -49,6 +50,33 @@ inline std::vector<std::vector<int32_t>> read_vector_ids(const std::filesystem::
     int32_t id = 0;
     while (ls >> id) ids.push_back(id);
     out.push_back(std::move(ids));
+  }
+  return out;
+}
+
+// A text for failure messages: newlines, tabs and carriage returns as escapes.
+inline std::string escaped(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+// Ids as the .out files write them: space-separated.
+inline std::string ids_str(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) {
+    if (!out.empty()) out.push_back(' ');
+    out.append(std::to_string(id));
   }
   return out;
 }

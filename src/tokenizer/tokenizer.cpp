@@ -115,41 +115,58 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& fi
 Tokenizer::Tokenizer(std::unique_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
-void Tokenizer::Impl::encode_spm(std::string_view text,
-                                 const std::vector<tok::Fragment>& fragments,
-                                 std::vector<int32_t>& out) const {
-  // As the reference: a space is prepended to the first text fragment and to every fragment
-  // that follows a special token.
+namespace {
+
+// The walk every model shares: special-token fragments go to `out` as they are; each text
+// fragment goes to encode_text(piece, prefixed), where `prefixed` says whether the vocabulary's
+// space prefix applies to it (add_space_prefix, and the fragment is the first or follows a special
+// token: SentencePiece's rule, which the reference follows).
+template <typename EncodeText>
+void for_each_text(const tok::Vocab& vocab, std::string_view text,
+                   const std::vector<tok::Fragment>& fragments, std::vector<int32_t>& out,
+                   EncodeText&& encode_text) {
   bool after_special = true;
-  std::string escaped;
   for (const tok::Fragment& f : fragments) {
     if (f.token >= 0) {
       out.push_back(f.token);
       after_special = true;
       continue;
     }
-    escaped.clear();
-    if (vocab.add_space_prefix && after_special) escaped = "\xE2\x96\x81";
-    tok::spm_escape_spaces(text.substr(f.begin, f.end - f.begin), escaped);
-    tok::spm_encode(vocab, escaped, out);
+    encode_text(text.substr(f.begin, f.end - f.begin), vocab.add_space_prefix && after_special);
     after_special = false;
   }
+}
+
+// SentencePiece's spaces: U+2581 for every space, and one in front when `prefixed`.
+void spm_escape(std::string_view piece, bool prefixed, std::string& escaped) {
+  escaped.clear();
+  if (prefixed) escaped = "\xE2\x96\x81";
+  tok::spm_escape_spaces(piece, escaped);
+}
+
+}  // namespace
+
+void Tokenizer::Impl::encode_spm(std::string_view text,
+                                 const std::vector<tok::Fragment>& fragments,
+                                 std::vector<int32_t>& out) const {
+  std::string escaped;
+  for_each_text(vocab, text, fragments, out, [&](std::string_view piece, bool prefixed) {
+    spm_escape(piece, prefixed, escaped);
+    tok::spm_encode(vocab, escaped, out);
+  });
 }
 
 void Tokenizer::Impl::encode_bpe(std::string_view text,
                                  const std::vector<tok::Fragment>& fragments,
                                  std::vector<int32_t>& out) const {
+  // Byte-level BPE has no space prefix: the pre-tokenizer's pieces are merged as they are.
   std::vector<std::string_view> pieces;
   tok::BpeModel::Scratch scratch;
-  for (const tok::Fragment& f : fragments) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-      continue;
-    }
+  for_each_text(vocab, text, fragments, out, [&](std::string_view fragment, bool) {
     pieces.clear();
-    pre->split(text.substr(f.begin, f.end - f.begin), pieces);
+    pre->split(fragment, pieces);
     for (std::string_view piece : pieces) bpe->encode_piece(piece, vocab, scratch, out);
-  }
+  });
 }
 
 void Tokenizer::Impl::encode_spm_bpe(std::string_view text,
@@ -157,18 +174,10 @@ void Tokenizer::Impl::encode_spm_bpe(std::string_view text,
                                      std::vector<int32_t>& out) const {
   // Spaces are escaped as for SentencePiece (with the same space-prefix rule), then the text is
   // cut into runs of newlines and runs of anything else, and each run is merged on its own.
-  bool after_special = true;
   std::string escaped;
   tok::BpeModel::Scratch scratch;
-  for (const tok::Fragment& f : fragments) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-      after_special = true;
-      continue;
-    }
-    escaped.clear();
-    if (vocab.add_space_prefix && after_special) escaped = "\xE2\x96\x81";
-    tok::spm_escape_spaces(text.substr(f.begin, f.end - f.begin), escaped);
+  for_each_text(vocab, text, fragments, out, [&](std::string_view piece, bool prefixed) {
+    spm_escape(piece, prefixed, escaped);
     const std::string_view e = escaped;
     for (size_t begin = 0; begin < e.size();) {
       const bool newline = e[begin] == '\n';
@@ -177,41 +186,27 @@ void Tokenizer::Impl::encode_spm_bpe(std::string_view text,
       bpe->encode_chars(e.substr(begin, end - begin), vocab, scratch, out);
       begin = end;
     }
-    after_special = false;
-  }
+  });
 }
 
 void Tokenizer::Impl::encode_wpm(std::string_view text,
                                  const std::vector<tok::Fragment>& fragments,
                                  std::vector<int32_t>& out) const {
-  for (const tok::Fragment& f : fragments) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-    } else {
-      wordpiece->encode(vocab, text.substr(f.begin, f.end - f.begin), out);
-    }
-  }
+  for_each_text(vocab, text, fragments, out, [&](std::string_view piece, bool) {
+    wordpiece->encode(vocab, piece, out);
+  });
 }
 
 void Tokenizer::Impl::encode_ugm(std::string_view text,
                                  const std::vector<tok::Fragment>& fragments,
                                  std::vector<int32_t>& out) const {
-  // SentencePiece normalizes each text fragment on its own; the dummy prefix follows the same
-  // rule as SentencePiece-style vocabularies (first fragment and after special tokens).
-  bool after_special = true;
+  // SentencePiece normalizes each text fragment on its own, the dummy prefix included.
   std::string normalized;
-  for (const tok::Fragment& f : fragments) {
-    if (f.token >= 0) {
-      out.push_back(f.token);
-      after_special = true;
-      continue;
-    }
+  for_each_text(vocab, text, fragments, out, [&](std::string_view piece, bool prefixed) {
     normalized.clear();
-    normalizer->normalize(text.substr(f.begin, f.end - f.begin),
-                          vocab.add_space_prefix && after_special, normalized);
+    normalizer->normalize(piece, prefixed, normalized);
     unigram->encode(vocab, normalized, out);
-    after_special = false;
-  }
+  });
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special,

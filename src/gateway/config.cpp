@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -130,13 +131,44 @@ bool is_hex_sha256(const std::string& s) {
   return true;
 }
 
+// `tenants_file: PATH` (relative to `base_dir`): a YAML file with a `tenants:` list, appended to
+// the config's own tenants. It lets the key hashes live in a Kubernetes Secret while the rest
+// of the config is a ConfigMap; it is read again on every reload.
+void merge_tenants_file(YAML::Node& root, const std::filesystem::path& base_dir) {
+  const YAML::Node f = root["tenants_file"];
+  if (!f) return;
+  if (!f.IsScalar() || f.Scalar().empty()) fail("tenants_file", "expected a file path");
+  std::filesystem::path path(f.Scalar());
+  if (path.is_relative()) path = base_dir / path;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("tenants_file", "cannot open '" + path.string() + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  YAML::Node extra;
+  try {
+    extra = YAML::Load(ss.str());
+  } catch (const YAML::Exception& e) {
+    fail("tenants_file", path.string() + ": " + e.what());
+  }
+  if (!extra.IsMap() || !extra["tenants"] || !extra["tenants"].IsSequence() || extra.size() != 1)
+    fail("tenants_file", path.string() + ": expected a mapping with one key, 'tenants:' (a list)");
+  YAML::Node merged(YAML::NodeType::Sequence);
+  if (const YAML::Node own = root["tenants"]) {
+    if (!own.IsSequence()) fail("tenants", "expected a list");
+    for (const auto& t : own) merged.push_back(t);
+  }
+  for (const auto& t : extra["tenants"]) merged.push_back(t);
+  root["tenants"] = merged;
+  root.remove("tenants_file");
+}
+
 GatewayConfig parse_root(const YAML::Node& root) {
   GatewayConfig c;
   if (!root.IsMap()) fail("config", "expected a mapping at the top level");
   check_keys(root, "config",
              {"listeners", "io_threads", "default_model", "models", "routing", "health",
               "dns_refresh_ms", "upstream_timeout_ms", "connect_timeout_ms", "max_body_bytes",
-              "default_max_tokens", "tenants", "cache", "access_log"});
+              "default_max_tokens", "tenants", "tenants_file", "cache", "access_log"});
   if (const YAML::Node ls = root["listeners"]) {
     if (!ls.IsSequence()) fail("listeners", "expected a list");
     for (size_t i = 0; i < ls.size(); ++i) {
@@ -281,9 +313,12 @@ Result<HostPort> parse_host_port(const std::string& s) {
   return hp;
 }
 
-Result<GatewayConfig> parse_config(const std::string& yaml, const std::string& origin) {
+Result<GatewayConfig> parse_config(const std::string& yaml, const std::string& origin,
+                                   const std::filesystem::path& base_dir) {
   try {
-    return parse_root(YAML::Load(yaml));
+    YAML::Node root = YAML::Load(yaml);
+    if (root.IsMap()) merge_tenants_file(root, base_dir);
+    return parse_root(root);
   } catch (const ConfigError& e) {
     return make_error("{}: {}", origin, e.message);
   } catch (const YAML::Exception& e) {
@@ -296,7 +331,7 @@ Result<GatewayConfig> load_config(const std::string& path) {
   if (!in) return make_error("{}: cannot open", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  return parse_config(ss.str(), path, std::filesystem::path(path).parent_path());
 }
 
 }  // namespace cadenza::gateway

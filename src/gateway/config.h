@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -95,8 +96,10 @@ struct GatewayConfig {
   bool access_log = true;
 };
 
-// Parses YAML text. `origin` names the source in errors (a file name).
-Result<GatewayConfig> parse_config(const std::string& yaml, const std::string& origin = "config");
+// Parses YAML text. `origin` names the source in errors (a file name); a relative
+// `tenants_file` is read from `base_dir`.
+Result<GatewayConfig> parse_config(const std::string& yaml, const std::string& origin = "config",
+                                   const std::filesystem::path& base_dir = ".");
 Result<GatewayConfig> load_config(const std::string& path);
 
 // "host:port" / "[v6]:port". Errors: no port, bad port.

@@ -15,6 +15,7 @@
 #include "gateway/gateway.h"
 #include "gateway/proxy.h"
 #include "gateway/responses.h"
+#include "wire/process_metrics.h"
 
 namespace cadenza::gateway {
 
@@ -124,6 +125,7 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
         route = "metrics";
         r.content_type = "text/plain; version=0.0.4";
         r.body = gw.metrics().render();
+        wire::append_process_metrics(r.body);
       } else if (get && (target == "/v1/models")) {
         route = "models";
         Caller caller = identify_caller(*st->tenants, req);

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include "wire/process_metrics.h"
+
 namespace cadenza::server {
 namespace {
 
@@ -170,6 +172,7 @@ std::string Metrics::render() const {
   std::string out;
   out.reserve(8192);
   registry_.render(out);
+  wire::append_process_metrics(out);
   return out;
 }
 

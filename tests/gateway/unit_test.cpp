@@ -1,6 +1,8 @@
 // Unit tests of src/gateway: configuration parsing (and its errors), replica choice, consistent
 // hashing stability, token buckets, the LRU cache with TTL, key and cache-key hashing, tenants,
 // the circuit breaker and the metrics text. Time is passed in explicitly (no sleeps).
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -9,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "temp_dir.h"
 #include "gateway/auth.h"
 #include "gateway/cache.h"
 #include "gateway/config.h"
@@ -105,6 +108,40 @@ TEST(GatewayConfig, DefaultsForAMinimalFile) {
   EXPECT_EQ(c->default_model, "m");
   EXPECT_EQ(c->cache.backend, CacheBackend::lru);
   EXPECT_TRUE(c->tenants.empty());
+}
+
+TEST(GatewayConfig, TenantsFileIsReadRelativeToTheConfigAndAppended) {
+  test::TempDir dir("cadenza-gw-tenants");
+  const std::string h1(64, 'a'), h2(64, 'b');
+  {
+    std::ofstream(dir.path() / "gateway.yaml")
+        << "models:\n  - name: m\n    upstreams: [h:1]\ntenants_file: secret/tenants.yaml\n"
+        << "tenants:\n  - {name: own, key_sha256: " << h1 << "}\n";
+    std::filesystem::create_directories(dir.path() / "secret");
+    std::ofstream(dir.path() / "secret" / "tenants.yaml")
+        << "tenants:\n  - {name: acme, key_sha256: " << h2 << ", requests_per_minute: 5}\n";
+  }
+  auto c = load_config((dir.path() / "gateway.yaml").string());
+  ASSERT_TRUE(c.ok()) << c.error();
+  ASSERT_EQ(c->tenants.size(), 2u);
+  EXPECT_EQ(c->tenants[0].name, "own");
+  EXPECT_EQ(c->tenants[1].name, "acme");
+  EXPECT_EQ(c->tenants[1].requests_per_minute, 5);
+
+  // A missing file, a file of another shape, and a key both places hold are errors.
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"tenants_file: nowhere.yaml\n", "cannot open"},
+      {"tenants_file: secret/other.yaml\n", "expected a mapping with one key"},
+      {"tenants_file: secret/tenants.yaml\ntenants:\n  - {name: x, key_sha256: " + h2 + "}\n",
+       "duplicate key"},
+  };
+  std::ofstream(dir.path() / "secret" / "other.yaml") << "- {name: a}\n";
+  for (const auto& [tail, needle] : bad) {
+    std::ofstream(dir.path() / "bad.yaml") << "models:\n  - name: m\n    upstreams: [h:1]\n" << tail;
+    auto b = load_config((dir.path() / "bad.yaml").string());
+    ASSERT_FALSE(b.ok()) << tail;
+    EXPECT_NE(b.error().find(needle), std::string::npos) << b.error();
+  }
 }
 
 TEST(GatewayConfig, BadFilesGiveErrorsNamingTheField) {

@@ -29,7 +29,7 @@ mkdir -p "$out"
 # score NAME FILE: one table row from `cadenza perplexity --kl-divergence`.
 score() {
   "$cadenza" perplexity -m "$2" --kl-divergence --kl-divergence-base "$out/f16.kld" -t "$threads" \
-    --json >"$out/$1.json" 2>"$out/$1.log"
+    --json >"$out/$1.json" 2>"$out/$1.ppl.log"
   python3 - "$1" "$2" "$out/$1.json" <<'PY'
 import json, os, sys
 name, path, result = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))

@@ -112,17 +112,29 @@ int run_quantize(const QuantizeArgs& a) {
               s->requantized ? fmt::format("; {} re-quantized from a quantized input", s->requantized).c_str() : "");
   if (!a.imatrix.empty()) std::printf("imatrix: %d tensors weighted by %s\n", s->weighted, a.imatrix.c_str());
   if (o.awq.enabled && !a.dry_run) {
-    std::vector<float> alphas;
+    // Per kind of fold point (attn_in, ffn_in, ffn_down, attn_out): how many were scaled, the
+    // mean alpha, and the searched weighted error against no scaling.
+    struct Kind {
+      int n = 0, scaled = 0;
+      double alpha = 0, error = 0, plain = 0;
+    };
+    std::map<std::string, Kind> kinds;
     for (const quantize::AwqGroup& g : s->awq_groups) {
-      alphas.push_back(g.alpha);
-      spdlog::debug("awq: {} alpha {:.2f}, weighted error {:.6g} -> {:.6g}", g.name, g.alpha, g.error_plain, g.error);
+      const size_t dot = g.name.rfind('.');
+      Kind& k = kinds[dot == std::string::npos ? g.name : g.name.substr(dot + 1)];
+      ++k.n;
+      k.scaled += g.alpha > 0 ? 1 : 0;
+      k.alpha += g.alpha;
+      k.error += g.error;
+      k.plain += g.error_plain;
     }
-    std::sort(alphas.begin(), alphas.end());
-    const auto scaled = std::count_if(alphas.begin(), alphas.end(), [](float x) { return x > 0; });
-    std::printf("awq: %zu fold points, %zu scaled (alpha min %.2f, median %.2f, max %.2f), %zu left plain\n",
-                alphas.size(), static_cast<size_t>(scaled), alphas.empty() ? 0.0 : alphas.front(),
-                alphas.empty() ? 0.0 : alphas[alphas.size() / 2], alphas.empty() ? 0.0 : alphas.back(),
-                s->awq_skipped.size());
+    std::string parts;
+    for (const auto& [name, k] : kinds) {
+      parts += fmt::format("{}{} {}/{} scaled, mean alpha {:.2f}", parts.empty() ? "" : "; ", name, k.scaled, k.n,
+                           k.alpha / k.n);
+      if (k.plain > 0) parts += fmt::format(", weighted error x{:.3f}", k.error / k.plain);
+    }
+    std::printf("awq: %s; %zu fold points left plain\n", parts.c_str(), s->awq_skipped.size());
     for (const std::string& why : s->awq_skipped) spdlog::info("awq: left plain: {}", why);
   }
   return 0;

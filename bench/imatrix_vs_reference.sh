@@ -5,15 +5,17 @@
 # them). On ../shared's licenses-tiny-f16 model: each side makes its imatrix from the held-out
 # text after its first 200 chunks of 128 tokens, quantizes to Q4_K_M, Q3_K_M and IQ4_XS, and the
 # files are scored by `cadenza perplexity` over the first 200 chunks, with KL divergence against
-# the F16 model. The cross rows use the other side's imatrix file (both read the GGUF layout).
+# the F16 model. The cross rows use the other side's imatrix file (both read the GGUF layout);
+# the ours-awq rows add `--awq` (activation-aware scales, alpha searched per fold point) to ours.
 # Prints a markdown table on stdout; logs go to OUT_DIR (default /tmp/imatrix-compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ref="${1:?usage: $0 REF_BIN_DIR [OUT_DIR]}"
 out="${2:-/tmp/imatrix-compare}"
 threads="${THREADS:-2}"
-model=../shared/models/licenses-tiny-f16.gguf
-text=../shared/text/heldout-licenses.txt
+shared="${CADENZA_SHARED_DIR:-../shared}"
+model="$shared/models/licenses-tiny-f16.gguf"
+text="$shared/text/heldout-licenses.txt"
 cadenza=build/bin/cadenza
 mkdir -p "$out"
 
@@ -27,7 +29,7 @@ mkdir -p "$out"
 # score NAME FILE: one table row from `cadenza perplexity --kl-divergence`.
 score() {
   "$cadenza" perplexity -m "$2" --kl-divergence --kl-divergence-base "$out/f16.kld" -t "$threads" \
-    --json >"$out/$1.json" 2>"$out/$1.log"
+    --json >"$out/$1.json" 2>"$out/$1.ppl.log"
   python3 - "$1" "$2" "$out/$1.json" <<'PY'
 import json, os, sys
 name, path, result = sys.argv[1], sys.argv[2], json.load(open(sys.argv[3]))
@@ -50,7 +52,9 @@ for type in q4_k_m q3_k_m iq4_xs; do
     "$out/ref-oursimatrix-$type.gguf" "$type" "$threads" >"$out/ref-oursimatrix-$type.log" 2>&1
   "$cadenza" quantize "$model" "$out/ours-plain-$type.gguf" "$type" -t "$threads" \
     >"$out/ours-plain-$type.log" 2>&1
-  for name in ours ref ours-refimatrix ref-oursimatrix ours-plain; do
+  "$cadenza" quantize "$model" "$out/ours-awq-$type.gguf" "$type" --imatrix "$out/ours.imatrix.gguf" \
+    --awq -t "$threads" >"$out/ours-awq-$type.log" 2>&1
+  for name in ours ours-awq ref ours-refimatrix ref-oursimatrix ours-plain; do
     score "$name-$type" "$out/$name-$type.gguf"
   done
 done

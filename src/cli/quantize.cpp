@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <optional>
 #include <memory>
 #include <thread>
 
@@ -25,6 +28,8 @@ struct QuantizeArgs {
   std::string output_type, embedding_type, imatrix;
   bool pure = false;
   bool dry_run = false;
+  bool awq = false;
+  float awq_alpha = NAN;  // NAN: not given
   int threads = 0;
 };
 
@@ -64,6 +69,8 @@ int run_quantize(const QuantizeArgs& a) {
   }
   o.overrides.pure = a.pure;
   o.imatrix = a.imatrix;
+  o.awq.enabled = a.awq || !std::isnan(a.awq_alpha);
+  if (!std::isnan(a.awq_alpha)) o.awq.alpha = a.awq_alpha;
   o.plan_only = a.dry_run;
   o.threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -104,6 +111,32 @@ int run_quantize(const QuantizeArgs& a) {
               fallbacks ? fmt::format("; {} fell back (row length)", fallbacks).c_str() : "",
               s->requantized ? fmt::format("; {} re-quantized from a quantized input", s->requantized).c_str() : "");
   if (!a.imatrix.empty()) std::printf("imatrix: %d tensors weighted by %s\n", s->weighted, a.imatrix.c_str());
+  if (o.awq.enabled && !a.dry_run) {
+    // Per kind of fold point (attn_in, ffn_in, ffn_down, attn_out): how many were scaled, the
+    // mean alpha, and the searched weighted error against no scaling.
+    struct Kind {
+      int n = 0, scaled = 0;
+      double alpha = 0, error = 0, plain = 0;
+    };
+    std::map<std::string, Kind> kinds;
+    for (const quantize::AwqGroup& g : s->awq_groups) {
+      const size_t dot = g.name.rfind('.');
+      Kind& k = kinds[dot == std::string::npos ? g.name : g.name.substr(dot + 1)];
+      ++k.n;
+      k.scaled += g.alpha > 0 ? 1 : 0;
+      k.alpha += g.alpha;
+      k.error += g.error;
+      k.plain += g.error_plain;
+    }
+    std::string parts;
+    for (const auto& [name, k] : kinds) {
+      parts += fmt::format("{}{} {}/{} scaled, mean alpha {:.2f}", parts.empty() ? "" : "; ", name, k.scaled, k.n,
+                           k.alpha / k.n);
+      if (k.plain > 0) parts += fmt::format(", weighted error x{:.3f}", k.error / k.plain);
+    }
+    std::printf("awq: %s; %zu fold points left plain\n", parts.c_str(), s->awq_skipped.size());
+    for (const std::string& why : s->awq_skipped) spdlog::info("awq: left plain: {}", why);
+  }
   return 0;
 }
 
@@ -128,6 +161,11 @@ Command quantize_command() {
     sub->add_option("--imatrix", args->imatrix,
                     "Importance matrix (cadenza imatrix): weight each tensor's rounding error by "
                     "its input channels' activations");
+    sub->add_flag("--awq", args->awq,
+                  "Activation-aware per-channel scales (AWQ) from the imatrix, folded into the norms "
+                  "and producing matrices, alpha searched per fold point (needs --imatrix)");
+    sub->add_option("--awq-alpha", args->awq_alpha,
+                    "Use this alpha (0..1) at every fold point instead of searching it (implies --awq)");
     sub->add_flag("--pure", args->pure, "No mixture rules: every matrix gets the base type");
     sub->add_flag("--dry-run", args->dry_run, "Print each tensor's type and the sizes; write nothing");
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");

@@ -38,9 +38,11 @@ struct FirstError {
 
 // Converts `t`'s rows into `out` (row_bytes(to, row) per row) on the pool. importance: empty, or
 // one vector per matrix of t (row r belongs to matrix r / shape[1]), each empty (that matrix is
-// encoded plainly) or of the row length.
+// encoded plainly) or of the row length, for the scaled values when `scale` is given. scale:
+// null, or the AWQ factors applied to each decoded row before it is encoded (quantize/awq.h).
 void convert(ThreadPool& pool, const gguf::TensorInfo& t, DType to, std::span<uint8_t> out,
-             const std::vector<std::vector<float>>& importance, FirstError& error) {
+             const std::vector<std::vector<float>>& importance, const TensorScale* scale,
+             FirstError& error) {
   const int64_t row = t.shape[0], rows = t.rows();
   const int64_t rows_per_matrix = t.shape.size() > 1 ? t.shape[1] : 1;
   const size_t in_row = static_cast<size_t>(*row_bytes(t.type, row));
@@ -61,6 +63,7 @@ void convert(ThreadPool& pool, const gguf::TensorInfo& t, DType to, std::span<ui
           return;
         }
       }
+      if (scale) scale_row(*scale, r, f.data(), row);
       uint8_t* dst = out.data() + out_row * static_cast<size_t>(r);
       const std::vector<float>* imp =
           importance.empty() ? nullptr : &importance[static_cast<size_t>(r / rows_per_matrix)];
@@ -89,6 +92,8 @@ Result<Summary> quantize_model(const Options& o) {
     if (const gguf::Value* n = in->find(*arch + ".block_count")) facts.n_layers = n->as_int().value_or(0);
   }
 
+  if (o.awq.enabled && o.imatrix.empty())
+    return make_error("--awq needs --imatrix: the scales come from the activation statistics");
   std::optional<Imatrix> imatrix;
   if (!o.imatrix.empty()) {
     Result<Imatrix> read = read_imatrix(o.imatrix);
@@ -112,6 +117,7 @@ Result<Summary> quantize_model(const Options& o) {
   Summary summary;
   std::map<std::pair<DType, DType>, std::pair<int, std::string>> fallbacks;  // (wanted, used) -> count, first
   uint64_t total_in = 0;
+  int matched = 0;  // matrices the imatrix holds (weighted or not: an f16 target weighs none)
   int missing = 0;  // quantized tensors the imatrix lacks
   std::string first_missing;
   for (const gguf::TensorInfo& t : in->tensors()) total_in += t.nbytes;
@@ -128,10 +134,11 @@ Result<Summary> quantize_model(const Options& o) {
       auto& [count, first] = fallbacks[{c.wanted, c.type}];
       if (count++ == 0) first = t.name;
     }
-    if (imatrix && c.quantized && c.type != t.type && has_weighted_quantizer(c.type)) {
+    if (imatrix && c.quantized) {
+      const bool weighs = c.type != t.type && has_weighted_quantizer(c.type);
       const auto it = imatrix->entries.find(t.name);
       if (it == imatrix->entries.end()) {
-        if (missing++ == 0) first_missing = t.name;
+        if (weighs && missing++ == 0) first_missing = t.name;
       } else {
         const int64_t matrices = t.shape.size() > 2 ? t.shape[2] : 1;
         if (it->second.cols != t.shape[0] || it->second.matrices != matrices) {
@@ -139,8 +146,11 @@ Result<Summary> quantize_model(const Options& o) {
                             "the imatrix was made for another model", o.imatrix, t.name,
                             it->second.cols, it->second.matrices, t.shape[0], matrices, in->name());
         }
-        r.weighted = true;
-        ++summary.weighted;
+        ++matched;
+        if (weighs) {
+          r.weighted = true;
+          ++summary.weighted;
+        }
       }
     }
     summary.bytes_in += r.bytes_in;
@@ -153,7 +163,7 @@ Result<Summary> quantize_model(const Options& o) {
                  "divide: they are {}", seen.first, seen.second, dtype_name(types.first),
                  traits(types.first).block_size, dtype_name(types.second));
   }
-  if (imatrix && summary.weighted == 0) {
+  if (imatrix && matched == 0) {
     return make_error("{}: none of the quantized tensors of {} is in it: the imatrix was made for "
                       "another model", o.imatrix, in->name());
   }
@@ -166,21 +176,47 @@ Result<Summary> quantize_model(const Options& o) {
                  "result loses more than quantizing the original floats", summary.requantized);
   }
 
+  if (o.awq.enabled) {
+    const Result<std::string> arch = in->get_string("general.architecture");
+    if (!arch || !awq_supports(*arch)) {
+      return make_error("--awq: the fold points of architecture '{}' are not known (supported: "
+                        "llama, qwen2, qwen3); quantize without --awq", arch ? *arch : "(none)");
+    }
+  }
   if (o.plan_only) {
     summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return summary;
   }
   ThreadPool pool(std::max(1, o.threads));
+  AwqPlan awq;
+  if (o.awq.enabled) {
+    std::map<std::string, DType> type_of;
+    for (const TensorReport& r : summary.tensors) type_of[r.name] = r.to;
+    Result<AwqPlan> planned = plan_awq(*in, *imatrix, o.awq, type_of, pool);
+    if (!planned) return planned.error_value();
+    awq = std::move(*planned);
+    summary.awq_groups = awq.groups;
+    summary.awq_skipped = awq.skipped;
+    int scaled = 0;
+    for (const AwqGroup& g : awq.groups) scaled += g.alpha > 0 ? 1 : 0;
+    writer.set("quantize.awq.groups", gguf::Value::i32(scaled));
+    if (!awq.skipped.empty()) {
+      spdlog::warn("quantize: --awq left {} fold points unscaled (the first: {})", awq.skipped.size(),
+                   awq.skipped.front());
+    }
+  }
   FirstError error;
   uint64_t done = 0;
   for (size_t i = 0; i < in->tensors().size(); ++i) {
     const gguf::TensorInfo& t = in->tensors()[i];
     const DType to = summary.tensors[i].to;
     const bool weighted = summary.tensors[i].weighted;
-    auto fill = [&, i, to, weighted](std::span<uint8_t> out) {
+    const auto scaled = awq.tensors.find(t.name);
+    const TensorScale* scale = scaled == awq.tensors.end() ? nullptr : &scaled->second;
+    auto fill = [&, i, to, weighted, scale](std::span<uint8_t> out) {
       const gguf::TensorInfo& src = in->tensors()[i];
       if (!error.any()) {
-        if (src.type == to) {
+        if (src.type == to && !scale) {
           std::memcpy(out.data(), src.data, out.size());
         } else {
           std::vector<std::vector<float>> importance;
@@ -190,9 +226,10 @@ Result<Summary> quantize_model(const Options& o) {
             for (int64_t m = 0; m < matrices; ++m) {
               // An expert that saw no calibration token keeps an empty vector: encoded plainly.
               imatrix->importance(src.name, m, importance[static_cast<size_t>(m)]);
+              if (scale) scale_importance(*scale, importance[static_cast<size_t>(m)]);
             }
           }
-          convert(pool, src, to, out, importance, error);
+          convert(pool, src, to, out, importance, scale, error);
         }
       }
       // Read once: the input's pages of this tensor need not stay resident.

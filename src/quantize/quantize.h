@@ -8,7 +8,8 @@
 // returned: an unreadable or damaged input, a non-finite value (named by tensor and row), an
 // output that cannot be written (the partial file is removed), an imatrix that cannot be read or
 // that was made for another model (a tensor's row length or expert count differs, or no tensor
-// of the model is in it). A quantized tensor the imatrix lacks is encoded without it (a warning
+// of the model is in it), --awq without an imatrix or for an architecture whose fold points are
+// not known (quantize/awq.h). A quantized tensor the imatrix lacks is encoded without it (a warning
 // names how many).
 #pragma once
 
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "quantize/awq.h"
 #include "quantize/mixture.h"
 #include "util/result.h"
 
@@ -31,6 +33,9 @@ struct Options {
   // An importance matrix (quantize/imatrix.h) to weight each tensor's rounding error by its
   // input channels' mean squared activations (--imatrix FILE); empty: none.
   std::string imatrix;
+  // Activation-aware per-channel scales folded into the norms and producing matrices before
+  // encoding (quantize/awq.h; --awq, needs the imatrix). Not run for plan_only.
+  AwqOptions awq;
   // Called after each tensor (done, total bytes of the input's tensors), on the calling thread.
   std::function<void(uint64_t done, uint64_t total)> progress;
 };
@@ -51,6 +56,8 @@ struct Summary {
   int64_t n_elements = 0;                // of all tensors
   int requantized = 0;                   // tensors decoded from a quantized input type
   int weighted = 0;                      // tensors encoded with the imatrix's importance
+  std::vector<AwqGroup> awq_groups;      // --awq: each fold point's alpha (0: left unscaled)
+  std::vector<std::string> awq_skipped;  // --awq: fold points left plain, with the reason
   double seconds = 0;
   // Bits per weight of the output's tensor data.
   double bits_per_weight() const {

@@ -132,8 +132,6 @@ def main():
 
     prom_config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [os.path.join(MON, "rules", f) for f in
-                       ("cadenza-recording.yaml", "cadenza-alerts.yaml")],
         "scrape_configs": [
             {"job_name": "cadenza-serve", "static_configs": [{"targets": [
                 f"127.0.0.1:{ports['a']}", f"127.0.0.1:{ports['b']}"]}]},
@@ -179,7 +177,7 @@ def main():
                       "max_tokens": 900, "min_tokens": 900, "stream": True, "temperature": 1},
                       acme, stream=True)
     note("stream to b", resp.status)
-    resp.read1(64) if hasattr(resp, "read1") else resp.read(64)
+    resp.read1(64)
     replicas["b"].send_signal(signal.SIGKILL)
     replicas["b"].wait()
     rest = resp.read()

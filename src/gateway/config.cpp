@@ -81,13 +81,15 @@ std::vector<HostPort> get_addrs(const YAML::Node& n, const char* key, const std:
   return out;
 }
 
+// `default_upstream_model`: what a version sends as `model` when it names none (the model's own
+// `upstream_model`, else the model's name).
 VersionConfig parse_version(const YAML::Node& n, const std::string& where,
-                            const std::string& model_name) {
+                            const std::string& default_upstream_model) {
   VersionConfig v;
   v.version = get<std::string>(n, "version", where, "");
   if (v.version.find('@') != std::string::npos) fail(where + ".version", "must not contain '@'");
   v.weight = get_nonneg(n, "weight", where, 1);
-  v.upstream_model = get<std::string>(n, "upstream_model", where, model_name);
+  v.upstream_model = get<std::string>(n, "upstream_model", where, default_upstream_model);
   v.upstreams = get_addrs(n, "upstreams", where);
   v.dns = get_addrs(n, "dns", where);
   if (v.upstreams.empty() && v.dns.empty()) fail(where, "needs 'upstreams' or 'dns'");
@@ -104,13 +106,16 @@ ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
   const YAML::Node versions = n["versions"];
   if (versions) {
     if (n["upstreams"] || n["dns"]) fail(where, "give either 'versions' or 'upstreams'/'dns'");
+    if (n["weight"]) fail(where + ".weight", "with 'versions', give each version its weight");
+    // A model-level upstream_model is the default of every version that names none.
+    const std::string default_upstream = get<std::string>(n, "upstream_model", where, m.name);
     if (!versions.IsSequence() || versions.size() == 0)
       fail(where + ".versions", "expected a non-empty list");
     std::set<std::string> seen;
     for (size_t i = 0; i < versions.size(); ++i) {
       const std::string w = where + ".versions[" + std::to_string(i) + "]";
       check_keys(versions[i], w, {"version", "weight", "upstream_model", "upstreams", "dns"});
-      VersionConfig v = parse_version(versions[i], w, m.name);
+      VersionConfig v = parse_version(versions[i], w, default_upstream);
       if (v.version.empty()) fail(w + ".version", "required when a model has versions");
       if (!seen.insert(v.version).second) fail(w + ".version", "duplicate '" + v.version + "'");
       m.versions.push_back(std::move(v));

@@ -110,6 +110,23 @@ TEST(GatewayConfig, DefaultsForAMinimalFile) {
   EXPECT_TRUE(c->tenants.empty());
 }
 
+TEST(GatewayConfig, AModelsUpstreamModelIsTheDefaultOfItsVersions) {
+  auto c = parse_config(
+      "models:\n  - name: m\n    upstream_model: served\n    versions:\n"
+      "      - {version: a, upstreams: [h:1]}\n"
+      "      - {version: b, upstream_model: own, upstreams: [h:2]}\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->models[0].versions[0].upstream_model, "served");
+  EXPECT_EQ(c->models[0].versions[1].upstream_model, "own");
+
+  // A model-level weight means nothing beside versions: an error, not silently dropped.
+  auto w = parse_config(
+      "models:\n  - name: m\n    weight: 3\n    versions:\n"
+      "      - {version: a, upstreams: [h:1]}\n");
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.error().find("models[0].weight"), std::string::npos) << w.error();
+}
+
 TEST(GatewayConfig, TenantsFileIsReadRelativeToTheConfigAndAppended) {
   test::TempDir dir("cadenza-gw-tenants");
   const std::string h1(64, 'a'), h2(64, 'b');

@@ -14,7 +14,8 @@ line starts a real server on a synthesized model (flags and all) that answers /h
 import os, re, shutil, signal, subprocess, sys, time, urllib.request
 import yaml
 
-cadenza, src, work = sys.argv[1], sys.argv[2], sys.argv[3]
+# Absolute paths: the Prometheus config written into WORK names the rule files under SRC.
+cadenza, src, work = (os.path.abspath(a) for a in sys.argv[1:4])
 compose_dir = os.path.join(src, "deploy", "compose")
 errors = []
 

@@ -255,6 +255,15 @@ else:
 if server.poll() is not None:
     failures.append(f"serve exited with {server.returncode}")
 
+server.send_signal(signal.SIGTERM)
+try:
+    rc = server.wait(timeout=60)
+except subprocess.TimeoutExpired:
+    server.kill()
+    rc = "hung"
+if rc != 0:
+    failures.append(f"serve did not drain and exit 0 on SIGTERM: {rc}")
+
 # --- report -----------------------------------------------------------------------------------
 kinds = sorted({r[0] for r in results})
 outcomes = ["completed", "asked_error", "disconnected", "LOST"]
@@ -303,14 +312,6 @@ def svg(path):
 
 
 svg(os.path.join(args.work, "rss.svg"))
-server.send_signal(signal.SIGTERM)
-try:
-    rc = server.wait(timeout=60)
-except subprocess.TimeoutExpired:
-    server.kill()
-    rc = "hung"
-if rc != 0:
-    failures.append(f"serve did not drain and exit 0 on SIGTERM: {rc}")
 print("\n".join(lines))
 for f in failures:
     print("FAILED:", f)

@@ -1,4 +1,5 @@
-// `cadenza pull hf://ORG/REPO/FILE.gguf [-o DIR]`: download a GGUF model (src/hub, docs/pull.md).
+// `cadenza pull hf://ORG/REPO/FILE.gguf [-o DIR]` (or ms://, or a URL): download a GGUF model
+// (src/hub, docs/pull.md).
 #include "hub/pull.h"
 
 #include <fmt/format.h>
@@ -30,7 +31,7 @@ int run_pull(const PullArgs& a) {
   o.endpoint = a.endpoint;
   o.sha256 = a.sha256;
   o.force = a.force;
-  hub::apply_environment(o);  // HF_TOKEN; HF_ENDPOINT unless --endpoint
+  hub::apply_environment(o);  // HF_TOKEN/HF_ENDPOINT or MODELSCOPE_*, unless given
   auto resolved = hub::resolve_source(o.source, o.endpoint);
   if (!resolved) {
     std::fprintf(stderr, "cadenza pull: %s\n", resolved.error().c_str());
@@ -81,15 +82,20 @@ Command pull_command() {
   c.name = "pull";
   c.add = [args](CLI::App& app) {
     auto* sub = app.add_subcommand(
-        "pull", "Download a GGUF model: hf://ORG/REPO/FILE.gguf or an https:// URL (docs/pull.md)");
-    sub->add_option("source", args->source, "hf://ORG/REPO[@REVISION]/FILE.gguf or http(s):// URL")
+        "pull",
+        "Download a GGUF model: hf://ORG/REPO/FILE.gguf (Hugging Face), ms://ORG/REPO/FILE.gguf "
+        "(ModelScope) or an https:// URL (docs/pull.md)");
+    sub->add_option("source", args->source,
+                    "hf:// or ms://ORG/REPO[@REVISION]/FILE.gguf, or http(s):// URL")
         ->required();
     sub->add_option("-o,--output-dir", args->output_dir,
                     "Folder for the file (default: the cache, $CADENZA_CACHE_DIR or "
                     "~/.cache/cadenza)");
     sub->add_option("--endpoint", args->endpoint,
-                    "Hub address (default: $HF_ENDPOINT, else https://huggingface.co)");
-    sub->add_option("--sha256", args->sha256, "Expected SHA-256 (default: the hub's ETag)");
+                    "Hub address (default: $HF_ENDPOINT, else https://huggingface.co; for ms:// "
+                    "$MODELSCOPE_ENDPOINT, else https://modelscope.cn)");
+    sub->add_option("--sha256", args->sha256,
+                    "Expected SHA-256 (default: the hub's ETag, or ModelScope's file list)");
     sub->add_flag("--force", args->force, "Download again even when the file exists");
     sub->add_flag("-q,--quiet", args->quiet, "No progress line");
   };

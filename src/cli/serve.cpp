@@ -112,7 +112,8 @@ int run_serve(const ServeArgs& a) {
   if (!created) return fail(created.error());
   Backends backends = std::move(*created);
   kernels::Backend* backend = backends.main.get();
-  // -m hf://ORG/REPO/FILE.gguf (or an https:// URL): fetched into the cache first (docs/pull.md).
+  // -m hf:// or ms://ORG/REPO/FILE.gguf (or an https:// URL): fetched into the cache first
+  // (docs/pull.md).
   std::string model_path = a.model;
   if (hub::is_remote(a.model)) {
     hub::PullOptions po;
@@ -218,7 +219,7 @@ Command serve_command() {
     sub->add_option("--config", args->config, "Read options from a TOML file (docs/server.md)");
     args->app = sub;
     sub->add_option("-m,--model", args->model,
-                    "GGUF model file, or hf://ORG/REPO/FILE.gguf (downloaded first, as by pull); "
+                    "GGUF model file, or hf:// or ms://ORG/REPO/FILE.gguf (downloaded first, as by pull); "
                     "required, here or in --config");
     add_backend_options(*sub, args->backend, "Compute threads (default: all cores)");
     add_parallel_options(*sub, args->parallel);

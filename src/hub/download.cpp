@@ -260,12 +260,12 @@ Result<Outcome> attempt(const DownloadOptions& o, DownloadResult& result) {
     if (o.bearer_token.empty())
       return make_error(
           "HTTP {} from {}: the file needs a token (or the repository does not "
-          "exist): set HF_TOKEN to an access token with read access{}{}",
-          t.status, o.url, why.empty() ? "" : "; the server says: ", why);
+          "exist): set {} to an access token with read access{}{}",
+          t.status, o.url, o.token_env, why.empty() ? "" : "; the server says: ", why);
     return make_error(
-        "HTTP {} from {}: the token in HF_TOKEN was refused (no access to this "
+        "HTTP {} from {}: the token in {} was refused (no access to this "
         "repository, or the repository does not exist){}{}",
-        t.status, o.url, why.empty() ? "" : "; the server says: ", why);
+        t.status, o.url, o.token_env, why.empty() ? "" : "; the server says: ", why);
   }
   if (t.status == 404)
     return make_error(
@@ -308,6 +308,67 @@ Result<DownloadResult> download(const DownloadOptions& options) {
     std::filesystem::remove(options.partial_path, ec);
   }
   return make_error("{}: the server refuses every byte range (HTTP 416)", options.url);
+}
+
+namespace {
+
+struct TextSink {
+  std::string body;
+  size_t max_bytes = 0;
+  bool too_big = false;
+};
+
+size_t on_text(char* data, size_t size, size_t n, void* user) {
+  auto& sink = *static_cast<TextSink*>(user);
+  const size_t len = size * n;
+  if (sink.body.size() + len > sink.max_bytes) {
+    sink.too_big = true;
+    return 0;  // aborts the transfer (CURLE_WRITE_ERROR)
+  }
+  sink.body.append(data, len);
+  return len;
+}
+
+}  // namespace
+
+Result<std::string> fetch_text(const std::string& url, const std::string& bearer_token,
+                               size_t max_bytes, long connect_timeout_s, long stall_timeout_s) {
+  init_curl();
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> curl(curl_easy_init(), curl_easy_cleanup);
+  if (!curl) return Error("libcurl: cannot create a handle");
+  CURL* c = curl.get();
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_slist* headers = curl_slist_append(nullptr, "Accept: application/json");
+  if (!bearer_token.empty())
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + bearer_token).c_str());
+  std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_guard(headers,
+                                                                           curl_slist_free_all);
+  TextSink sink;
+  sink.max_bytes = max_bytes;
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "cadenza-pull/0.1");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, connect_timeout_s);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_timeout_s);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_text);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);
+  const CURLcode rc = curl_easy_perform(c);
+  if (sink.too_big) return make_error("{}: the answer is larger than {} bytes", url, max_bytes);
+  if (rc != CURLE_OK)
+    return make_error("cannot fetch {}: {}", url,
+                      errbuf[0] ? fmt::format("{} ({})", curl_easy_strerror(rc), trim(errbuf))
+                                : std::string(curl_easy_strerror(rc)));
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  if (status != 200) return make_error("HTTP {} from {}", status, url);
+  return sink.body;
 }
 
 }  // namespace cadenza::hub

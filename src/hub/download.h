@@ -29,6 +29,8 @@ struct DownloadOptions {
   std::string url;
   std::string partial_path;
   std::string bearer_token;  // empty: no Authorization header
+  // The environment variable that holds the token, named in 401/403 messages.
+  std::string token_env = "HF_TOKEN";
   long connect_timeout_s = 30;
   long stall_timeout_s = 60;  // abort when under 1 byte/s for this long
   // Called from the transfer's thread, at most every ~100 ms and once at the end.
@@ -44,5 +46,11 @@ struct DownloadResult {
 };
 
 Result<DownloadResult> download(const DownloadOptions& options);
+
+// A small GET into memory (a hub's JSON API): redirects followed, the token sent as `download`
+// sends it, at most `max_bytes` of body (more is an error, so a wrong URL cannot fill memory).
+// Any status other than 200 is an error naming the URL and the status.
+Result<std::string> fetch_text(const std::string& url, const std::string& bearer_token,
+                               size_t max_bytes, long connect_timeout_s, long stall_timeout_s);
 
 }  // namespace cadenza::hub

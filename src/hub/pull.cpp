@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
 #include "hub/sha256.h"
@@ -77,6 +78,48 @@ void info(const PullOptions& o, const std::string& s) {
   if (o.on_info) o.on_info(s);
 }
 
+const char* token_env(Hub hub) {
+  return hub == Hub::kModelScope ? "MODELSCOPE_API_TOKEN" : "HF_TOKEN";
+}
+
+// ModelScope publishes no checksum header on its downloads; its API lists every file of a
+// revision with its SHA-256. The digest of source.path there, or "" when the list cannot be read
+// or does not name the file (reported: the download then goes on unverified, and a file that does
+// not exist fails with the download's own 404).
+std::string modelscope_sha256(const PullOptions& o, const Source& source, const std::string& token) {
+  // A listing is ~300 bytes a file; 32 MiB covers repositories of 100,000 files.
+  auto text = fetch_text(source.file_list_url, token, size_t{32} << 20, o.connect_timeout_s,
+                         o.stall_timeout_s);
+  if (!text) {
+    info(o, fmt::format("cannot read ModelScope's file list ({}): the SHA-256 is not verified",
+                        text.error()));
+    return "";
+  }
+  const auto list = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json* files = nullptr;
+  if (list.is_object() && list.contains("Data") && list["Data"].is_object() &&
+      list["Data"].contains("Files") && list["Data"]["Files"].is_array())
+    files = &list["Data"]["Files"];
+  if (!files) {
+    info(o, fmt::format("ModelScope's file list from {} has no Data.Files: the SHA-256 is not "
+                        "verified",
+                        source.file_list_url));
+    return "";
+  }
+  for (const auto& f : *files) {
+    if (!f.is_object() || !f.contains("Path") || !f["Path"].is_string()) continue;
+    if (f["Path"].get<std::string>() != source.path) continue;
+    if (f.contains("Sha256") && f["Sha256"].is_string()) {
+      std::string sha = as_sha256(f["Sha256"].get<std::string>());
+      if (!sha.empty()) return sha;
+    }
+    break;
+  }
+  info(o, fmt::format("ModelScope lists no SHA-256 for {} in {}@{}: it is not verified",
+                      source.path, source.repo, source.revision));
+  return "";
+}
+
 }  // namespace
 
 std::string default_cache_dir() {
@@ -87,6 +130,14 @@ std::string default_cache_dir() {
 }
 
 void apply_environment(PullOptions& o) {
+  if (hub_of(o.source) == Hub::kModelScope) {
+    if (o.token.empty()) o.token = env("MODELSCOPE_API_TOKEN");
+    // MODELSCOPE_DOMAIN is the ModelScope SDK's variable: a host name, no scheme.
+    if (o.endpoint.empty()) o.endpoint = env("MODELSCOPE_ENDPOINT");
+    if (o.endpoint.empty() && !env("MODELSCOPE_DOMAIN").empty())
+      o.endpoint = "https://" + env("MODELSCOPE_DOMAIN");
+    return;
+  }
   if (o.token.empty()) o.token = env("HF_TOKEN");
   if (o.endpoint.empty()) o.endpoint = env("HF_ENDPOINT");
 }
@@ -116,9 +167,12 @@ Result<PullResult> pull(const PullOptions& o) {
     dir = o.output_dir;
   } else {
     dir = fs::path(default_cache_dir());
-    if (source->is_hub) {
+    if (source->hub == Hub::kHuggingFace) {
       dir = dir / "hf" / source->repo;
       if (source->revision != "main") dir /= source->revision;
+    } else if (source->hub == Hub::kModelScope) {
+      dir = dir / "ms" / source->repo;
+      if (source->revision != "master") dir /= source->revision;
     } else {
       dir /= "url";
     }
@@ -160,6 +214,11 @@ Result<PullResult> pull(const PullOptions& o) {
   d.url = source->url;
   d.partial_path = partial;
   if (token_allowed(*source, o.endpoint)) d.bearer_token = o.token;
+  d.token_env = token_env(source->hub);
+  // ModelScope: the digest comes from its API, asked before the transfer so that a resumed
+  // download is checked against the same revision's digest.
+  if (expected.empty() && source->hub == Hub::kModelScope)
+    expected = modelscope_sha256(o, *source, d.bearer_token);
   d.connect_timeout_s = o.connect_timeout_s;
   d.stall_timeout_s = o.stall_timeout_s;
   d.on_progress = o.on_progress;

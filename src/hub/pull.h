@@ -1,5 +1,5 @@
-// `cadenza pull`: fetch a GGUF model from the Hugging Face hub (hf://ORG/REPO/FILE.gguf) or an
-// http(s):// URL into a local folder, resumable, with the SHA-256 checked and the file validated
+// `cadenza pull`: fetch a GGUF model from the Hugging Face hub (hf://ORG/REPO/FILE.gguf), ModelScope
+// (ms://ORG/REPO/FILE.gguf) or an http(s):// URL into a local folder, resumable, with the SHA-256 checked and the file validated
 // as GGUF before it gets its final name.
 //
 //   hub::PullOptions o;  o.source =
@@ -8,10 +8,12 @@
 //   auto r = hub::pull(o);                   // r->path: the local file
 //
 // Files: DIR/FILE where DIR is output_dir, else the cache (default_cache_dir()) +
-// "hf/ORG/REPO/" (+ "REVISION/" when not main) or "url/". Bytes arrive in FILE.partial (kept when
+// "hf/ORG/REPO/" (+ "REVISION/" when not main), "ms/ORG/REPO/" (+ "REVISION/" when not master)
+// or "url/". Bytes arrive in FILE.partial (kept when
 // interrupted: the next pull resumes it); FILE.lock keeps two pulls of the same file apart.
-// Checksum: `sha256` when given, else the hub's X-Linked-Etag or the final ETag when it is a
-// SHA-256 (64 hex digits); without any, the file is not verified (reported through on_info).
+// Checksum: `sha256` when given, else for ms:// the Sha256 ModelScope's file-list API gives the
+// file, else the hub's X-Linked-Etag or the final ETag when it is a SHA-256 (64 hex digits);
+// without any, the file is not verified (reported through on_info).
 // A mismatch or a file that is not valid GGUF deletes the download and is an error.
 // An existing FILE is reused (checked against `sha256` when given) unless `force`.
 // Thread-safety: pull() of different files may run concurrently.
@@ -28,9 +30,9 @@
 namespace cadenza::hub {
 
 struct PullOptions {
-  std::string source;      // hf://ORG/REPO[@REV]/FILE.gguf or http(s)://.../FILE.gguf
+  std::string source;      // hf:// or ms://ORG/REPO[@REV]/FILE.gguf, or http(s)://.../FILE.gguf
   std::string output_dir;  // empty: the cache
-  std::string endpoint;    // empty: https://huggingface.co
+  std::string endpoint;    // empty: the hub's own (https://huggingface.co, https://modelscope.cn)
   std::string token;       // Bearer token; sent only to the hub endpoint (token_allowed)
   std::string sha256;      // expected SHA-256 (64 hex); empty: the server's
   bool force = false;      // download again even when the file exists
@@ -51,7 +53,9 @@ struct PullResult {
 
 Result<PullResult> pull(const PullOptions& options);
 
-// Fills token from HF_TOKEN and endpoint from HF_ENDPOINT when they are empty.
+// Fills the empty token and endpoint from the environment of the source's hub: HF_TOKEN and
+// HF_ENDPOINT (hf:// and URLs), MODELSCOPE_API_TOKEN and MODELSCOPE_ENDPOINT (else
+// https://$MODELSCOPE_DOMAIN) for ms://.
 void apply_environment(PullOptions& options);
 
 // $CADENZA_CACHE_DIR, else $XDG_CACHE_HOME/cadenza, else $HOME/.cache/cadenza, else

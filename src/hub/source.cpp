@@ -44,16 +44,29 @@ std::string trim_endpoint(std::string e) {
 
 }  // namespace
 
+Hub hub_of(const std::string& ref) {
+  if (starts_with(ref, "hf://")) return Hub::kHuggingFace;
+  if (starts_with(ref, "ms://")) return Hub::kModelScope;
+  return Hub::kNone;
+}
+
+const char* default_endpoint(Hub hub) {
+  return hub == Hub::kModelScope ? kModelScopeEndpoint : kDefaultEndpoint;
+}
+
 bool is_remote(const std::string& ref) {
-  return starts_with(ref, "hf://") || starts_with(ref, "https://") || starts_with(ref, "http://");
+  return hub_of(ref) != Hub::kNone || starts_with(ref, "https://") || starts_with(ref, "http://");
 }
 
 Result<Source> resolve_source(const std::string& ref, const std::string& endpoint_in) {
-  const std::string endpoint = trim_endpoint(endpoint_in.empty() ? kDefaultEndpoint : endpoint_in);
+  const Hub hub = hub_of(ref);
+  const std::string endpoint =
+      trim_endpoint(endpoint_in.empty() ? default_endpoint(hub) : endpoint_in);
   if (!starts_with(endpoint, "https://") && !starts_with(endpoint, "http://"))
     return make_error("endpoint '{}' must start with https:// or http://", endpoint);
   Source s;
-  if (starts_with(ref, "hf://")) {
+  if (hub != Hub::kNone) {
+    const char* scheme = hub == Hub::kModelScope ? "ms" : "hf";
     const std::string rest = ref.substr(5);
     std::vector<std::string> parts;
     size_t b = 0;
@@ -63,9 +76,10 @@ Result<Source> resolve_source(const std::string& ref, const std::string& endpoin
       if (e == std::string::npos) break;
       b = e + 1;
     }
-    if (parts.size() < 3) return make_error("'{}': expected hf://ORG/REPO/FILE.gguf", ref);
+    if (parts.size() < 3) return make_error("'{}': expected {}://ORG/REPO/FILE.gguf", ref, scheme);
     std::string repo_name = parts[1];
-    s.revision = "main";
+    // The hubs' default branches: Hugging Face's is main, ModelScope's master.
+    s.revision = hub == Hub::kModelScope ? "master" : "main";
     if (auto at = repo_name.find('@'); at != std::string::npos) {
       s.revision = repo_name.substr(at + 1);
       repo_name = repo_name.substr(0, at);
@@ -89,9 +103,18 @@ Result<Source> resolve_source(const std::string& ref, const std::string& endpoin
     }
     s.file_name = parts.back();
     s.repo = parts[0] + "/" + repo_name;
+    s.path = path;
+    s.hub = hub;
     s.is_hub = true;
-    s.url = fmt::format("{}/{}/resolve/{}/{}", endpoint, s.repo, percent_encode_path(s.revision),
-                        percent_encode_path(path));
+    if (hub == Hub::kModelScope) {
+      s.url = fmt::format("{}/models/{}/resolve/{}/{}", endpoint, s.repo,
+                          percent_encode_path(s.revision), percent_encode_path(path));
+      s.file_list_url = fmt::format("{}/api/v1/models/{}/repo/files?Revision={}&Recursive=true",
+                                    endpoint, s.repo, percent_encode_path(s.revision));
+    } else {
+      s.url = fmt::format("{}/{}/resolve/{}/{}", endpoint, s.repo,
+                          percent_encode_path(s.revision), percent_encode_path(path));
+    }
   } else if (starts_with(ref, "https://") || starts_with(ref, "http://")) {
     for (unsigned char c : ref)
       if (c <= 0x20 || c == 0x7f)
@@ -108,7 +131,9 @@ Result<Source> resolve_source(const std::string& ref, const std::string& endpoin
       if (c == '%' || c == '\\')
         return make_error("'{}': unsupported characters in the file name", ref);
   } else {
-    return make_error("'{}': expected hf://ORG/REPO/FILE.gguf or an https:// URL", ref);
+    return make_error("'{}': expected hf://ORG/REPO/FILE.gguf, ms://ORG/REPO/FILE.gguf or an "
+                      "https:// URL",
+                      ref);
   }
   if (!ends_with_gguf(s.file_name))
     return make_error("'{}': the file name '{}' does not end in .gguf", ref, s.file_name);
@@ -117,7 +142,8 @@ Result<Source> resolve_source(const std::string& ref, const std::string& endpoin
 
 bool token_allowed(const Source& source, const std::string& endpoint_in) {
   if (source.is_hub) return true;
-  const std::string endpoint = trim_endpoint(endpoint_in.empty() ? kDefaultEndpoint : endpoint_in);
+  const std::string endpoint =
+      trim_endpoint(endpoint_in.empty() ? default_endpoint(source.hub) : endpoint_in);
   return source.url.rfind(endpoint + "/", 0) == 0;
 }
 

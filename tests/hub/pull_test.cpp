@@ -335,6 +335,108 @@ TEST_F(PullTest, CacheFolderLayout) {
   EXPECT_EQ(r->path, (dir_.path / "cache" / "hf" / "org" / "repo" / "v2" / "model.gguf").string());
 }
 
+// ModelScope's file list (GET /api/v1/models/ORG/REPO/repo/files?Revision=REV&Recursive=true)
+// naming PATH with SHA, next to another file.
+std::string modelscope_list(const std::string& path, const std::string& sha) {
+  return R"({"Code":200,"Success":true,"Data":{"Files":[)"
+         R"({"Name":"README.md","Path":"README.md","Sha256":")" +
+         std::string(64, 'f') + R"(","Size":10,"Type":"blob"},)"
+         R"({"Name":"x","Path":")" +
+         path + R"(","Sha256":")" + sha + R"(","Size":1,"Type":"blob"}]}})";
+}
+
+constexpr const char* kMsList = "/api/v1/models/org/repo/repo/files?Revision=master&Recursive=true";
+
+TEST_F(PullTest, ModelScopeDownloadIsVerifiedAgainstTheListedSha256) {
+  server_.add("/models/org/repo/resolve/master/sub/model.gguf",
+              ServedFile{.body = model().bytes, .etag = "not-a-sha"});
+  server_.add(kMsList, ServedFile{.body = modelscope_list("sub/model.gguf", model().sha)});
+  auto r = pull(options("ms://org/repo/sub/model.gguf"));
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->path, local("model.gguf").string());
+  EXPECT_EQ(r->sha256, model().sha);
+  EXPECT_EQ(read_file(r->path), model().bytes);
+}
+
+TEST_F(PullTest, ModelScopeChecksumMismatchDeletesTheDownload) {
+  const std::string wrong(64, 'a');
+  server_.add("/models/org/repo/resolve/master/model.gguf", ServedFile{.body = model().bytes});
+  server_.add(kMsList, ServedFile{.body = modelscope_list("model.gguf", wrong)});
+  auto r = pull(options("ms://org/repo/model.gguf"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("checksum mismatch"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find(wrong), std::string::npos) << r.error();
+  EXPECT_FALSE(fs::exists(local("model.gguf")));
+  EXPECT_FALSE(fs::exists(local("model.gguf.partial")));
+}
+
+TEST_F(PullTest, ModelScopeWithoutAUsableListGoesOnUnverifiedAndSaysSo) {
+  server_.add("/models/org/repo/resolve/master/model.gguf", ServedFile{.body = model().bytes});
+  std::vector<std::string> infos;
+  PullOptions o = options("ms://org/repo/model.gguf");
+  o.on_info = [&](const std::string& s) { infos.push_back(s); };
+  // No list at all (404), then a list in another shape, then one that does not name the file.
+  for (const std::string& list :
+       {std::string(), std::string(R"({"Data":{}})"), modelscope_list("other.gguf", model().sha)}) {
+    if (!list.empty()) server_.add(kMsList, ServedFile{.body = list});
+    infos.clear();
+    o.force = true;
+    auto r = pull(o);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_TRUE(r->sha256.empty());
+    bool reported = false;
+    for (const auto& s : infos) reported |= s.find("not verified") != std::string::npos;
+    EXPECT_TRUE(reported) << list;
+  }
+}
+
+TEST_F(PullTest, ModelScopeTokenAndMessagesNameItsVariable) {
+  server_.add("/models/org/private/resolve/master/model.gguf",
+              ServedFile{.body = model().bytes, .token = "ms-secret"});
+  PullOptions o = options("ms://org/private/model.gguf");
+  auto r = pull(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("HTTP 401"), std::string::npos) << r.error();
+  EXPECT_NE(r.error().find("MODELSCOPE_API_TOKEN"), std::string::npos) << r.error();
+  o.token = "ms-secret";
+  r = pull(o);
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(server_.authorizations().back(), "Bearer ms-secret");
+}
+
+TEST_F(PullTest, ModelScopeEnvironmentAndCacheFolder) {
+  ::setenv("HF_TOKEN", "hf", 1);
+  ::setenv("HF_ENDPOINT", "http://hf.invalid", 1);
+  ::setenv("MODELSCOPE_API_TOKEN", "ms", 1);
+  ::setenv("MODELSCOPE_DOMAIN", "www.modelscope.cn", 1);
+  PullOptions o;
+  o.source = "ms://org/repo/m.gguf";
+  apply_environment(o);
+  EXPECT_EQ(o.token, "ms");
+  EXPECT_EQ(o.endpoint, "https://www.modelscope.cn");
+  ::setenv("MODELSCOPE_ENDPOINT", "http://ms-mirror.invalid", 1);
+  o.endpoint.clear();
+  apply_environment(o);
+  EXPECT_EQ(o.endpoint, "http://ms-mirror.invalid");
+  PullOptions h;
+  h.source = "hf://org/repo/m.gguf";
+  apply_environment(h);
+  EXPECT_EQ(h.token, "hf");
+  EXPECT_EQ(h.endpoint, "http://hf.invalid");
+  for (const char* v :
+       {"HF_TOKEN", "HF_ENDPOINT", "MODELSCOPE_API_TOKEN", "MODELSCOPE_DOMAIN", "MODELSCOPE_ENDPOINT"})
+    ::unsetenv(v);
+
+  server_.add("/models/org/repo/resolve/v1.0/model.gguf", ServedFile{.body = model().bytes});
+  ::setenv("CADENZA_CACHE_DIR", (dir_.path / "cache").c_str(), 1);
+  PullOptions c = options("ms://org/repo@v1.0/model.gguf");
+  c.output_dir.clear();
+  auto r = pull(c);
+  ::unsetenv("CADENZA_CACHE_DIR");
+  ASSERT_TRUE(r.ok()) << r.error();
+  EXPECT_EQ(r->path, (dir_.path / "cache" / "ms" / "org" / "repo" / "v1.0" / "model.gguf").string());
+}
+
 TEST(PullSource, ResolvesHubReferencesAndUrls) {
   auto s =
       resolve_source("hf://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q8_0.gguf", "");
@@ -365,6 +467,30 @@ TEST(PullSource, ResolvesHubReferencesAndUrls) {
     EXPECT_FALSE(resolve_source(bad, "").ok()) << bad;
   }
   EXPECT_FALSE(resolve_source("hf://a/b/c.gguf", "ftp://x").ok());
+
+  s = resolve_source("ms://Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q8_0.gguf", "");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->url,
+            "https://modelscope.cn/models/Qwen/Qwen2.5-0.5B-Instruct-GGUF/resolve/master/"
+            "qwen2.5-0.5b-instruct-q8_0.gguf");
+  EXPECT_EQ(s->file_list_url,
+            "https://modelscope.cn/api/v1/models/Qwen/Qwen2.5-0.5B-Instruct-GGUF/repo/files?"
+            "Revision=master&Recursive=true");
+  EXPECT_EQ(s->hub, Hub::kModelScope);
+  EXPECT_TRUE(s->is_hub);
+  EXPECT_TRUE(token_allowed(*s, ""));
+  s = resolve_source("ms://a/b@v2/dir/m.gguf", "http://mirror/");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(s->url, "http://mirror/models/a/b/resolve/v2/dir/m.gguf");
+  EXPECT_EQ(s->path, "dir/m.gguf");
+  // A URL on ModelScope is a plain URL: no token unless it is under the endpoint given.
+  s = resolve_source("https://modelscope.cn/models/a/b/resolve/master/m.gguf", "");
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_FALSE(token_allowed(*s, ""));
+  for (const char* bad : {"ms://org/model.gguf", "ms://org/repo/../x.gguf", "ms://org/repo/x.bin",
+                          "ms://org/re po/x.gguf"})
+    EXPECT_FALSE(resolve_source(bad, "").ok()) << bad;
+  EXPECT_TRUE(is_remote("ms://a/b/c.gguf"));
   EXPECT_TRUE(is_remote("hf://a/b/c.gguf"));
   EXPECT_FALSE(is_remote("/models/c.gguf"));
 }

@@ -11,8 +11,11 @@ config` with the rule files it mounts, and scrapes the replicas and the gateway 
 the dashboard selects; Grafana's dashboard mount is the generated dashboard; the serve command
 line starts a real server on a synthesized model (flags and all) that answers /health.
 """
-import os, re, shutil, signal, subprocess, sys, time, urllib.request
+import os, re, shutil, signal, subprocess, sys, urllib.request
 import yaml
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cadenza_serve import start_listening  # noqa: E402
 
 # Absolute paths: the Prometheus config written into WORK names the rule files under SRC.
 cadenza, src, work = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -102,15 +105,7 @@ cmd = [model if a == "/models/model.gguf" else a for a in cmd]
 cmd[cmd.index("--host") + 1] = "127.0.0.1"
 cmd[cmd.index("--port") + 1] = "0"
 cmd[cmd.index("--threads") + 1] = "2"
-proc = subprocess.Popen([cadenza] + cmd, stdout=subprocess.PIPE, stderr=open(os.path.join(work, "serve.err"), "w"), text=True)
-port = None
-deadline = time.time() + 60
-while time.time() < deadline and port is None:
-    line = proc.stdout.readline()
-    if not line:
-        break
-    m = re.search(r"listening on https?://[^:]+:(\d+)", line)
-    port = m.group(1) if m else None
+proc, port = start_listening([cadenza] + cmd, os.path.join(work, "serve.err"))
 if port is None:
     errors.append("the replicas' command line did not start a server: " + open(os.path.join(work, "serve.err")).read()[-500:])
 else:

@@ -25,6 +25,9 @@ over time).
 import argparse, http.client, json, os, random, re, signal, socket, statistics, subprocess, sys
 import threading, time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from cadenza_serve import start_listening  # noqa: E402
+
 p = argparse.ArgumentParser()
 p.add_argument("cadenza")
 p.add_argument("work")
@@ -49,17 +52,11 @@ model = args.model or os.path.join(args.work, "qwen2.5-0.5b-q8_0.gguf")
 if not args.model and not os.path.exists(model):
     subprocess.run([args.cadenza, "synth", "--preset", "qwen2.5-0.5b", "--type", "q8_0", "--seed", "7",
                     "-o", model], check=True, stdout=subprocess.DEVNULL)
-serve_err = open(os.path.join(args.work, "serve.err"), "w")
-server = subprocess.Popen([args.cadenza, "serve", "-m", model, "--port", "0", "-t", str(args.threads),
-                           "--served-model-name", "soak", "--max-num-seqs", str(args.concurrency),
-                           "--max-model-len", str(MAX_MODEL_LEN), "--max-queue", "1024"],
-                          stdout=subprocess.PIPE, stderr=serve_err, text=True)
-port = None
-for line in server.stdout:
-    m = re.search(r"listening on https?://[^:]+:(\d+)", line)
-    if m:
-        port = int(m.group(1))
-        break
+server, port = start_listening(
+    [args.cadenza, "serve", "-m", model, "--port", "0", "-t", str(args.threads),
+     "--served-model-name", "soak", "--max-num-seqs", str(args.concurrency),
+     "--max-model-len", str(MAX_MODEL_LEN), "--max-queue", "1024"],
+    os.path.join(args.work, "serve.err"), timeout_s=300)
 if port is None:
     sys.exit("serve did not start: " + open(os.path.join(args.work, "serve.err")).read()[-2000:])
 

@@ -51,6 +51,7 @@ struct ServeArgs {
   std::string tool_call_parser = "auto";
   std::string reasoning_parser = "auto";
   int32_t max_queue = 256;
+  std::string scheduling_policy = "fcfs";
   double drain_timeout = 30;
   std::string max_body_bytes = "8MiB";
   bool no_warmup = false;
@@ -168,6 +169,7 @@ int run_serve(const ServeArgs& a) {
                                                : std::filesystem::path(model_path).stem().string();
   sc.api_keys = std::move(*keys);
   sc.max_queue = a.max_queue;
+  sc.priority_scheduling = a.scheduling_policy == "priority";
   sc.tool_call_parser = a.tool_call_parser;
   sc.reasoning_parser = a.reasoning_parser;
   sc.drain_timeout_s = a.drain_timeout;
@@ -255,6 +257,12 @@ Command serve_command() {
         ->capture_default_str();
     sub->add_option("--max-queue", args->max_queue,
                     "Requests allowed to wait beyond max-num-seqs (more: HTTP 429)")
+        ->capture_default_str();
+    sub->add_option("--scheduling-policy", args->scheduling_policy,
+                    "fcfs: first come, first served (a request's non-zero 'priority' is a 400); "
+                    "priority: requests with a lower 'priority' value run first and are "
+                    "preempted last, FCFS within one value")
+        ->check(CLI::IsMember({"fcfs", "priority"}))
         ->capture_default_str();
     sub->add_option("--drain-timeout", args->drain_timeout,
                     "Seconds running requests get to finish on SIGTERM/SIGINT")

@@ -120,7 +120,7 @@ void EngineBridge::admit(Pending& p) {
   size_t base = 0;
   for (GenInput& input : p.inputs) {
     const size_t samples = input.samples();
-    auto id = engine_->add_request(std::move(input.prompt), input.params);
+    auto id = engine_->add_request(std::move(input.prompt), input.params, input.priority);
     if (!id) {
       refuse(p, base, input, /*rejected=*/true, id.error());
     } else {

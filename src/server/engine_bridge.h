@@ -39,6 +39,7 @@ namespace cadenza::server {
 struct GenInput {
   std::vector<int32_t> prompt;
   SamplingParams params;
+  int32_t priority = 0;  // EngineCore::add_request's: lower is scheduled first
   size_t samples() const { return static_cast<size_t>(params.n > 1 ? params.n : 1); }
 };
 

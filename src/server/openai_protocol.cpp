@@ -229,6 +229,11 @@ ParsedCompletion parse_completion_request(const json& body, Endpoint endpoint) {
   std::optional<int64_t> i;
   if (auto e = get_int(body, "n", 1, 16, i)) return fail(*e);
   if (i) r.n = static_cast<int32_t>(*i);
+  i.reset();
+  if (auto e = get_int(body, "priority", std::numeric_limits<int32_t>::min(),
+                       std::numeric_limits<int32_t>::max(), i))
+    return fail(*e);
+  if (i) r.priority = static_cast<int32_t>(*i);
   if (auto e = read_sampling_params(body, r.sampling, &r.given)) return fail(bad_request(*e));
   if (auto e = parse_logprobs(body, endpoint, r)) return fail(*e);
   if (auto e = check_unsupported(body, endpoint)) return fail(*e);

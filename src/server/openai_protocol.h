@@ -56,6 +56,9 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;
+  // vLLM's `priority`: lower is scheduled first and preempted last (0 when absent). Accepted
+  // only by a server started with --scheduling-policy priority (routes.cpp).
+  int32_t priority = 0;
   // The sampling fields (request/sampling_json.h lists them), preset to OpenAI's defaults
   // (temperature 1, top_p 1, top_k off, min_p 0); `given` says whether max_tokens and seed were
   // sent (the router defaults them). Not validated against the model: validate_request does that.

@@ -132,6 +132,11 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
     prompt = ctx_.tokenizer->encode(req.prompt_text, true, true);
   }
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
+  if (req.priority != 0 && !ctx_.priority_scheduling)
+    return fail(bad_request(
+        "'priority' needs a server started with --scheduling-policy priority (this one "
+        "schedules first come, first served)",
+        "priority"));
   SamplingParams p = req.sampling;
   p.n = req.n;
   p.logprobs = req.logprobs;
@@ -177,6 +182,7 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
   GenInput in;
   in.prompt = std::move(prompt);
   in.params = std::move(p);
+  in.priority = req.priority;
   plan.inputs.push_back(std::move(in));
   r.generation = std::move(plan);
   return r;

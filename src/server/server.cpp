@@ -143,6 +143,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   ctx.bridge = impl->bridge.get();
   ctx.metrics = &impl->metrics;
   ctx.keys = ApiKeys(config.api_keys);
+  ctx.priority_scheduling = config.priority_scheduling;
   ctx.grammars = impl->grammars.get();
   ctx.tool_format = tool_format;
   ctx.reasoning = reasoning;

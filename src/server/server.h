@@ -44,6 +44,9 @@ struct ServerConfig {
   double drain_timeout_s = 30;
   size_t max_body_bytes = size_t{8} << 20;
   bool warmup = true;
+  // `--scheduling-policy priority`: honour the requests' `priority` field (vLLM's option);
+  // false (fcfs): a request with a non-zero priority is refused with 400.
+  bool priority_scheduling = false;
   bool handle_signals = false;  // SIGTERM/SIGINT start a drain
   // TLS (both or neither): PEM certificate chain and unencrypted PEM private key (server/tls.h).
   // Empty: plain HTTP.

@@ -33,6 +33,8 @@ struct ServerContext {
   toolcall::ReasoningFormat reasoning = toolcall::ReasoningFormat::kNone;
   Metrics* metrics = nullptr;
   ApiKeys keys;
+  // --scheduling-policy priority: requests may carry `priority` (else a non-zero one is a 400).
+  bool priority_scheduling = false;
   std::atomic<bool> draining{false};
   // Generation responses accepted and not yet completely written (drain waits for them).
   std::atomic<int64_t> open_generations{0};

@@ -64,6 +64,7 @@ Result<std::unique_ptr<Running>> build(const Options& o) {
   sc.model_name = "tiny";
   sc.api_keys = o.keys;
   sc.max_queue = o.max_queue;
+  sc.priority_scheduling = o.priority_scheduling;
   sc.max_body_bytes = o.max_body_bytes;
   sc.drain_timeout_s = o.drain_timeout_s;
   sc.ssl_certfile = o.ssl_certfile;

@@ -20,6 +20,7 @@ struct Options {
   int32_t max_model_len = 1024;
   int32_t max_num_seqs = 8;
   int32_t max_queue = 16;
+  bool priority_scheduling = false;  // --scheduling-policy priority
   size_t max_body_bytes = 64 * 1024;
   std::vector<std::string> keys;
   double drain_timeout_s = 30;

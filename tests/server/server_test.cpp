@@ -35,6 +35,8 @@ namespace {
 
 using nlohmann::json;
 using testing::Client;
+using testing::expect_error_shape;
+using testing::wait_metric;
 using testing::metric_value;
 using testing::sse_data;
 
@@ -54,28 +56,6 @@ class ServerTest : public ::testing::Test {
   static uint16_t port() { return shared_->port; }
   static inline Running* shared_ = nullptr;
 };
-
-void expect_error_shape(const testing::Response& r, int status) {
-  EXPECT_EQ(r.status, status) << r.body;
-  json j = r.json();
-  ASSERT_TRUE(j.is_object()) << r.body;
-  ASSERT_TRUE(j.contains("error")) << r.body;
-  const json& e = j["error"];
-  EXPECT_TRUE(e["message"].is_string());
-  EXPECT_TRUE(e["type"].is_string());
-  EXPECT_TRUE(e.contains("param"));
-  EXPECT_TRUE(e.contains("code"));
-}
-
-// Polls the metrics until `sample` equals `value` (or the timeout passes).
-bool wait_metric(uint16_t port, const std::string& sample, double value, int timeout_ms = 10000) {
-  for (int i = 0; i < timeout_ms / 20; ++i) {
-    auto m = testing::get(port, "/metrics");
-    if (m.ok && metric_value(m.body, sample) == value) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
 
 TEST_F(ServerTest, HealthReadyModels) {
   auto h = testing::get(port(), "/health");

@@ -1,6 +1,10 @@
 #include "test_client.h"
 
+#include <gtest/gtest.h>
+
+#include <chrono>
 #include <cmath>
+#include <thread>
 #include <limits>
 #include <sstream>
 
@@ -106,6 +110,27 @@ double metric_value(const std::string& text, const std::string& sample) {
     if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
   }
   return std::nan("");
+}
+
+bool wait_metric(uint16_t port, const std::string& sample, double value, int timeout_ms) {
+  for (int i = 0; i < timeout_ms / 20; ++i) {
+    auto m = get(port, "/metrics");
+    if (m.ok && metric_value(m.body, sample) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+void expect_error_shape(const Response& r, int status) {
+  EXPECT_EQ(r.status, status) << r.body;
+  nlohmann::json j = r.json();
+  ASSERT_TRUE(j.is_object()) << r.body;
+  ASSERT_TRUE(j.contains("error")) << r.body;
+  const nlohmann::json& e = j["error"];
+  EXPECT_TRUE(e["message"].is_string());
+  EXPECT_TRUE(e["type"].is_string());
+  EXPECT_TRUE(e.contains("param"));
+  EXPECT_TRUE(e.contains("code"));
 }
 
 }  // namespace cadenza::server::testing

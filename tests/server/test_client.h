@@ -61,4 +61,10 @@ Response post(uint16_t port, const std::string& target, const nlohmann::json& bo
 // The value of an unlabelled sample in Prometheus text (NaN when absent).
 double metric_value(const std::string& text, const std::string& sample);
 
+// Polls GET /metrics until `sample` equals `value`; false when timeout_ms passes first.
+bool wait_metric(uint16_t port, const std::string& sample, double value, int timeout_ms = 10000);
+
+// gtest expectations: `r` has `status` and OpenAI's error body (error.message, type, param, code).
+void expect_error_shape(const Response& r, int status);
+
 }  // namespace cadenza::server::testing

@@ -243,7 +243,7 @@ int run_serve(const ServeArgs& a) {
   // Logs go to stderr; stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
   if (a.models.empty() && a.models_dir.empty())
-    return fail("--model (or --models-dir) is required (on the command line or in --config)");
+    return fail("--model is required (or --models-dir; on the command line or in --config)");
   auto keys = collect_keys(a);
   if (!keys) return fail(keys.error());
   std::string template_source;

@@ -308,8 +308,9 @@ void ModelPool::load(const std::string& name) {
                  name, took, gib((*built)->memory_bytes()), waiters.size());
   else
     spdlog::error("router: loading model '{}' failed: {}", name, built.error());
-  for (OnLoaded& w : waiters) w(built);
+  // The budget holds again before anyone is answered.
   if (built) trim_to_budget(name);
+  for (OnLoaded& w : waiters) w(built);
 }
 
 void ModelPool::trim_to_budget(const std::string& keep) {

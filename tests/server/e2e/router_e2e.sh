@@ -4,7 +4,8 @@
 # rounds (default 10) with at most two loaded (/v1/models after each request, and the metrics);
 # the server's RSS over the rounds (printed; the late rounds must not grow past the early ones);
 # a slow load of one model (the CADENZA_TEST_LOAD_DELAY test hook) while another streams: the
-# largest gap between the streaming model's SSE chunks (printed, and well under the delay);
+# largest gap between the streaming model's SSE chunks (printed, and well under the delay; one
+# I/O thread, so a load that blocked it would show);
 # unknown models are 404 model_not_found; SIGTERM drains and exits 0.
 # Usage: router_e2e.sh CADENZA_BINARY WORK_DIR
 set -u
@@ -20,7 +21,7 @@ done
 
 delay_ms=${ROUTER_LOAD_DELAY_MS:-2000}
 CADENZA_TEST_LOAD_DELAY="c:$delay_ms" "$cadenza" serve --models-dir "$work/models" --models-max 2 \
-  --port 0 -t 1 --max-model-len 512 --max-num-seqs 4 --drain-timeout 10 \
+  --port 0 -t 1 --io-threads 1 --max-model-len 512 --max-num-seqs 4 --drain-timeout 10 \
   >"$work/serve.out" 2>"$work/serve.err" &
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; }

@@ -358,8 +358,15 @@ TEST_F(RouterTest, IdleModelsAreUnloaded) {
     if (!unloaded) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(unloaded);
-  const std::string m = get(s->port(), "/metrics").body;
-  EXPECT_EQ(sample(m, "cadenza_model_unloads_total{model=\"a\",reason=\"idle\"}"), 1);
+  // The status turns "unloaded" when the pool lets the model go; the counter follows once its
+  // engine thread is joined.
+  double idle_unloads = -1;
+  for (int i = 0; i < 500 && idle_unloads < 1; ++i) {
+    idle_unloads = sample(get(s->port(), "/metrics").body,
+                          "cadenza_model_unloads_total{model=\"a\",reason=\"idle\"}");
+    if (idle_unloads < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(idle_unloads, 1);
   // And it comes back on demand.
   EXPECT_EQ(post(s->port(), "/v1/completions", completion("a")).status, 200);
 }

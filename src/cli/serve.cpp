@@ -25,6 +25,7 @@
 #include "kv/kv_sizing.h"
 #include "model/model.h"
 #include "server/chat_template.h"
+#include "server/model_catalog.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,7 +34,12 @@ namespace {
 
 struct ServeArgs {
   ParallelArgs parallel;
-  std::string model;
+  std::vector<std::string> models;  // -m (repeatable: router mode)
+  // Router mode (docs/server.md "Several models"): the catalog and what stays loaded.
+  std::string models_dir;
+  int32_t models_max = 0;
+  std::string models_memory;
+  double idle_unload = 0;
   BackendArgs backend;  // -t, --device, --no-repack
   std::string host = "127.0.0.1";
   int port = 8080;
@@ -90,10 +96,156 @@ Result<std::vector<std::string>> collect_keys(const ServeArgs& a) {
   return keys;
 }
 
+bool router_mode(const ServeArgs& a) {
+  return !a.models_dir.empty() || a.models.size() > 1 || a.models_max > 0 ||
+         !a.models_memory.empty() || a.idle_unload > 0;
+}
+
+// What both modes share: the ServerConfig from the options.
+server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> keys,
+                                   int64_t body_limit) {
+  server::ServerConfig sc;
+  sc.host = a.host;
+  sc.port = static_cast<uint16_t>(a.port);
+  sc.io_threads = a.io_threads;
+  sc.api_keys = std::move(keys);
+  sc.max_queue = a.max_queue;
+  sc.priority_scheduling = a.scheduling_policy == "priority";
+  sc.tool_call_parser = a.tool_call_parser;
+  sc.reasoning_parser = a.reasoning_parser;
+  sc.drain_timeout_s = a.drain_timeout;
+  sc.max_body_bytes = static_cast<size_t>(body_limit);
+  sc.warmup = !a.no_warmup;
+  sc.handle_signals = true;
+  sc.heartbeat_timeout_s = a.parallel.timeout_s;
+  sc.ssl_certfile = a.ssl_certfile;
+  sc.ssl_keyfile = a.ssl_keyfile;
+  return sc;
+}
+
+int listen_and_wait(const ServeArgs& a, server::Server& server) {
+  auto started = server.start();
+  if (!started) return fail(started.error());
+  // The bound address on stdout (one line), so that scripts can wait for it even with --port 0.
+  fmt::print("cadenza serve: listening on {}://{}:{}\n", server.tls() ? "https" : "http", a.host,
+             server.port());
+  std::fflush(stdout);
+  server.wait();
+  spdlog::info("serve: stopped");
+  return 0;
+}
+
+// Loads one model of the catalog the way the one-model server does (its own backend, engine
+// and chat renderer; the same engine options for every model). Runs on the pool's loader thread.
+Result<server::ModelParts> load_model_parts(const ServeArgs& a, const std::string& template_source,
+                                            const server::ModelSpec& spec) {
+  struct Owned {
+    Backends backends;
+    std::unique_ptr<model::Model> model;
+  };
+  auto created = create_backends(a.backend);
+  if (!created) return created.error_value();
+  auto owned = std::make_shared<Owned>();
+  owned->backends = std::move(*created);
+  auto model = model::Model::open(spec.path, *owned->backends.main,
+                                  {.expert_offload = owned->backends.expert_offload()});
+  if (!model) return make_error("{}: {}", spec.path, model.error());
+  owned->model = std::move(*model);
+  auto tokenizer = Tokenizer::from_gguf(owned->model->file());
+  if (!tokenizer) return make_error("{}: {}", spec.path, tokenizer.error());
+  const model::ModelConfig& mc = owned->model->config();
+  engine::EngineConfig ec;
+  ec.max_num_seqs = a.max_num_seqs;
+  ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.max_model_len = a.max_model_len;
+  ec.kv_type = a.kv_cache_type;
+  ec.speculative = a.speculative;
+  if (!a.kv_cache_memory.empty()) {
+    auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
+    if (!blocks) return blocks.error_value();
+    ec.num_kv_blocks = *blocks;
+  }
+  auto engine = engine::EngineCore::create(*owned->model, **tokenizer, ec);
+  if (!engine) return make_error("{}: {}", spec.path, engine.error());
+  auto chat = server::ChatRenderer::create(owned->model->file(), **tokenizer, template_source);
+  if (!chat) return make_error("{}: {}", spec.path, chat.error());
+  const engine::EngineConfig& cfg = (*engine)->config();
+  auto block_bytes = kv_block_bytes(mc, cfg);
+  if (!block_bytes) return block_bytes.error_value();
+  std::error_code size_ec;
+  const auto file_bytes = std::filesystem::file_size(spec.path, size_ec);
+  server::ModelParts parts;
+  // The budget's arithmetic: the mapped weights plus the KV cache this engine reserved.
+  parts.memory_bytes = (size_ec ? 0 : static_cast<uint64_t>(file_bytes)) +
+                       static_cast<uint64_t>(cfg.num_kv_blocks) * static_cast<uint64_t>(*block_bytes);
+  spdlog::info("router: model '{}' ({}): KV {} blocks x {} tokens; max_model_len {}; "
+               "chat template: {}",
+               spec.name, mc.architecture, cfg.num_kv_blocks, cfg.block_size, cfg.max_model_len,
+               (*chat)->source_name());
+  parts.tokenizer = std::move(*tokenizer);
+  parts.engine = std::move(*engine);
+  parts.chat = std::move(*chat);
+  parts.model = std::shared_ptr<void>(owned, owned->model.get());
+  parts.keep = owned;
+  return parts;
+}
+
+int run_router(const ServeArgs& a, std::vector<std::string> keys, int64_t body_limit,
+               const std::string& template_source) {
+  if (a.parallel.tensor > 1 || a.parallel.pipeline > 1 || a.parallel.expert_parallel)
+    return fail("router mode (--models-dir, several -m) runs every model in one process: "
+                "-tp/-pp/--enable-expert-parallel are not supported with it");
+  if (!a.served_model_name.empty())
+    return fail("--served-model-name names the one model; in router mode use -m NAME=FILE");
+  for (const std::string& m : a.models)
+    if (hub::is_remote(m))
+      return fail(fmt::format("-m {}: router mode serves local files; `cadenza pull` it first", m));
+  if (a.models_max < 0) return fail("--models-max must be >= 0");
+  if (!(a.idle_unload >= 0)) return fail("--idle-unload must be >= 0");
+  server::RouterConfig rc;
+  rc.max_loaded = a.models_max;
+  rc.idle_unload_s = a.idle_unload;
+  if (!a.models_memory.empty()) {
+    auto budget = parse_byte_size("--models-memory", a.models_memory);
+    if (!budget) return fail(budget.error());
+    rc.memory_budget = static_cast<uint64_t>(*budget);
+  }
+  // Test hook, documented in docs/server.md: CADENZA_TEST_LOAD_DELAY=NAME:MS slows one load.
+  if (const char* env = std::getenv("CADENZA_TEST_LOAD_DELAY"); env && *env) {
+    const std::string v = env;
+    const size_t colon = v.rfind(':');
+    char* end = nullptr;
+    const long ms =
+        colon == std::string::npos ? -1 : std::strtol(v.c_str() + colon + 1, &end, 10);
+    if (colon == std::string::npos || ms < 0 || end == v.c_str() + colon + 1 || *end != '\0')
+      return fail("CADENZA_TEST_LOAD_DELAY must be NAME:MILLISECONDS");
+    rc.slow_load_model = v.substr(0, colon);
+    rc.slow_load_delay = std::chrono::milliseconds(ms);
+  }
+  auto catalog = server::build_catalog(a.models_dir, a.models);
+  if (!catalog) return fail(catalog.error());
+  std::string names;
+  for (const server::ModelSpec& s : *catalog) names += (names.empty() ? "" : ", ") + s.name;
+  spdlog::info("serve: router mode, {} models ({}); at most {} loaded, memory budget {}, "
+               "idle unload {}; API keys: {}",
+               catalog->size(), names, a.models_max > 0 ? std::to_string(a.models_max) : "any",
+               a.models_memory.empty() ? "none" : a.models_memory,
+               a.idle_unload > 0 ? fmt::format("{} s", a.idle_unload) : "off",
+               keys.empty() ? "off" : "on");
+  server::ServerConfig sc = server_config(a, std::move(keys), body_limit);
+  auto loader = [&a, template_source](const server::ModelSpec& spec) {
+    return load_model_parts(a, template_source, spec);
+  };
+  auto server = server::Server::create_router(sc, std::move(*catalog), loader, rc);
+  if (!server) return fail(server.error());
+  return listen_and_wait(a, **server);
+}
+
 int run_serve(const ServeArgs& a) {
   // Logs go to stderr; stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
-  if (a.model.empty()) return fail("--model is required (on the command line or in --config)");
+  if (a.models.empty() && a.models_dir.empty())
+    return fail("--model is required (or --models-dir; on the command line or in --config)");
   auto keys = collect_keys(a);
   if (!keys) return fail(keys.error());
   std::string template_source;
@@ -107,6 +259,8 @@ int run_serve(const ServeArgs& a) {
   auto body_limit = parse_byte_size("--max-body-bytes", a.max_body_bytes);
   if (!body_limit) return fail(body_limit.error());
   if (a.port < 0 || a.port > 65535) return fail("--port must be in 0..65535");
+  if (router_mode(a)) return run_router(a, std::move(*keys), *body_limit, template_source);
+  const std::string& model_arg = a.models.front();
 
   const int threads = resolve_threads(a.backend.threads);
   auto created = create_backends(a.backend);
@@ -115,16 +269,16 @@ int run_serve(const ServeArgs& a) {
   kernels::Backend* backend = backends.main.get();
   // -m hf:// or ms://ORG/REPO/FILE.gguf (or an https:// URL): fetched into the cache first
   // (docs/pull.md).
-  std::string model_path = a.model;
-  if (hub::is_remote(a.model)) {
+  std::string model_path = model_arg;
+  if (hub::is_remote(model_arg)) {
     hub::PullOptions po;
-    po.source = a.model;
+    po.source = model_arg;
     hub::apply_environment(po);
     auto last = std::chrono::steady_clock::now();
     po.on_progress = [&](const hub::DownloadProgress& p) {
       if (std::chrono::steady_clock::now() - last < std::chrono::seconds(10)) return;
       last = std::chrono::steady_clock::now();
-      spdlog::info("pull: {}", hub::progress_line(a.model, p));
+      spdlog::info("pull: {}", hub::progress_line(model_arg, p));
     };
     po.on_info = [](const std::string& m) { spdlog::info("pull: {}", m); };
     auto pulled = hub::pull(po);
@@ -160,23 +314,10 @@ int run_serve(const ServeArgs& a) {
   auto chat = server::ChatRenderer::create((*model)->file(), **tokenizer, template_source);
   if (!chat) return fail(chat.error());
 
-  server::ServerConfig sc;
-  sc.host = a.host;
-  sc.port = static_cast<uint16_t>(a.port);
-  sc.io_threads = a.io_threads;
+  server::ServerConfig sc = server_config(a, std::move(*keys), *body_limit);
   sc.model_name = !a.served_model_name.empty() ? a.served_model_name
                   : !mc.name.empty()           ? mc.name
                                                : std::filesystem::path(model_path).stem().string();
-  sc.api_keys = std::move(*keys);
-  sc.max_queue = a.max_queue;
-  sc.priority_scheduling = a.scheduling_policy == "priority";
-  sc.tool_call_parser = a.tool_call_parser;
-  sc.reasoning_parser = a.reasoning_parser;
-  sc.drain_timeout_s = a.drain_timeout;
-  sc.max_body_bytes = static_cast<size_t>(*body_limit);
-  sc.warmup = !a.no_warmup;
-  sc.handle_signals = true;
-  sc.heartbeat_timeout_s = a.parallel.timeout_s;
   if (job->world) {
     // A rank failed: the in-flight requests have their errors and /ready says 503; give the
     // connections a moment to carry the errors out, then end every rank (non-zero exit).
@@ -187,8 +328,6 @@ int run_serve(const ServeArgs& a) {
       }).detach();
     };
   }
-  sc.ssl_certfile = a.ssl_certfile;
-  sc.ssl_keyfile = a.ssl_keyfile;
   spdlog::info("serve: model '{}' ({}), {} threads; KV {} blocks x {} tokens ({}); max {} sequences, "
                "{} tokens per step, max_model_len {}; chat template: {}; API keys: {}",
                sc.model_name, mc.architecture, threads, cfg.num_kv_blocks, cfg.block_size,
@@ -197,15 +336,7 @@ int run_serve(const ServeArgs& a) {
                (*chat)->source_name(), sc.api_keys.empty() ? "off" : "on");
   auto server = server::Server::create(sc, **tokenizer, std::move(*engine), std::move(*chat));
   if (!server) return fail(server.error());
-  auto started = (*server)->start();
-  if (!started) return fail(started.error());
-  // The bound address on stdout (one line), so that scripts can wait for it even with --port 0.
-  fmt::print("cadenza serve: listening on {}://{}:{}\n", (*server)->tls() ? "https" : "http", a.host,
-             (*server)->port());
-  std::fflush(stdout);
-  (*server)->wait();
-  spdlog::info("serve: stopped");
-  return 0;
+  return listen_and_wait(a, **server);
 }
 
 }  // namespace
@@ -220,9 +351,21 @@ Command serve_command() {
     // (long names without the dashes); the command line wins over the file.
     sub->add_option("--config", args->config, "Read options from a TOML file (docs/server.md)");
     args->app = sub;
-    sub->add_option("-m,--model", args->model,
+    sub->add_option("-m,--model", args->models,
                     "GGUF model file, or hf:// or ms://ORG/REPO/FILE.gguf (downloaded first, as by pull); "
-                    "required, here or in --config");
+                    "required, here or in --config. Repeatable (router mode): -m FILE or "
+                    "-m NAME=FILE");
+    sub->add_option("--models-dir", args->models_dir,
+                    "Router mode: serve every .gguf under DIR, named by its path without .gguf, "
+                    "each loaded on its first request (docs/server.md)");
+    sub->add_option("--models-max", args->models_max,
+                    "Router mode: models loaded at once at most; the least recently used idle "
+                    "one is unloaded (0: no limit)");
+    sub->add_option("--models-memory", args->models_memory,
+                    "Router mode: memory budget of the loaded models, weights + KV cache, "
+                    "e.g. 16GiB");
+    sub->add_option("--idle-unload", args->idle_unload,
+                    "Router mode: unload a model unused for this many seconds (0: never)");
     add_backend_options(*sub, args->backend, "Compute threads (default: all cores)");
     add_parallel_options(*sub, args->parallel);
     sub->add_option("--host", args->host, "Address to listen on")->capture_default_str();

@@ -134,15 +134,16 @@ void EngineBridge::admit(Pending& p) {
 
 void EngineBridge::record_finished(const engine::RequestOutput& out, const Live& live) {
   const auto& m = out.metrics;
-  metrics_.observe_e2e(seconds(engine::Clock::now() - live.submitted));
+  const std::string& model = bridge_config_.metrics_model;
+  metrics_.observe_e2e(seconds(engine::Clock::now() - live.submitted), model);
   if (m.num_output_tokens > 0) {
-    metrics_.observe_ttft(m.ttft_s);
-    for (double s : m.inter_token_s) metrics_.observe_inter_token(s);
+    metrics_.observe_ttft(m.ttft_s, model);
+    for (double s : m.inter_token_s) metrics_.observe_inter_token(s, model);
   }
-  if (m.queue_time_s > 0 || m.num_output_tokens > 0) metrics_.observe_queue_time(m.queue_time_s);
-  metrics_.add_prompt_tokens(m.num_prompt_tokens);
-  metrics_.add_generation_tokens(m.num_output_tokens);
-  metrics_.add_request_finished(to_string(out.finish_reason));
+  if (m.queue_time_s > 0 || m.num_output_tokens > 0) metrics_.observe_queue_time(m.queue_time_s, model);
+  metrics_.add_prompt_tokens(m.num_prompt_tokens, model);
+  metrics_.add_generation_tokens(m.num_output_tokens, model);
+  metrics_.add_request_finished(to_string(out.finish_reason), model);
 }
 
 void EngineBridge::deliver(engine::RequestOutput out) {
@@ -206,7 +207,7 @@ void EngineBridge::publish_gauges(size_t pending) {
     }
     g.heartbeat_seconds = d->last_ping_seconds();
   }
-  metrics_.set_engine_gauges(g);
+  metrics_.set_engine_gauges(g, bridge_config_.metrics_model);
 }
 
 void EngineBridge::fail_engine(const std::string& why) {

@@ -64,6 +64,8 @@ struct BridgeConfig {
   // model failed or stopped answering), after the in-flight requests got their error events;
   // ready() is false from then on. Must not block; the server ends the job (cli/serve.cpp).
   std::function<void(const std::string& why)> on_fatal;
+  // Router mode: the served name, as the `model` label of this bridge's metrics (empty: none).
+  std::string metrics_model{};
 };
 
 enum class SubmitStatus { kOk, kQueueFull, kNotAccepting };

@@ -55,6 +55,8 @@ void Session<Stream>::enter(State next) {
   const bool held = holds_generation();
   state_ = next;
   if (held && !holds_generation()) ctx_.open_generations.fetch_sub(1);
+  // Router mode: the model stays loaded only while a generation needs it.
+  if (!holds_generation()) model_.reset();
 }
 
 template <class Stream>
@@ -163,11 +165,102 @@ void Session<Stream>::handle_request() {
   if (ctx_.draining.load()) req_.keep_alive(false);  // connections end with their response
   RouteResult routed = router_.handle(req_);
   route_ = routed.route;
+  if (!routed.await_model.empty()) {
+    await_model(routed.await_model);
+    return;
+  }
   if (routed.reply) {
     reply(*routed.reply);
     return;
   }
   start_generation(std::move(routed));
+}
+
+template <class Stream>
+void Session<Stream>::await_model(const std::string& name) {
+  // Router mode: the model loads on the pool's loader thread; this connection waits without a
+  // thread (state kReading, no read pending) and comes back on its strand.
+  auto self = this->shared_from_this();
+  ModelPool::AcquireResult got =
+      ctx_.pool->acquire(name, [self](Result<ModelHandle> loaded) {
+        net::post(self->stream_.get_executor(), [self, loaded = std::move(loaded)]() mutable {
+          self->on_model(std::move(loaded));
+        });
+      });
+  if (got.status == ModelPool::Acquire::kReady) {
+    on_model(std::move(got.model));
+    return;
+  }
+  if (got.status == ModelPool::Acquire::kWaiting) {
+    spdlog::info("[{}] waiting for model '{}' to load", request_id_, name);
+    // Counted like a generation, so that a drain lets the answer (503) go out before it stops.
+    ctx_.open_generations.fetch_add(1);
+    awaiting_model_ = true;
+    return;
+  }
+  ApiError e;
+  if (got.status == ModelPool::Acquire::kQueueFull) {
+    e.status = 429;
+    e.type = "rate_limit_error";
+    e.code = "queue_full";
+    e.message = fmt::format("too many requests are waiting for model '{}' to load; retry later", name);
+  } else if (got.status == ModelPool::Acquire::kNotAccepting) {
+    e.status = 503;
+    e.type = "service_unavailable";
+    e.code = "not_ready";
+    e.message = "the server is draining";
+  } else {
+    e.status = 404;
+    e.type = "invalid_request_error";
+    e.code = "model_not_found";
+    e.message = fmt::format("The model '{}' does not exist", name);
+  }
+  HttpReply r = error_reply(e);
+  if (e.status != 404) r.headers.emplace_back("Retry-After", "1");
+  reply(r);
+}
+
+template <class Stream>
+void Session<Stream>::release_await() {
+  if (!awaiting_model_) return;
+  awaiting_model_ = false;
+  ctx_.open_generations.fetch_sub(1);
+}
+
+template <class Stream>
+void Session<Stream>::on_model(Result<ModelHandle> loaded) {
+  // The await's count is given back once the reply is written (log_access) or the generation
+  // holds its own (start_generation).
+  if (ended()) {
+    release_await();
+    return;
+  }
+  if (!loaded) {
+    ApiError e;
+    const bool draining = ctx_.draining.load();
+    e.status = draining ? 503 : 500;
+    e.type = draining ? "service_unavailable" : "server_error";
+    e.code = draining ? "not_ready" : "model_load_failed";
+    e.message = draining ? loaded.error() : fmt::format("loading the model failed: {}", loaded.error());
+    reply(error_reply(e));
+    return;
+  }
+  RouteResult routed = router_.handle(req_, *loaded);
+  route_ = routed.route;
+  if (routed.reply) {
+    reply(*routed.reply);
+    return;
+  }
+  if (!routed.generation) {  // cannot happen with the model given; never leave the client hanging
+    ApiError e;
+    e.status = 500;
+    e.type = "server_error";
+    e.message = "the model was unloaded before the request could start";
+    reply(error_reply(e));
+    return;
+  }
+  start_generation(std::move(routed));
+  release_await();
 }
 
 template <class Stream>
@@ -183,8 +276,10 @@ void Session<Stream>::start_generation(RouteResult routed) {
   // Counted before the submission: the engine may answer before submit() returns.
   ctx_.open_generations.fetch_add(1);
   job_ = std::move(plan.job);
+  bridge_ = plan.bridge;
+  model_ = std::move(plan.model);
   state_ = State::kGenerating;  // the count taken above is this state's
-  Submission sub = ctx_.bridge->submit(std::move(plan.inputs), std::move(sink));
+  Submission sub = bridge_->submit(std::move(plan.inputs), std::move(sink));
   if (sub.status != SubmitStatus::kOk) {
     job_.reset();
     enter(State::kReading);  // gives the count back; the reply below is a plain one
@@ -246,7 +341,7 @@ void Session<Stream>::client_gone() {
   if (state_ == State::kGone) return;
   if (in_generation()) {
     spdlog::info("[{}] client disconnected; aborting the generation", request_id_);
-    ctx_.bridge->abort(ticket_);
+    bridge_->abort(ticket_);
   } else {
     job_.reset();  // no generation runs (its last bytes were being written): nothing to await
   }
@@ -257,7 +352,7 @@ void Session<Stream>::client_gone() {
 
 template <class Stream>
 void Session<Stream>::fail_generation(const ApiError& e) {
-  ctx_.bridge->abort(ticket_);
+  bridge_->abort(ticket_);
   if (state_ == State::kGenerating) {  // nothing written yet
     reply(error_reply(e));
     return;
@@ -276,6 +371,7 @@ void Session<Stream>::on_gen_event(uint64_t seq, GenEvent e) {
   if (state_ == State::kGone) {
     if (job_->done()) {  // the aborted generation's final event: kGone's count goes with it
       job_.reset();
+      model_.reset();
       ctx_.open_generations.fetch_sub(1);
       status_ = 499;
       log_access(499);
@@ -422,6 +518,7 @@ void Session<Stream>::log_access(int status) {
   ctx_.metrics->add_http_request(route_, status);
   spdlog::info("[{}] {} {} {} {:.1f} ms", request_id_, std::string(req_.method_string()),
                std::string(req_.target()), status, ms);
+  release_await();
 }
 
 Listener::Listener(net::io_context& ioc, ServerContext& ctx, net::ssl::context* tls)

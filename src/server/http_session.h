@@ -56,6 +56,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void on_header(boost::beast::error_code ec, size_t bytes);
   void on_read(boost::beast::error_code ec, size_t bytes);
   void handle_request();
+  // Router mode: waits for the request's model (ModelPool::acquire), then routes again.
+  void await_model(const std::string& name);
+  void on_model(Result<ModelHandle> loaded);
+  // Gives back the open_generations count taken while waiting for a model (idempotent).
+  void release_await();
   void start_generation(RouteResult routed);
   void on_gen_event(uint64_t seq, GenEvent e);
   void fail_generation(const ApiError& e);
@@ -87,6 +92,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // enters kGenerating; every other change goes through enter(), which gives the count back when
   // the new state no longer holds it. Transitions (anything not listed does not happen):
   //   kReading     -> kReplying     a plain reply (router answer, 400/413, 429/503 at submit)
+  //   (router mode: a request whose model is loading stays in kReading, with no read pending,
+  //    until the pool answers, then goes on as above; meanwhile awaiting_model_ holds one
+  //    open_generations count, given back when its reply is written or its generation starts)
   //   kReading     -> kGenerating   a generation was submitted; the disconnect watch starts
   //   kGenerating  -> kReading      the submission was refused (then kReplying: 429 or 503)
   //   kGenerating  -> kStreaming    SSE headers written (stream: true)
@@ -129,6 +137,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   // The current generation, if any.
   std::unique_ptr<GenerationJob> job_;
+  EngineBridge* bridge_ = nullptr;  // the generation's model's bridge (set with job_)
+  // Router mode: held while this session holds a generation (see holds_generation), so the pool
+  // cannot unload the model under it; reset by enter() (and with kGone's final event).
+  ModelHandle model_;
+  bool awaiting_model_ = false;  // holds an open_generations count (see State)
   uint64_t ticket_ = 0;
   uint64_t gen_seq_ = 0;  // tags engine events with the generation they belong to
 

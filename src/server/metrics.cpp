@@ -33,6 +33,20 @@ constexpr const char* kTtft = "cadenza_time_to_first_token_seconds";
 constexpr const char* kItl = "cadenza_inter_token_latency_seconds";
 constexpr const char* kE2e = "cadenza_e2e_request_latency_seconds";
 constexpr const char* kQueue = "cadenza_request_queue_time_seconds";
+constexpr const char* kModelsLoaded = "cadenza_models_loaded";
+constexpr const char* kModelLoads = "cadenza_model_loads_total";
+constexpr const char* kModelUnloads = "cadenza_model_unloads_total";
+constexpr const char* kModelLoadSeconds = "cadenza_model_load_seconds";
+
+// The one model's series have no labels; a pooled model's carry model="name".
+wire::Labels model_labels(const std::string& model) {
+  if (model.empty()) return {};
+  return {{"model", model}};
+}
+wire::Labels with_model(const std::string& model, wire::Labels labels) {
+  if (!model.empty()) labels.insert(labels.begin(), {"model", model});
+  return labels;
+}
 
 // vLLM's buckets.
 const std::vector<double> kRequestSeconds = {0.3,  0.5,  0.8,  1.0,   1.5,   2.0,   2.5,
@@ -101,48 +115,92 @@ Metrics::Metrics() {
             WhenEmpty::zero, kRequestSeconds);
   r.declare(kQueue, MetricType::histogram, "Time from arrival to the first schedule.",
             WhenEmpty::zero, kRequestSeconds);
+  // Router mode only (server/model_pool.h): absent from a one-model server's exposition.
+  r.declare(kModelsLoaded, MetricType::gauge, "Models loaded now (router mode).", WhenEmpty::omit);
+  r.declare(kModelLoads, MetricType::counter, "Model loads by model and result (router mode).",
+            WhenEmpty::omit);
+  r.declare(kModelUnloads, MetricType::counter,
+            "Model unloads by model and reason: lru, memory, idle (router mode).", WhenEmpty::omit);
+  r.declare(kModelLoadSeconds, MetricType::histogram,
+            "Time to load a model, successful or not (router mode).", WhenEmpty::omit,
+            {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0});
   // The usual finish reasons are listed (at 0) from the start.
   for (const char* reason : {"stop", "length", "abort", "error"})
     r.set(kFinished, {{"finished_reason", reason}}, 0);
 }
 
-void Metrics::observe_ttft(double s) { registry_.observe(kTtft, {}, s); }
-void Metrics::observe_inter_token(double s) { registry_.observe(kItl, {}, s); }
-void Metrics::observe_e2e(double s) { registry_.observe(kE2e, {}, s); }
-void Metrics::observe_queue_time(double s) { registry_.observe(kQueue, {}, s); }
-void Metrics::add_prompt_tokens(int64_t n) {
-  registry_.inc(kPromptTokens, {}, static_cast<double>(n));
+void Metrics::observe_ttft(double s, const std::string& model) {
+  registry_.observe(kTtft, model_labels(model), s);
 }
-void Metrics::add_generation_tokens(int64_t n) {
-  registry_.inc(kGenerationTokens, {}, static_cast<double>(n));
+void Metrics::observe_inter_token(double s, const std::string& model) {
+  registry_.observe(kItl, model_labels(model), s);
 }
-void Metrics::add_request_finished(const std::string& reason) {
-  registry_.inc(kFinished, {{"finished_reason", reason}});
+void Metrics::observe_e2e(double s, const std::string& model) {
+  registry_.observe(kE2e, model_labels(model), s);
 }
-void Metrics::set_engine_gauges(const EngineGauges& g) {
+void Metrics::observe_queue_time(double s, const std::string& model) {
+  registry_.observe(kQueue, model_labels(model), s);
+}
+void Metrics::add_prompt_tokens(int64_t n, const std::string& model) {
+  registry_.inc(kPromptTokens, model_labels(model), static_cast<double>(n));
+}
+void Metrics::add_generation_tokens(int64_t n, const std::string& model) {
+  registry_.inc(kGenerationTokens, model_labels(model), static_cast<double>(n));
+}
+void Metrics::add_request_finished(const std::string& reason, const std::string& model) {
+  registry_.inc(kFinished, with_model(model, {{"finished_reason", reason}}));
+}
+void Metrics::set_engine_gauges(const EngineGauges& g, const std::string& model) {
   std::lock_guard lock(gauges_mu_);
-  gauges_ = g;
+  gauges_[model] = g;
+}
+void Metrics::forget_engine_gauges(const std::string& model) {
+  std::lock_guard lock(gauges_mu_);
+  gauges_.erase(model);
+}
+void Metrics::set_models_loaded(int64_t n) {
+  registry_.set(kModelsLoaded, {}, static_cast<double>(n));
+}
+void Metrics::add_model_load(const std::string& model, const std::string& result, double seconds) {
+  registry_.inc(kModelLoads, {{"model", model}, {"result", result}});
+  registry_.observe(kModelLoadSeconds, {}, seconds);
+}
+void Metrics::add_model_unload(const std::string& model, const std::string& reason) {
+  registry_.inc(kModelUnloads, {{"model", model}, {"reason", reason}});
 }
 void Metrics::add_http_request(const std::string& route, int status) {
   registry_.inc(kHttp, {{"route", route}, {"status", std::to_string(status)}});
 }
 
+void Metrics::set_snapshot(const EngineGauges& g, const std::string& model) const {
+  const wire::Labels m = model_labels(model);
+  registry_.set(kRunning, m, g.num_running);
+  registry_.set(kWaiting, m, g.num_waiting);
+  registry_.set(kKvUsage, m, g.kv_usage);
+  registry_.set(kPrefixQueries, m, static_cast<double>(g.prefix_cache_queries));
+  registry_.set(kPrefixHits, m, static_cast<double>(g.prefix_cache_hits));
+  registry_.set(kPreemptions, m, static_cast<double>(g.num_preemptions));
+  registry_.set(kSpecDrafts, m, static_cast<double>(g.spec_num_drafts));
+  registry_.set(kSpecDraftTokens, m, static_cast<double>(g.spec_num_draft_tokens));
+  registry_.set(kSpecAccepted, m, static_cast<double>(g.spec_num_accepted_tokens));
+  for (size_t i = 0; i < g.spec_accepted_per_position.size(); ++i)
+    registry_.set(kSpecAcceptedPerPos, with_model(model, {{"position", std::to_string(i)}}),
+                  static_cast<double>(g.spec_accepted_per_position[i]));
+}
+
 std::string Metrics::render() const {
   std::lock_guard lock(gauges_mu_);  // one snapshot per render, even with concurrent scrapes
-  const EngineGauges& g = gauges_;
-  registry_.set(kRunning, {}, g.num_running);
-  registry_.set(kWaiting, {}, g.num_waiting);
-  registry_.set(kKvUsage, {}, g.kv_usage);
-  registry_.set(kPrefixQueries, {}, static_cast<double>(g.prefix_cache_queries));
-  registry_.set(kPrefixHits, {}, static_cast<double>(g.prefix_cache_hits));
-  registry_.set(kPreemptions, {}, static_cast<double>(g.num_preemptions));
-  registry_.set(kSpecDrafts, {}, static_cast<double>(g.spec_num_drafts));
-  registry_.set(kSpecDraftTokens, {}, static_cast<double>(g.spec_num_draft_tokens));
-  registry_.set(kSpecAccepted, {}, static_cast<double>(g.spec_num_accepted_tokens));
-  for (size_t i = 0; i < g.spec_accepted_per_position.size(); ++i)
-    registry_.set(kSpecAcceptedPerPos, {{"position", std::to_string(i)}},
-                  static_cast<double>(g.spec_accepted_per_position[i]));
+  // The snapshot families are rebuilt from the models loaded now (an unloaded model's go).
+  for (const char* name : {kRunning, kWaiting, kKvUsage, kPrefixQueries, kPrefixHits, kPreemptions,
+                           kSpecDrafts, kSpecDraftTokens, kSpecAccepted, kSpecAcceptedPerPos})
+    registry_.clear(name);
+  // The one model's gauges ("" in the map: a server that is not in router mode) are published
+  // even before its first step, as always.
+  const EngineGauges none;
+  if (gauges_.empty()) set_snapshot(none, {});
+  for (const auto& [model, g] : gauges_) set_snapshot(g, model);
   registry_.clear(kExpertTokens);
+  const EngineGauges& g = gauges_.count("") ? gauges_.at("") : none;
   if (g.moe_experts > 0 &&
       g.expert_tokens.size() == static_cast<size_t>(g.moe_layers * g.moe_experts)) {
     for (int64_t l = 0; l < g.moe_layers; ++l)

@@ -2,10 +2,14 @@
 // as the Prometheus text exposition format 0.0.4 on GET /metrics.
 //
 // Names follow vLLM's with a `cadenza_` prefix (see docs/server.md for the list).
+// `model`: empty for the one model of `serve -m FILE` (series without a model label, as always);
+// in router mode (several models, server/model_pool.h) the per-request series and the engine
+// gauges carry a `model` label with the served name.
 // Ownership: plain values. Thread-safety: every method may be called from any thread.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -58,14 +62,22 @@ class Metrics {
   Metrics();
 
   // Per finished request (the engine thread calls these).
-  void observe_ttft(double s);
-  void observe_inter_token(double s);
-  void observe_e2e(double s);
-  void observe_queue_time(double s);
-  void add_prompt_tokens(int64_t n);
-  void add_generation_tokens(int64_t n);
-  void add_request_finished(const std::string& finished_reason);
-  void set_engine_gauges(const EngineGauges& g);
+  void observe_ttft(double s, const std::string& model = {});
+  void observe_inter_token(double s, const std::string& model = {});
+  void observe_e2e(double s, const std::string& model = {});
+  void observe_queue_time(double s, const std::string& model = {});
+  void add_prompt_tokens(int64_t n, const std::string& model = {});
+  void add_generation_tokens(int64_t n, const std::string& model = {});
+  void add_request_finished(const std::string& finished_reason, const std::string& model = {});
+  void set_engine_gauges(const EngineGauges& g, const std::string& model = {});
+  // Router mode: the model was unloaded; its engine gauges go (its counters stay).
+  void forget_engine_gauges(const std::string& model);
+
+  // Router mode (the loader thread): models loaded now, and each load's and unload's outcome.
+  // `result`: "ok" or "error"; `reason`: "lru", "memory", "idle".
+  void set_models_loaded(int64_t n);
+  void add_model_load(const std::string& model, const std::string& result, double seconds);
+  void add_model_unload(const std::string& model, const std::string& reason);
 
   // Per HTTP response (the I/O threads call this). `route` must come from a fixed set.
   void add_http_request(const std::string& route, int status);
@@ -74,9 +86,11 @@ class Metrics {
   std::string render() const;
 
  private:
+  // Copies one model's snapshot into the registry (render, under gauges_mu_).
+  void set_snapshot(const EngineGauges& g, const std::string& model) const;
   // The engine's snapshot is copied into the registry at render time, not at every step.
   mutable std::mutex gauges_mu_;
-  EngineGauges gauges_;
+  std::map<std::string, EngineGauges> gauges_;  // by model ("" for the one model)
   mutable wire::Registry registry_;
 };
 

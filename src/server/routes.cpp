@@ -52,6 +52,24 @@ constexpr RouteSpec kRoutes[] = {
 }  // namespace
 
 HttpReply Router::models() const {
+  if (ctx_.pool) {
+    // Router mode: every model the server can serve, and whether it is in memory now.
+    json data = json::array();
+    for (const ModelStatus& s : ctx_.pool->status()) {
+      json entry = {{"id", s.name},
+                    {"object", "model"},
+                    {"created", ctx_.created},
+                    {"owned_by", "cadenza"},
+                    {"status", model_state_name(s.state)}};
+      if (s.state == ModelState::kLoaded) {
+        entry["max_model_len"] = s.max_model_len;
+        entry["memory_bytes"] = s.memory_bytes;
+      }
+      if (!s.last_error.empty()) entry["last_error"] = s.last_error;
+      data.push_back(std::move(entry));
+    }
+    return json_reply(200, {{"object", "list"}, {"data", std::move(data)}});
+  }
   json data = json::array({{{"id", ctx_.model_name},
                             {"object", "model"},
                             {"created", ctx_.created},
@@ -60,37 +78,38 @@ HttpReply Router::models() const {
   return json_reply(200, {{"object", "list"}, {"data", std::move(data)}});
 }
 
-HttpReply Router::tokenize(const json& body) const {
+HttpReply Router::tokenize(const ModelContext& m, const json& body) const {
   auto parsed = parse_tokenize_request(body);
   if (parsed.error) return error_reply(*parsed.error);
   const TokenizeRequest& r = parsed.request;
   std::vector<int32_t> tokens;
   if (r.has_messages) {
-    auto text = ctx_.chat->render(r.messages, r.tools, r.add_generation_prompt);
+    auto text = m.chat->render(r.messages, r.tools, r.add_generation_prompt);
     if (!text) return error_reply(bad_request(text.error(), "messages"));
-    tokens = r.add_special.value_or(false) ? ctx_.tokenizer->encode(*text, true, true)
-                                           : ctx_.chat->encode(*text);
+    tokens = r.add_special.value_or(false) ? m.tokenizer->encode(*text, true, true)
+                                           : m.chat->encode(*text);
   } else {
-    tokens = ctx_.tokenizer->encode(r.prompt, r.add_special.value_or(true), true);
+    tokens = m.tokenizer->encode(r.prompt, r.add_special.value_or(true), true);
   }
   return json_reply(200, {{"tokens", tokens},
                           {"count", tokens.size()},
-                          {"max_model_len", ctx_.max_model_len}});
+                          {"max_model_len", m.max_model_len}});
 }
 
-HttpReply Router::detokenize(const json& body) const {
+HttpReply Router::detokenize(const ModelContext& m, const json& body) const {
   auto parsed = parse_detokenize_request(body);
   if (parsed.error) return error_reply(*parsed.error);
   for (int32_t t : parsed.tokens)
-    if (t >= ctx_.tokenizer->n_vocab())
+    if (t >= m.tokenizer->n_vocab())
       return error_reply(bad_request(
           fmt::format("token id {} is outside the vocabulary ({} tokens)", t,
-                      ctx_.tokenizer->n_vocab()),
+                      m.tokenizer->n_vocab()),
           "tokens"));
-  return json_reply(200, {{"prompt", ctx_.tokenizer->decode(parsed.tokens)}});
+  return json_reply(200, {{"prompt", m.tokenizer->decode(parsed.tokens)}});
 }
 
-RouteResult Router::generation(const json& body, const std::string& raw_body, Endpoint endpoint,
+RouteResult Router::generation(const ModelContext& m, const json& body,
+                               const std::string& raw_body, Endpoint endpoint,
                                RouteResult r) const {
   auto fail = [&](ApiError e) {
     r.reply = error_reply(e);
@@ -99,7 +118,7 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
   auto parsed = parse_completion_request(body, endpoint);
   if (parsed.error) return fail(*parsed.error);
   CompletionRequest& req = parsed.request;
-  if (!req.model.empty() && req.model != ctx_.model_name)
+  if (!req.model.empty() && req.model != m.model_name)
     return fail(api_error(404, fmt::format("The model '{}' does not exist", req.model),
                           "invalid_request_error", "model_not_found"));
 
@@ -120,16 +139,16 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
   std::vector<int32_t> prompt;
   OutputParsing parsing;
   if (endpoint == Endpoint::kChat) {
-    auto text = ctx_.chat->render(req.messages, req.tools, true, kwargs);
+    auto text = m.chat->render(req.messages, req.tools, true, kwargs);
     if (!text) return fail(bad_request(text.error(), "messages"));
-    prompt = ctx_.chat->encode(*text);
-    parsing.tools = so.tools.calls_possible() ? ctx_.tool_format : toolcall::ToolCallFormat::kNone;
-    parsing.options.reasoning = ctx_.reasoning;
+    prompt = m.chat->encode(*text);
+    parsing.tools = so.tools.calls_possible() ? m.tool_format : toolcall::ToolCallFormat::kNone;
+    parsing.options.reasoning = m.reasoning;
     parsing.options.starts_in_reasoning = toolcall::prompt_opens_reasoning(*text);
   } else if (req.prompt_is_tokens) {
     prompt = req.prompt_tokens;
   } else {
-    prompt = ctx_.tokenizer->encode(req.prompt_text, true, true);
+    prompt = m.tokenizer->encode(req.prompt_text, true, true);
   }
   const int64_t n_prompt = static_cast<int64_t>(prompt.size());
   if (req.priority != 0 && !ctx_.priority_scheduling)
@@ -143,7 +162,7 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
   // Defaults: OpenAI's 16 for legacy completions; the rest of the context for chat. When the
   // prompt leaves no room, validate_request says so (its prompt rule comes before max_tokens').
   if (!req.given.max_tokens) {
-    const int64_t room = std::max<int64_t>(ctx_.max_model_len - n_prompt, 0);
+    const int64_t room = std::max<int64_t>(m.max_model_len - n_prompt, 0);
     p.max_tokens =
         static_cast<int32_t>(endpoint == Endpoint::kChat ? room : std::min<int64_t>(16, room));
   }
@@ -152,31 +171,31 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
   parsing.options.id_seed = rng();
   // Markers of tool calls and reasoning may be control tokens: the parser must see their text.
   if (parsing.active()) p.skip_special_tokens = false;
-  const Tokenizer& tok = *ctx_.tokenizer;
-  auto gbnf = output_gbnf(so, ctx_.tool_format, [&tok](std::string_view text) -> std::optional<int32_t> {
+  const Tokenizer& tok = *m.tokenizer;
+  auto gbnf = output_gbnf(so, m.tool_format, [&tok](std::string_view text) -> std::optional<int32_t> {
     const std::optional<int32_t> id = tok.find_token(text);
     if (id && tok.is_control(*id)) return id;
     return std::nullopt;
   });
   if (auto* e = std::get_if<ApiError>(&gbnf)) return fail(*e);
   if (const std::string& text = std::get<std::string>(gbnf); !text.empty()) {
-    if (!ctx_.grammars)
+    if (!m.grammars)
       return fail(bad_request("structured output is not available on this server",
                               so.tools.constrained() ? "tool_choice" : so.constraint.field));
-    auto g = ctx_.grammars->get(text, so.tools.constrained() ? "tool_choice" : so.constraint.field);
+    auto g = m.grammars->get(text, so.tools.constrained() ? "tool_choice" : so.constraint.field);
     if (auto* e = std::get_if<ApiError>(&g)) return fail(*e);
     p.grammar = std::get<std::shared_ptr<const grammar::CompiledGrammar>>(std::move(g));
   }
   // The same rules as EngineCore::add_request, checked here so that the 400 names the parameter.
-  const RequestLimits limits{ctx_.tokenizer->n_vocab(), ctx_.max_model_len};
+  const RequestLimits limits{m.tokenizer->n_vocab(), m.max_model_len};
   if (auto e = validate_request(prompt, p, limits)) {
     if (e->param == "prompt" && endpoint == Endpoint::kChat) e->param = "messages";
     return fail(bad_request(*e));
   }
 
   GenerationPlan plan;
-  plan.job = std::make_unique<GenerationJob>(req, ctx_.model_name, static_cast<int32_t>(n_prompt),
-                                             *ctx_.tokenizer, std::move(parsing));
+  plan.job = std::make_unique<GenerationJob>(req, m.model_name, static_cast<int32_t>(n_prompt),
+                                             *m.tokenizer, std::move(parsing));
   // One engine request; n > 1 runs as n samples forked from the computed prompt (choice i samples
   // with seed + i: reproducible with a seed).
   GenInput in;
@@ -188,7 +207,7 @@ RouteResult Router::generation(const json& body, const std::string& raw_body, En
   return r;
 }
 
-RouteResult Router::handle(const HttpRequest& req) const {
+RouteResult Router::handle(const HttpRequest& req, const ModelHandle& model) const {
   RouteResult r;
   std::string_view target = to_sv(req.target());
   if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
@@ -218,7 +237,8 @@ RouteResult Router::handle(const HttpRequest& req) const {
     r.reply = HttpReply{200, ctx_.metrics->render(), "text/plain; version=0.0.4; charset=utf-8", {}};
     return r;
   }
-  const bool ready = ctx_.bridge->ready() && !ctx_.draining.load();
+  // Router mode is ready as soon as it listens: models load on demand (a request waits for its).
+  const bool ready = (ctx_.pool || ctx_.bridge->ready()) && !ctx_.draining.load();
   if (target == "/ready") {
     r.reply = ready ? json_reply(200, {{"status", "ready"}})
                     : error_reply(api_error(503,
@@ -249,17 +269,49 @@ RouteResult Router::handle(const HttpRequest& req) const {
     r.reply = error_reply(*e);
     return r;
   }
+  // The request's model: the one model, or (router mode) the body's `model` from the pool.
+  const ModelContext* m = &ctx_;
+  ModelHandle held = model;
+  if (ctx_.pool) {
+    const auto it = body.find("model");
+    if (it == body.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) {
+      r.reply = error_reply(bad_request(
+          "'model' is required: this server serves several models (GET /v1/models lists them)",
+          "model"));
+      return r;
+    }
+    const std::string& name = it->get_ref<const std::string&>();
+    if (!held || held->context().model_name != name) {
+      ModelPool::FindResult found = ctx_.pool->find(name);
+      if (found.found == ModelPool::Found::kUnknown) {
+        r.reply = error_reply(api_error(404, fmt::format("The model '{}' does not exist", name),
+                                        "invalid_request_error", "model_not_found"));
+        return r;
+      }
+      if (found.found == ModelPool::Found::kNotLoaded) {
+        r.await_model = name;
+        return r;
+      }
+      held = std::move(found.model);
+    }
+    m = &held->context();
+  }
   if (target == "/tokenize") {
-    r.reply = tokenize(body);
+    r.reply = tokenize(*m, body);
     return r;
   }
   if (target == "/detokenize") {
-    r.reply = detokenize(body);
+    r.reply = detokenize(*m, body);
     return r;
   }
-  return generation(body, req.body(),
-                    target == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
-                    std::move(r));
+  r = generation(*m, body, req.body(),
+                 target == "/v1/chat/completions" ? Endpoint::kChat : Endpoint::kCompletions,
+                 std::move(r));
+  if (r.generation) {
+    r.generation->bridge = m->bridge;
+    r.generation->model = std::move(held);
+  }
+  return r;
 }
 
 }  // namespace cadenza::server

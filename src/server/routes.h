@@ -4,6 +4,8 @@
 //
 // Order of checks: route (404), method (405), API key (401, except /health, /ready, /metrics),
 // readiness and drain (503), body (400), model name (404), prompt length (400).
+// Router mode (ctx.pool set): the body's `model` names the model (400 when missing, 404
+// model_not_found when not in the catalog); a model not loaded yet comes back as `await_model`.
 // Thread-safety: handle() is const and may run on every I/O thread at once.
 #pragma once
 
@@ -18,6 +20,7 @@
 #include <boost/beast/http/string_body.hpp>
 
 #include "server/generation.h"
+#include "server/model_pool.h"
 #include "server/openai_protocol.h"
 #include "server/server_context.h"
 
@@ -42,26 +45,32 @@ HttpReply error_reply(const ApiError& e);
 struct GenerationPlan {
   std::unique_ptr<GenerationJob> job;
   std::vector<GenInput> inputs;
+  EngineBridge* bridge = nullptr;  // where to submit (the model's)
+  ModelHandle model;  // router mode: keeps the model loaded until the generation's final event
 };
 
 struct RouteResult {
   std::string route;  // the metrics label: a fixed route name, or "other"
   std::optional<HttpReply> reply;
   std::optional<GenerationPlan> generation;
+  // Router mode: the request's model is not loaded. The connection acquires it from the pool
+  // (ModelPool::acquire, which loads it on the loader thread) and calls handle() again with it.
+  std::string await_model;
 };
 
 class Router {
  public:
   explicit Router(ServerContext& ctx) : ctx_(ctx) {}
-  RouteResult handle(const HttpRequest& req) const;
+  // `model`: router mode, the model acquired for this request after an `await_model` answer.
+  RouteResult handle(const HttpRequest& req, const ModelHandle& model = nullptr) const;
 
  private:
   HttpReply models() const;
-  HttpReply tokenize(const nlohmann::json& body) const;
-  HttpReply detokenize(const nlohmann::json& body) const;
+  HttpReply tokenize(const ModelContext& m, const nlohmann::json& body) const;
+  HttpReply detokenize(const ModelContext& m, const nlohmann::json& body) const;
   // `raw_body`: the body's text (parsed again, ordered, for schemas).
-  RouteResult generation(const nlohmann::json& body, const std::string& raw_body,
-                         Endpoint endpoint, RouteResult r) const;
+  RouteResult generation(const ModelContext& m, const nlohmann::json& body,
+                         const std::string& raw_body, Endpoint endpoint, RouteResult r) const;
 
   ServerContext& ctx_;
 };

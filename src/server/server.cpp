@@ -27,7 +27,8 @@ struct Server::Impl {
   std::unique_ptr<ChatRenderer> chat;
   std::unique_ptr<GrammarCache> grammars;
   Metrics metrics;
-  std::unique_ptr<EngineBridge> bridge;
+  std::unique_ptr<EngineBridge> bridge;  // one model
+  std::unique_ptr<ModelPool> pool;       // router mode (then bridge is null)
   std::unique_ptr<net::ssl::context> tls;  // HTTPS when set
   ServerContext ctx;
   std::shared_ptr<Listener> listener;
@@ -48,15 +49,27 @@ struct Server::Impl {
     work.emplace(ioc->get_executor());
   }
 
+  // The one model's bridge, or every loaded model of the pool.
+  int64_t in_flight() const { return bridge ? bridge->in_flight() : pool->in_flight(); }
+  bool wait_idle(std::chrono::milliseconds timeout) {
+    return bridge ? bridge->wait_idle(timeout) : pool->wait_idle(timeout);
+  }
+  void abort_all() {
+    if (bridge)
+      bridge->abort_all();
+    else
+      pool->abort_all();
+  }
+
   void drain() {
-    spdlog::info("draining: no new requests; {} in flight (timeout {} s)", bridge->in_flight(),
+    spdlog::info("draining: no new requests; {} in flight (timeout {} s)", in_flight(),
                  config.drain_timeout_s);
     if (listener) listener->close();
     const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(config.drain_timeout_s * 1000));
-    if (!bridge->wait_idle(timeout)) {
-      spdlog::warn("drain timeout: aborting {} requests", bridge->in_flight());
-      bridge->abort_all();
-      bridge->wait_idle(std::chrono::seconds(10));
+    if (!wait_idle(timeout)) {
+      spdlog::warn("drain timeout: aborting {} requests", in_flight());
+      abort_all();
+      wait_idle(std::chrono::seconds(10));
     }
     // Let the connections write their last bytes.
     for (int i = 0; i < 200 && ctx.open_generations.load() > 0; ++i)
@@ -72,6 +85,7 @@ struct Server::Impl {
     for (auto& t : io_threads)
       if (t.joinable()) t.join();
     if (bridge) bridge->shutdown();  // the engine thread may post to the stopped io_context
+    if (pool) pool->shutdown();      // the loader thread and every model's engine thread
     listener.reset();
     signals.reset();
     ioc.reset();  // destroys pending handlers: sessions close their sockets
@@ -102,21 +116,11 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
     if (!made) return made.error_value();
     tls = std::move(*made);
   }
-  const std::string& template_text = chat->source();
-  toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kHermes;
-  if (config.tool_call_parser == "auto") {
-    if (auto f = toolcall::detect_tool_call_format(template_text)) tool_format = *f;
-  } else if (auto f = toolcall::parse_tool_call_format(config.tool_call_parser)) {
-    tool_format = *f;
-  } else {
-    return make_error("--tool-call-parser: unknown format '{}'", config.tool_call_parser);
-  }
-  toolcall::ReasoningFormat reasoning = toolcall::detect_reasoning_format(template_text);
-  if (config.reasoning_parser != "auto") {
-    auto r = toolcall::parse_reasoning_format(config.reasoning_parser);
-    if (!r) return make_error("--reasoning-parser: unknown format '{}'", config.reasoning_parser);
-    reasoning = *r;
-  }
+  auto formats =
+      resolve_output_formats(config.tool_call_parser, config.reasoning_parser, chat->source());
+  if (!formats) return formats.error_value();
+  const toolcall::ToolCallFormat tool_format = formats->tools;
+  const toolcall::ReasoningFormat reasoning = formats->reasoning;
   spdlog::info("tool calls: {} format; reasoning: {}", toolcall::tool_call_format_name(tool_format),
                toolcall::reasoning_format_name(reasoning));
   auto impl = std::make_unique<Impl>(config.io_threads);
@@ -150,6 +154,59 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
+Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config,
+                                                      std::vector<ModelSpec> catalog,
+                                                      ModelLoader loader, RouterConfig router) {
+  if (config.io_threads < 1) return Error("io_threads must be >= 1");
+  if (config.max_queue < 0) return Error("--max-queue must be >= 0");
+  if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
+  if (!(config.drain_timeout_s >= 0)) return Error("--drain-timeout must be >= 0");
+  if (catalog.empty()) return Error("router mode needs at least one model");
+  if (router.max_loaded < 0) return Error("--models-max must be >= 0");
+  if (!(router.idle_unload_s >= 0)) return Error("--idle-unload must be >= 0");
+  for (size_t i = 0; i < catalog.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (catalog[i].name == catalog[j].name)
+        return make_error("two models are named '{}' ({} and {}): name one with -m NAME=FILE",
+                          catalog[i].name, catalog[j].path, catalog[i].path);
+  // The formats are checked once here (each model resolves "auto" from its own template).
+  if (auto f = resolve_output_formats(config.tool_call_parser, config.reasoning_parser, ""); !f)
+    return f.error_value();
+  std::unique_ptr<net::ssl::context> tls;
+  if (!config.ssl_certfile.empty() || !config.ssl_keyfile.empty()) {
+    auto made = make_tls_context(config.ssl_certfile, config.ssl_keyfile);
+    if (!made) return made.error_value();
+    tls = std::move(*made);
+  }
+  auto impl = std::make_unique<Impl>(config.io_threads);
+  impl->config = config;
+  impl->tls = std::move(tls);
+  PoolConfig pc;
+  pc.max_loaded = router.max_loaded;
+  pc.memory_budget = router.memory_budget;
+  pc.idle_unload_s = router.idle_unload_s;
+  pc.max_waiting = config.max_queue;
+  pc.bridge = BridgeConfig{.max_queue = config.max_queue, .warmup = config.warmup,
+                           .heartbeat_interval_s = config.heartbeat_interval_s,
+                           .heartbeat_timeout_s = config.heartbeat_timeout_s,
+                           .on_fatal = config.on_fatal};
+  pc.tool_call_parser = config.tool_call_parser;
+  pc.reasoning_parser = config.reasoning_parser;
+  pc.slow_load_model = router.slow_load_model;
+  pc.slow_load_delay = router.slow_load_delay;
+  impl->pool = std::make_unique<ModelPool>(std::move(catalog), std::move(loader), impl->metrics,
+                                           std::move(pc));
+  ServerContext& ctx = impl->ctx;
+  ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  ctx.max_body_bytes = config.max_body_bytes;
+  ctx.pool = impl->pool.get();
+  ctx.metrics = &impl->metrics;
+  ctx.keys = ApiKeys(config.api_keys);
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
 Status Server::start() {
   Impl& m = *impl_;
   boost::system::error_code ec;
@@ -160,7 +217,8 @@ Status Server::start() {
   if (ec) return make_error("cannot listen on {}:{}: {}", m.config.host, m.config.port, ec.message());
   m.port = m.listener->port();
   m.started = true;
-  m.bridge->start();
+  if (m.bridge) m.bridge->start();
+  if (m.pool) m.pool->start();
   m.listener->start();
   if (m.config.handle_signals) {
     m.signals = std::make_unique<net::signal_set>(*m.ioc, SIGINT, SIGTERM);
@@ -179,7 +237,7 @@ void Server::wait_for_signal() {
       request_drain();
     } else {
       spdlog::warn("signal {} during the drain: aborting the running requests", sig);
-      impl_->bridge->abort_all();
+      impl_->abort_all();
     }
     wait_for_signal();
   });
@@ -187,7 +245,10 @@ void Server::wait_for_signal() {
 
 uint16_t Server::port() const { return impl_->port; }
 bool Server::tls() const { return impl_->tls != nullptr; }
-bool Server::ready() const { return impl_->bridge->ready() && !impl_->ctx.draining.load(); }
+bool Server::ready() const {
+  return (impl_->pool || impl_->bridge->ready()) && !impl_->ctx.draining.load();
+}
+ModelPool* Server::pool() { return impl_->pool.get(); }
 ServerContext& Server::context() { return impl_->ctx; }
 Metrics& Server::metrics() { return impl_->metrics; }
 
@@ -195,7 +256,8 @@ void Server::request_drain() {
   if (impl_->drain_started.exchange(true)) return;
   // Synchronously: from here on /ready is 503 and new generations are refused.
   impl_->ctx.draining.store(true);
-  impl_->bridge->stop_accepting();
+  if (impl_->bridge) impl_->bridge->stop_accepting();
+  if (impl_->pool) impl_->pool->stop_accepting();
   impl_->drain_thread = std::thread([this] { impl_->drain(); });
 }
 

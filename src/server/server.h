@@ -1,4 +1,5 @@
-// Server: the OpenAI-compatible HTTP server of one model (`cadenza serve`).
+// Server: the OpenAI-compatible HTTP server of one model (`cadenza serve`), or of several loaded
+// on demand (router mode: create_router, a ModelPool).
 //
 //   auto server = Server::create(config, model, tokenizer, std::move(engine), std::move(chat));
 //   Status s = (*server)->start();   // binds, starts the I/O threads and the engine thread
@@ -29,6 +30,7 @@
 #include "server/chat_template.h"
 #include "server/engine_bridge.h"
 #include "server/metrics.h"
+#include "server/model_pool.h"
 #include "server/server_context.h"
 #include "util/result.h"
 
@@ -65,12 +67,29 @@ struct ServerConfig {
   std::function<void(const std::string& why)> on_fatal;
 };
 
+// Router mode (docs/server.md): which models stay loaded.
+struct RouterConfig {
+  int32_t max_loaded = 0;      // --models-max (0: no limit)
+  uint64_t memory_budget = 0;  // --models-memory in bytes (0: none)
+  double idle_unload_s = 0;    // --idle-unload (0: never)
+  // Test hook (PoolConfig::slow_load_model): the loader sleeps before loading this model.
+  std::string slow_load_model{};
+  std::chrono::milliseconds slow_load_delay{0};
+};
+
 class Server {
  public:
   static Result<std::unique_ptr<Server>> create(const ServerConfig& config,
                                                 const Tokenizer& tokenizer,
                                                 std::unique_ptr<engine::EngineCore> engine,
                                                 std::unique_ptr<ChatRenderer> chat);
+  // Router mode: serves every model of `catalog` (distinct names), each loaded by `loader` on
+  // the pool's loader thread when a request first names it (server/model_pool.h). The
+  // ServerConfig's per-model settings (max_queue, warmup, parsers) apply to each model;
+  // model_name is unused. Errors: duplicate names, bad limits, TLS files.
+  static Result<std::unique_ptr<Server>> create_router(const ServerConfig& config,
+                                                       std::vector<ModelSpec> catalog,
+                                                       ModelLoader loader, RouterConfig router);
   ~Server();  // stops everything (no drain)
 
   Status start();
@@ -84,6 +103,7 @@ class Server {
 
   ServerContext& context();
   Metrics& metrics();
+  ModelPool* pool();  // router mode; null with one model
 
  private:
   struct Impl;

@@ -1,5 +1,11 @@
 // ServerContext: what every connection needs to answer requests, shared by the I/O threads.
-// Ownership: borrows everything (the Server owns it all and outlives its connections).
+// ModelContext: the half that belongs to one model (its name, tokenizer, engine bridge...).
+// One model (`serve -m FILE`): the ServerContext's own ModelContext base is that model.
+// Router mode (`serve --models-dir DIR`, several -m): `pool` is set, the base is empty (null
+// pointers), and each request resolves its model's ModelContext through the pool
+// (server/model_pool.h).
+// Ownership: borrows everything (the Server owns it all and outlives its connections; a pooled
+// model's ModelContext lives as long as a ModelHandle to it is held).
 // Thread-safety: the pointed-to objects are thread-safe (see their headers); the flags are atomic.
 #pragma once
 
@@ -17,11 +23,11 @@
 
 namespace cadenza::server {
 
-struct ServerContext {
+class ModelPool;
+
+struct ModelContext {
   std::string model_name;
-  int64_t created = 0;        // unix time the server started (GET /v1/models)
   int32_t max_model_len = 0;
-  size_t max_body_bytes = 0;
   const Tokenizer* tokenizer = nullptr;
   const ChatRenderer* chat = nullptr;
   EngineBridge* bridge = nullptr;
@@ -31,6 +37,12 @@ struct ServerContext {
   GrammarCache* grammars = nullptr;
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kHermes;
   toolcall::ReasoningFormat reasoning = toolcall::ReasoningFormat::kNone;
+};
+
+struct ServerContext : ModelContext {
+  int64_t created = 0;        // unix time the server started (GET /v1/models)
+  size_t max_body_bytes = 0;
+  ModelPool* pool = nullptr;  // router mode only (then the ModelContext base is empty)
   Metrics* metrics = nullptr;
   ApiKeys keys;
   // --scheduling-policy priority: requests may carry `priority` (else a non-zero one is a 400).

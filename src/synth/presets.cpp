@@ -39,6 +39,13 @@ std::vector<ModelShape> make_presets() {
   qwen3.qk_norm = true;
   qwen3.vocab_style = "qwen2 byte-level BPE";
   out.push_back(qwen3);
+  // Qwen3-Embedding-0.6B: the Qwen3-0.6B network, pooled at the last token (its EOS).
+  ModelShape qwen3_embedding = qwen3;
+  qwen3_embedding.preset = "qwen3-embedding-0.6b";
+  qwen3_embedding.display_name = "Qwen3-Embedding-0.6B";
+  qwen3_embedding.n_ctx = 32768;
+  qwen3_embedding.pooling_type = 3;
+  out.push_back(qwen3_embedding);
 
   ModelShape llama32 = dense("llama-3.2-1b", "Llama-3.2-1B", "llama", 128256, 131072, 2048, 16, 32,
                              8, 8192, 500000.0, 1e-5, true);

@@ -250,6 +250,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   w.set(a + "attention.head_count_kv", Value::u32(static_cast<uint32_t>(m.n_head_kv)));
   w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(m.rms_eps)));
   w.set(a + "rope.freq_base", Value::f32(static_cast<float>(m.rope_base)));
+  if (m.pooling_type >= 0) w.set(a + "pooling_type", Value::u32(static_cast<uint32_t>(m.pooling_type)));
   w.set(a + "rope.dimension_count",
         Value::u32(static_cast<uint32_t>(m.rope_dims > 0 ? m.rope_dims : m.head_dim)));
   if (m.head_dim * m.n_head != m.n_embd) {

@@ -17,6 +17,8 @@
 
 namespace cadenza::server {
 
+class Embedder;
+
 struct ServerContext {
   std::string model_name;
   int64_t created = 0;        // unix time the server started (GET /v1/models)
@@ -32,6 +34,12 @@ struct ServerContext {
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kHermes;
   toolcall::ReasoningFormat reasoning = toolcall::ReasoningFormat::kNone;
   Metrics* metrics = nullptr;
+  // /v1/embeddings and /v1/rerank (embeddings_routes.h): the model side, driven on the engine
+  // thread only (EngineBridge::run_task); its options() may be read anywhere. Null: the model has
+  // no pooling type (those routes answer 400).
+  Embedder* embedder = nullptr;
+  // False for an encoder model (bert): no engine; completions and chat answer 400.
+  bool generates = true;
   ApiKeys keys;
   std::atomic<bool> draining{false};
   // Generation responses accepted and not yet completely written (drain waits for them).

@@ -23,6 +23,8 @@
 #include "hub/pull.h"
 #include "kernels/backend_factory.h"
 #include "kv/kv_sizing.h"
+#include "gguf/gguf.h"
+#include "model/encoder.h"
 #include "model/model.h"
 #include "server/chat_template.h"
 #include "server/server.h"
@@ -50,6 +52,7 @@ struct ServeArgs {
   std::string chat_template;
   std::string tool_call_parser = "auto";
   std::string reasoning_parser = "auto";
+  std::string pooling;
   int32_t max_queue = 256;
   double drain_timeout = 30;
   std::string max_body_bytes = "8MiB";
@@ -87,6 +90,75 @@ Result<std::vector<std::string>> collect_keys(const ServeArgs& a) {
   }
   std::erase_if(keys, [](const std::string& k) { return k.empty(); });
   return keys;
+}
+
+// The options every model kind shares.
+server::ServerConfig base_config(const ServeArgs& a, std::vector<std::string> keys,
+                                 int64_t body_limit, const std::string& general_name,
+                                 const std::string& model_path) {
+  server::ServerConfig sc;
+  sc.host = a.host;
+  sc.port = static_cast<uint16_t>(a.port);
+  sc.io_threads = a.io_threads;
+  sc.model_name = !a.served_model_name.empty() ? a.served_model_name
+                  : !general_name.empty()      ? general_name
+                                               : std::filesystem::path(model_path).stem().string();
+  sc.api_keys = std::move(keys);
+  sc.max_queue = a.max_queue;
+  sc.tool_call_parser = a.tool_call_parser;
+  sc.reasoning_parser = a.reasoning_parser;
+  sc.pooling = a.pooling;
+  sc.drain_timeout_s = a.drain_timeout;
+  sc.max_body_bytes = static_cast<size_t>(body_limit);
+  sc.warmup = !a.no_warmup;
+  sc.handle_signals = true;
+  sc.ssl_certfile = a.ssl_certfile;
+  sc.ssl_keyfile = a.ssl_keyfile;
+  return sc;
+}
+
+int serve_until_stopped(const ServeArgs& a, server::Server& server) {
+  auto started = server.start();
+  if (!started) return fail(started.error());
+  // The bound address on stdout (one line), so that scripts can wait for it even with --port 0.
+  fmt::print("cadenza serve: listening on {}://{}:{}\n", server.tls() ? "https" : "http", a.host,
+             server.port());
+  std::fflush(stdout);
+  server.wait();
+  spdlog::info("serve: stopped");
+  return 0;
+}
+
+// An encoder model (bert): no engine, no KV cache; /v1/embeddings (and /v1/rerank for a
+// cross-encoder) only, generation routes answer 400.
+int serve_encoder(const ServeArgs& a, std::shared_ptr<const gguf::GgufFile> file,
+                  kernels::Backend& backend, std::vector<std::string> keys, int64_t body_limit,
+                  const std::string& template_source) {
+  if (a.parallel.tensor > 1 || a.parallel.pipeline > 1 || a.parallel.expert_parallel)
+    return fail("an encoder model runs in one process (no -tp / -pp)");
+  auto encoder = model::Encoder::load(file, backend);
+  if (!encoder) return fail(encoder.error());
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  if (!tokenizer) return fail(tokenizer.error());
+  auto chat = server::ChatRenderer::create(*file, **tokenizer, template_source);
+  if (!chat) return fail(chat.error());
+  const model::EncoderConfig& ec = (*encoder)->config();
+  const int32_t max_len = static_cast<int32_t>(
+      a.max_model_len > 0 ? std::min<int64_t>(a.max_model_len, ec.n_ctx) : ec.n_ctx);
+  auto embedder = server::make_encoder_embedder(
+      **encoder, {.max_tokens = max_len,
+                  .max_batch_tokens = std::max(a.max_num_batched_tokens, max_len)});
+  auto general_name = file->get_string_or("general.name", "");
+  if (!general_name) return fail(general_name.error());
+  server::ServerConfig sc =
+      base_config(a, std::move(keys), body_limit, *general_name, file->name());
+  spdlog::info("serve: encoder '{}' ({}, {} layers, width {}, pooling {}), max {} tokens per "
+               "input; API keys: {}", sc.model_name, ec.arch, ec.n_layers, ec.n_embd,
+               model::pooling_name(ec.pooling), max_len, sc.api_keys.empty() ? "off" : "on");
+  auto server = server::Server::create(sc, **tokenizer, nullptr, std::move(*chat),
+                                       std::move(embedder));
+  if (!server) return fail(server.error());
+  return serve_until_stopped(a, **server);
 }
 
 int run_serve(const ServeArgs& a) {
@@ -129,6 +201,13 @@ int run_serve(const ServeArgs& a) {
     if (!pulled) return fail(pulled.error());
     model_path = pulled->path;
   }
+  {
+    auto file = gguf::GgufFile::open(model_path);
+    if (!file) return fail(file.error());
+    if (model::Encoder::is_encoder(**file))
+      return serve_encoder(a, std::shared_ptr<const gguf::GgufFile>(std::move(*file)), *backend,
+                           std::move(*keys), *body_limit, template_source);
+  }
   auto job = start_job(a.parallel);
   if (!job) return fail(job.error());
   auto model = model::Model::open(model_path, *backend,
@@ -158,21 +237,8 @@ int run_serve(const ServeArgs& a) {
   auto chat = server::ChatRenderer::create((*model)->file(), **tokenizer, template_source);
   if (!chat) return fail(chat.error());
 
-  server::ServerConfig sc;
-  sc.host = a.host;
-  sc.port = static_cast<uint16_t>(a.port);
-  sc.io_threads = a.io_threads;
-  sc.model_name = !a.served_model_name.empty() ? a.served_model_name
-                  : !mc.name.empty()           ? mc.name
-                                               : std::filesystem::path(model_path).stem().string();
-  sc.api_keys = std::move(*keys);
-  sc.max_queue = a.max_queue;
-  sc.tool_call_parser = a.tool_call_parser;
-  sc.reasoning_parser = a.reasoning_parser;
-  sc.drain_timeout_s = a.drain_timeout;
-  sc.max_body_bytes = static_cast<size_t>(*body_limit);
-  sc.warmup = !a.no_warmup;
-  sc.handle_signals = true;
+  server::ServerConfig sc =
+      base_config(a, std::move(*keys), *body_limit, mc.name, model_path);
   sc.heartbeat_timeout_s = a.parallel.timeout_s;
   if (job->world) {
     // A rank failed: the in-flight requests have their errors and /ready says 503; give the
@@ -184,8 +250,6 @@ int run_serve(const ServeArgs& a) {
       }).detach();
     };
   }
-  sc.ssl_certfile = a.ssl_certfile;
-  sc.ssl_keyfile = a.ssl_keyfile;
   spdlog::info("serve: model '{}' ({}), {} threads; KV {} blocks x {} tokens ({}); max {} sequences, "
                "{} tokens per step, max_model_len {}; chat template: {}; API keys: {}",
                sc.model_name, mc.architecture, threads, cfg.num_kv_blocks, cfg.block_size,
@@ -194,15 +258,7 @@ int run_serve(const ServeArgs& a) {
                (*chat)->source_name(), sc.api_keys.empty() ? "off" : "on");
   auto server = server::Server::create(sc, **tokenizer, std::move(*engine), std::move(*chat));
   if (!server) return fail(server.error());
-  auto started = (*server)->start();
-  if (!started) return fail(started.error());
-  // The bound address on stdout (one line), so that scripts can wait for it even with --port 0.
-  fmt::print("cadenza serve: listening on {}://{}:{}\n", (*server)->tls() ? "https" : "http", a.host,
-             (*server)->port());
-  std::fflush(stdout);
-  (*server)->wait();
-  spdlog::info("serve: stopped");
-  return 0;
+  return serve_until_stopped(a, **server);
 }
 
 }  // namespace
@@ -252,6 +308,9 @@ Command serve_command() {
                     "Where reasoning_content comes from: qwen3, deepseek_r1, glm45, think, "
                     "gpt_oss, none; auto: from the chat template")
         ->capture_default_str();
+    sub->add_option("--pooling", args->pooling,
+                    "/v1/embeddings pooling of the hidden states: mean, cls, last, or rank "
+                    "(/v1/rerank, Qwen3-Reranker style), none; default: the GGUF's pooling_type");
     sub->add_option("--max-queue", args->max_queue,
                     "Requests allowed to wait beyond max-num-seqs (more: HTTP 429)")
         ->capture_default_str();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -51,10 +52,13 @@ std::optional<ApiError> check_tokens(const ServerContext& ctx, const std::vector
 // Maps the bridge's refusals to 429 / 503 and a failure of `work` to 500.
 std::optional<ApiError> run_on_engine(const ServerContext& ctx,
                                       const std::function<std::string()>& work) {
-  std::promise<std::optional<std::string>> done;  // nullopt: not run (shutdown, failed engine)
-  auto answer = done.get_future();
-  const SubmitStatus st = ctx.bridge->run_task([&](bool run) {
-    done.set_value(run ? std::optional<std::string>(work()) : std::nullopt);
+  // nullopt: not run (shutdown, failed engine). Shared with the task: this thread may return (and
+  // would destroy a promise on its stack) while the engine thread is still inside set_value.
+  auto done = std::make_shared<std::promise<std::optional<std::string>>>();
+  auto answer = done->get_future();
+  const SubmitStatus st = ctx.bridge->run_task([done, &work](bool run) {
+    // `work` and what it captures are used only before set_value, while this thread waits.
+    done->set_value(run ? std::optional<std::string>(work()) : std::nullopt);
   });
   if (st == SubmitStatus::kQueueFull)
     return api_error(429, "the server's request queue is full; retry later", "rate_limit_error",

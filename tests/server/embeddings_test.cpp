@@ -5,14 +5,20 @@
 // real Qwen vocabulary; skipped without it).
 #include <algorithm>
 #include <cmath>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "server/engine_bridge.h"
+#include "server/metrics.h"
 #include "model/pooling.h"
 #include "model/session.h"
 #include "running_server.h"
@@ -318,6 +324,43 @@ TEST(EmbeddingsServer, RerankScoresAreYesNoProbabilities) {
   ASSERT_EQ(res.json()["results"].size(), 1u);
   EXPECT_EQ(res.json()["results"][0]["index"], j["results"][0]["index"]);
   EXPECT_FALSE(res.json()["results"][0].contains("document"));
+}
+
+// The queue limit and shutdown of engine tasks (EngineBridge::run_task), on a bridge without an
+// engine (an encoder's): it runs one task at a time (max_num_seqs 1) plus max_queue waiting.
+TEST(EngineTasks, QueueLimitAndShutdown) {
+  auto file = gguf::GgufFile::open(testing::model_path());
+  ASSERT_TRUE(file);
+  auto tok = Tokenizer::from_gguf(**file);
+  ASSERT_TRUE(tok);
+  Metrics metrics;
+  BridgeConfig config;
+  config.max_queue = 1;
+  EngineBridge bridge(nullptr, **tok, metrics, config);
+  bridge.start();
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<int> ran{0}, refused{0};
+  auto blocking = [&, released](bool run) {
+    if (run) {
+      released.wait();
+      ++ran;
+    } else {
+      ++refused;
+    }
+  };
+  EXPECT_EQ(bridge.run_task(blocking), SubmitStatus::kOk);  // runs, and blocks the engine thread
+  EXPECT_EQ(bridge.run_task(blocking), SubmitStatus::kOk);  // waits (max_queue 1)
+  EXPECT_EQ(bridge.run_task(blocking), SubmitStatus::kQueueFull);
+  EXPECT_EQ(bridge.in_flight(), 2);
+  release.set_value();
+  EXPECT_TRUE(bridge.wait_idle(std::chrono::seconds(30)));
+  EXPECT_EQ(ran.load(), 2);
+  EXPECT_EQ(refused.load(), 0);
+  bridge.stop_accepting();  // a drain: nothing new
+  EXPECT_EQ(bridge.run_task(blocking), SubmitStatus::kNotAccepting);
+  bridge.shutdown();
+  EXPECT_EQ(bridge.in_flight(), 0);
 }
 
 // ---- an encoder model (bert) served without an engine ----

@@ -199,8 +199,15 @@ void BertEncoder::attention(const std::vector<int64_t>& starts,
         float mx = -INFINITY;
         for (int64_t j = 0; j < L; ++j) {
           const float* k = k_h_.data() + (o + j) * d + h * hd;
-          float dot = 0;
-          for (int64_t c = 0; c < hd; ++c) dot += q[c] * k[c];
+          // Eight partial sums (a fixed order, so the compiler may keep them in one vector
+          // register; a single running sum would stay scalar).
+          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t c = 0;
+          for (; c + 8 <= hd; c += 8)
+            for (int l = 0; l < 8; ++l) part[l] += q[c + l] * k[c + l];
+          float dot = ((part[0] + part[1]) + (part[2] + part[3])) +
+                      ((part[4] + part[5]) + (part[6] + part[7]));
+          for (; c < hd; ++c) dot += q[c] * k[c];
           p[static_cast<size_t>(j)] = dot * scale;
           mx = std::max(mx, p[static_cast<size_t>(j)]);
         }

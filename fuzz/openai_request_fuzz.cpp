@@ -1,7 +1,8 @@
 // libFuzzer target for the OpenAI request parser (src/server/openai_protocol.cpp) and the chat
 // message handling behind POST /v1/chat/completions and /tokenize: the input is a request body.
 //
-// For every input: parse_json_object; then the completions, chat, tokenize and detokenize parsers;
+// For every input: parse_json_object; then the embeddings and rerank parsers, the completions,
+// chat, tokenize and detokenize parsers;
 // every error must be a 400/404 with a JSON error body that serializes; every accepted request must
 // satisfy the documented ranges; chat messages are rendered through a chat template (ChatML, a
 // tool-calling template, and the *.jinja files of $CADENZA_FUZZ_TEMPLATES when set) exactly as
@@ -23,6 +24,7 @@
 #include "grammar/json_schema_to_gbnf.h"
 #include "grammar/matcher.h"
 #include "grammar/regex_to_gbnf.h"
+#include "server/embeddings_protocol.h"
 #include "server/openai_protocol.h"
 #include "server/structured_output.h"
 #include "template/template.h"
@@ -185,6 +187,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (auto e = cadenza::server::parse_json_object(text, body)) {
     check_error(*e);
     return 0;
+  }
+  // /v1/embeddings and /v1/rerank: an accepted body is within the parsers' bounds.
+  if (auto e = cadenza::server::parse_embeddings_request(body); e.error) {
+    check_error(*e.error);
+  } else {
+    check(!e.request.inputs.empty() && e.request.inputs.size() <= cadenza::server::kMaxEmbeddingInputs);
+    for (const auto& in : e.request.inputs) {
+      check(in.is_tokens ? !in.tokens.empty() : !in.text.empty());
+      for (int32_t t : in.tokens) check(t >= 0);
+    }
+    check(!e.request.dimensions || *e.request.dimensions >= 1);
+  }
+  if (auto r = cadenza::server::parse_rerank_request(body); r.error) {
+    check_error(*r.error);
+  } else {
+    check(!r.request.query.empty() && !r.request.documents.empty() &&
+          r.request.documents.size() <= cadenza::server::kMaxRerankDocuments);
+    check(!r.request.top_n || *r.request.top_n >= 1);
   }
   for (Endpoint ep : {Endpoint::kCompletions, Endpoint::kChat}) {
     if (cadenza::server::has_structured_output_fields(body)) structured(text, ep);

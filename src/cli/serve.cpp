@@ -23,6 +23,8 @@
 #include "hub/pull.h"
 #include "kernels/backend_factory.h"
 #include "kv/kv_sizing.h"
+#include "gguf/gguf.h"
+#include "model/encoder.h"
 #include "model/model.h"
 #include "server/chat_template.h"
 #include "server/model_catalog.h"
@@ -56,6 +58,7 @@ struct ServeArgs {
   std::string chat_template;
   std::string tool_call_parser = "auto";
   std::string reasoning_parser = "auto";
+  std::string pooling;
   int32_t max_queue = 256;
   std::string scheduling_policy = "fcfs";
   double drain_timeout = 30;
@@ -113,6 +116,7 @@ server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> 
   sc.priority_scheduling = a.scheduling_policy == "priority";
   sc.tool_call_parser = a.tool_call_parser;
   sc.reasoning_parser = a.reasoning_parser;
+  sc.pooling = a.pooling;
   sc.drain_timeout_s = a.drain_timeout;
   sc.max_body_bytes = static_cast<size_t>(body_limit);
   sc.warmup = !a.no_warmup;
@@ -241,6 +245,40 @@ int run_router(const ServeArgs& a, std::vector<std::string> keys, int64_t body_l
   return listen_and_wait(a, **server);
 }
 
+// An encoder model (bert): no engine, no KV cache; /v1/embeddings (and /v1/rerank for a
+// cross-encoder) only, generation routes answer 400.
+int serve_encoder(const ServeArgs& a, std::shared_ptr<const gguf::GgufFile> file,
+                  kernels::Backend& backend, std::vector<std::string> keys, int64_t body_limit,
+                  const std::string& template_source) {
+  if (a.parallel.tensor > 1 || a.parallel.pipeline > 1 || a.parallel.expert_parallel)
+    return fail("an encoder model runs in one process (no -tp / -pp)");
+  auto encoder = model::Encoder::load(file, backend);
+  if (!encoder) return fail(encoder.error());
+  auto tokenizer = Tokenizer::from_gguf(*file);
+  if (!tokenizer) return fail(tokenizer.error());
+  auto chat = server::ChatRenderer::create(*file, **tokenizer, template_source);
+  if (!chat) return fail(chat.error());
+  const model::EncoderConfig& ec = (*encoder)->config();
+  const int32_t max_len = static_cast<int32_t>(
+      a.max_model_len > 0 ? std::min<int64_t>(a.max_model_len, ec.n_ctx) : ec.n_ctx);
+  auto embedder = server::make_encoder_embedder(
+      **encoder, {.max_tokens = max_len,
+                  .max_batch_tokens = std::max(a.max_num_batched_tokens, max_len)});
+  auto general_name = file->get_string_or("general.name", "");
+  if (!general_name) return fail(general_name.error());
+  server::ServerConfig sc = server_config(a, std::move(keys), body_limit);
+  sc.model_name = !a.served_model_name.empty() ? a.served_model_name
+                  : !general_name->empty()     ? *general_name
+                                               : std::filesystem::path(file->name()).stem().string();
+  spdlog::info("serve: encoder '{}' ({}, {} layers, width {}, pooling {}), max {} tokens per "
+               "input; API keys: {}", sc.model_name, ec.arch, ec.n_layers, ec.n_embd,
+               model::pooling_name(ec.pooling), max_len, sc.api_keys.empty() ? "off" : "on");
+  auto server = server::Server::create(sc, **tokenizer, nullptr, std::move(*chat),
+                                       std::move(embedder));
+  if (!server) return fail(server.error());
+  return listen_and_wait(a, **server);
+}
+
 int run_serve(const ServeArgs& a) {
   // Logs go to stderr; stdout carries only the "listening on" line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("serve"));
@@ -284,6 +322,13 @@ int run_serve(const ServeArgs& a) {
     auto pulled = hub::pull(po);
     if (!pulled) return fail(pulled.error());
     model_path = pulled->path;
+  }
+  {
+    auto file = gguf::GgufFile::open(model_path);
+    if (!file) return fail(file.error());
+    if (model::Encoder::is_encoder(**file))
+      return serve_encoder(a, std::shared_ptr<const gguf::GgufFile>(std::move(*file)), *backend,
+                           std::move(*keys), *body_limit, template_source);
   }
   auto job = start_job(a.parallel);
   if (!job) return fail(job.error());
@@ -398,6 +443,9 @@ Command serve_command() {
                     "Where reasoning_content comes from: qwen3, deepseek_r1, glm45, think, "
                     "gpt_oss, none; auto: from the chat template")
         ->capture_default_str();
+    sub->add_option("--pooling", args->pooling,
+                    "/v1/embeddings pooling of the hidden states: mean, cls, last, or rank "
+                    "(/v1/rerank, Qwen3-Reranker style), none; default: the GGUF's pooling_type");
     sub->add_option("--max-queue", args->max_queue,
                     "Requests allowed to wait beyond max-num-seqs (more: HTTP 429)")
         ->capture_default_str();

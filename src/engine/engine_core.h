@@ -199,6 +199,9 @@ class EngineCore {
 
   // The model this engine runs (read-only views such as MoE routing statistics).
   const model::Model& model() const { return model_; }
+  // For work that runs on the engine's thread between steps (server embeddings): the same
+  // one-forward-at-a-time rule as the engine's own steps.
+  model::Model& model() { return model_; }
   // A model split across processes (docs/distributed.md): whether it is, the first failure of a
   // rank or a transfer (sticky: every later step fails with it too), and a heartbeat that every
   // worker must answer within `timeout_s` (its error names the rank). Ok in one process.

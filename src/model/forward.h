@@ -40,6 +40,10 @@ struct ForwardContext {
   kernels::Matrix logits;
   // The other ranks when the model is split (distributed.h), else null.
   Distributed* distributed = nullptr;
+  // Model::forward_hidden: the head stops before its output matrix and writes the final
+  // normalized hidden state of inputs.logit_rows, [n_logits][n_embd], into `logits` instead (the
+  // input of the output head: what decoder embedding models pool). One process only.
+  bool hidden_only = false;
 };
 
 // The sum over the tensor-parallel ranks of a row-parallel block's partial output, in place

@@ -348,6 +348,30 @@ Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {
   return forward_shard(b, kv, logits);
 }
 
+Status Model::forward_hidden(const Batch& b, KvCache& kv, std::span<float> hidden) {
+  if (distributed_) return Error("forward_hidden: not supported on a model split across processes");
+  const size_t d = static_cast<size_t>(config_.n_embd);
+  if (hidden.size() != b.logit_rows.size() * d) {
+    return make_error("forward_hidden: buffer holds {} floats, expected {} rows x {} n_embd",
+                      hidden.size(), b.logit_rows.size(), d);
+  }
+  // The hidden rows reuse the logits scratch ([max_logit_rows][n_vocab]): n_embd <= n_vocab in
+  // every real model; a toy one without it is refused rather than overrun.
+  if (config_.n_embd > config_.n_vocab) {
+    return make_error("forward_hidden: n_embd {} > n_vocab {} is not supported", config_.n_embd,
+                      config_.n_vocab);
+  }
+  if (Status valid = validate(b, kv, SIZE_MAX); !valid) return valid;
+  StepInputs in;
+  upload(b, kv.block_size(), in);
+  ForwardContext ctx{backend_, in, kv, config_.n_experts > 0 ? expert_counts_.get() : nullptr,
+                     logits_.shaped(in.n_logits, config_.n_embd), nullptr};
+  ctx.hidden_only = true;
+  network_->forward(ctx);
+  backend_.read(logits_.buffer(), 0, hidden.data(), hidden.size() * sizeof(float));
+  return {};
+}
+
 Status Model::forward_shard(const Batch& b, KvCache& kv, std::span<float> logits) {
   StepInputs in;
   upload(b, kv.block_size(), in);

@@ -123,6 +123,11 @@ class Model {
   // reservation (more tokens, logit rows, sequences or blocks per sequence than capacity()) is an
   // error that says which limit, never a reallocation.
   Status forward(const Batch& batch, KvCache& kv, std::span<float> logits);
+  // The same step, but instead of logits it stores the final normalized hidden state of
+  // batch.logit_rows (the output head's input, rms_norm(x) * output_norm) into `hidden`
+  // ([logit_rows.size()][n_embd], row-major; its size must match): what decoder embedding models
+  // pool (model/pooling.h). Errors as forward(); also on a split model (not supported yet).
+  Status forward_hidden(const Batch& batch, KvCache& kv, std::span<float> hidden);
 
   // --- split models (ModelLoadOptions::world) ---
   // The link to the other ranks, or null in one process.

@@ -39,11 +39,15 @@ Result<std::unique_ptr<Session>> Session::create(Model& model, const SessionOpti
 }
 
 Result<std::vector<float>> Session::eval(std::span<const int32_t> tokens) {
-  return run(tokens, false);
+  return run(tokens, false, false);
 }
 
 Result<std::vector<float>> Session::eval_all(std::span<const int32_t> tokens) {
-  return run(tokens, true);
+  return run(tokens, true, false);
+}
+
+Result<std::vector<float>> Session::hidden_all(std::span<const int32_t> tokens) {
+  return run(tokens, true, true);
 }
 
 Status Session::rewind(int32_t n) {
@@ -54,8 +58,10 @@ Status Session::rewind(int32_t n) {
   return {};
 }
 
-Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool all_logits) {
+Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool all_logits,
+                                       bool hidden) {
   const int64_t n_vocab = model_.config().n_vocab;
+  const int64_t width = hidden ? model_.config().n_embd : n_vocab;  // of one output row
   if (tokens.empty()) return Error("session: no tokens to evaluate");
   if (static_cast<int64_t>(tokens.size()) > capacity_ - n_past_) {
     return make_error("session: context full: {} tokens do not fit ({} of {} used)", tokens.size(),
@@ -78,7 +84,7 @@ Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool al
   }
 
   const int64_t n_out = all_logits ? static_cast<int64_t>(tokens.size()) : 1;
-  std::vector<float> logits(static_cast<size_t>(n_out * n_vocab));
+  std::vector<float> logits(static_cast<size_t>(n_out * width));
   const std::span<const int32_t> table(block_table_);
   const std::span<const std::span<const int32_t>> tables(&table, 1);
   std::vector<int32_t> positions, seq_index, rows;
@@ -102,9 +108,9 @@ Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool al
     batch.seq_index = seq_index;
     batch.block_tables = tables;
     batch.logit_rows = rows;
-    const size_t out_offset = all_logits ? begin * static_cast<size_t>(n_vocab) : 0;
-    const std::span<float> out(logits.data() + out_offset, rows.size() * static_cast<size_t>(n_vocab));
-    Status st = model_.forward(batch, *kv_, out);
+    const size_t out_offset = all_logits ? begin * static_cast<size_t>(width) : 0;
+    const std::span<float> out(logits.data() + out_offset, rows.size() * static_cast<size_t>(width));
+    Status st = hidden ? model_.forward_hidden(batch, *kv_, out) : model_.forward(batch, *kv_, out);
     if (!st) {
       n_past_ = start_past;  // the tokens of earlier chunks are dropped again
       return st.error_value();

@@ -42,6 +42,9 @@ class Session {
   Result<std::vector<float>> eval(std::span<const int32_t> tokens);
   // Same, returning the logits of every token: [tokens.size()][n_vocab], row-major.
   Result<std::vector<float>> eval_all(std::span<const int32_t> tokens);
+  // Same, returning every token's final normalized hidden state instead of its logits
+  // ([tokens.size()][n_embd], row-major; Model::forward_hidden): what embedding models pool.
+  Result<std::vector<float>> hidden_all(std::span<const int32_t> tokens);
 
   int32_t n_past() const { return n_past_; }      // tokens in the sequence so far
   int32_t capacity() const { return capacity_; }  // tokens it can hold
@@ -54,7 +57,8 @@ class Session {
  private:
   Session(Model& model, std::unique_ptr<KvCache> kv, int32_t capacity, int32_t max_batch_tokens,
           const StepCapacity& step);
-  Result<std::vector<float>> run(std::span<const int32_t> tokens, bool all_logits);
+  // all_logits: every token's row, else the last one's; hidden: hidden states, not logits.
+  Result<std::vector<float>> run(std::span<const int32_t> tokens, bool all_logits, bool hidden);
 
   Model& model_;
   std::unique_ptr<KvCache> kv_;

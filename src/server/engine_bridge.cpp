@@ -11,7 +11,7 @@ using engine::seconds;
 EngineBridge::EngineBridge(std::unique_ptr<engine::EngineCore> engine, const Tokenizer& tokenizer,
                            Metrics& metrics, BridgeConfig config)
     : engine_(std::move(engine)),
-      config_(engine_->config()),
+      config_(engine_ ? engine_->config() : engine::EngineConfig{.max_num_seqs = 1}),
       tokenizer_(tokenizer),
       metrics_(metrics),
       bridge_config_(config) {}
@@ -40,6 +40,29 @@ Submission EngineBridge::submit(std::vector<GenInput> inputs, GenSink sink) {
   }
   cv_.notify_one();
   return {SubmitStatus::kOk, ticket};
+}
+
+SubmitStatus EngineBridge::run_task(EngineTask task) {
+  if (!accepting_.load()) return SubmitStatus::kNotAccepting;
+  const int64_t cap = static_cast<int64_t>(config_.max_num_seqs) + bridge_config_.max_queue;
+  int64_t cur = in_flight_.load();
+  do {
+    if (cur + 1 > cap) return SubmitStatus::kQueueFull;
+  } while (!in_flight_.compare_exchange_weak(cur, cur + 1));
+  {
+    std::lock_guard lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+  return SubmitStatus::kOk;
+}
+
+void EngineBridge::finish_task(EngineTask& task, bool run) {
+  task(run);
+  if (in_flight_.fetch_sub(1) == 1) {
+    std::lock_guard lock(mu_);
+    idle_cv_.notify_all();
+  }
 }
 
 void EngineBridge::abort(uint64_t ticket) {
@@ -76,6 +99,7 @@ void EngineBridge::shutdown() {
 }
 
 void EngineBridge::warm_up() {
+  if (!engine_) return;
   // A forward pass over two batch shapes (one longer prompt, then two short ones decoding
   // together), so the first real request does not pay for first-touch page faults and scratch
   // growth. The warm-up requests finish and free their blocks before ready() turns true.
@@ -120,7 +144,8 @@ void EngineBridge::admit(Pending& p) {
   size_t base = 0;
   for (GenInput& input : p.inputs) {
     const size_t samples = input.samples();
-    auto id = engine_->add_request(std::move(input.prompt), input.params, input.priority);
+    auto id = engine_ ? engine_->add_request(std::move(input.prompt), input.params, input.priority)
+                      : Result<engine::RequestId>(Error("this model does not generate text"));
     if (!id) {
       refuse(p, base, input, /*rejected=*/true, id.error());
     } else {
@@ -171,6 +196,7 @@ void EngineBridge::deliver(engine::RequestOutput out) {
 }
 
 void EngineBridge::publish_gauges(size_t pending) {
+  if (!engine_) return;  // an encoder: no engine state to report
   const engine::EngineStats s = engine_->stats();
   EngineGauges g;
   g.num_running = s.num_running;
@@ -232,15 +258,16 @@ void EngineBridge::loop() {
   spdlog::info("engine ready");
   while (true) {
     std::deque<Pending> pending;
+    std::deque<EngineTask> tasks;
     std::vector<uint64_t> aborts;
     bool all = false, stop = false;
     {
       std::unique_lock lock(mu_);
       auto has_news = [this] {
         return stop_ || abort_all_ || !pending_.empty() || !aborts_.empty() ||
-               engine_->has_work();
+               !tasks_.empty() || has_work();
       };
-      if (!engine_->distributed() || failed_) {
+      if (!engine_ || !engine_->distributed() || failed_) {
         cv_.wait(lock, has_news);
       } else if (!cv_.wait_for(lock, std::chrono::duration<double>(
                                          bridge_config_.heartbeat_interval_s), has_news)) {
@@ -250,13 +277,18 @@ void EngineBridge::loop() {
         continue;
       }
       pending.swap(pending_);
+      tasks.swap(tasks_);
       aborts.swap(aborts_);
       all = abort_all_;
       abort_all_ = false;
       stop = stop_;
     }
     for (auto& p : pending) admit(p);
-    if (all) {
+    // Between two steps, one forward pass at a time on the model (failed engine: refused).
+    for (auto& task : tasks) finish_task(task, !failed_);
+    if (!engine_) {
+      // nothing to abort: an encoder runs tasks only
+    } else if (all) {
       for (const auto& [id, live] : live_) engine_->abort(id);
     } else {
       for (uint64_t t : aborts) {
@@ -265,7 +297,7 @@ void EngineBridge::loop() {
         for (auto id : it->second) engine_->abort(id);
       }
     }
-    if (engine_->has_work()) {
+    if (has_work()) {
       for (auto& out : engine_->step()) deliver(std::move(out));
       if (!failed_) {
         if (Status st = engine_->health(); !st) fail_engine(st.error());
@@ -284,17 +316,20 @@ void EngineBridge::loop() {
         for (const GenInput& in : p.inputs) waiting_submissions += in.samples();
     }
     publish_gauges(waiting_submissions);
-    if (stop && !engine_->has_work()) {
+    if (stop && !has_work()) {
       std::lock_guard lock(mu_);
-      if (pending_.empty()) break;
+      if (pending_.empty() && tasks_.empty()) break;
     }
   }
   // Anything submitted after the last pass (only possible during shutdown races) is refused.
   std::deque<Pending> rest;
+  std::deque<EngineTask> rest_tasks;
   {
     std::lock_guard lock(mu_);
     rest.swap(pending_);
+    rest_tasks.swap(tasks_);
   }
+  for (auto& task : rest_tasks) finish_task(task, false);
   for (auto& p : rest) {
     size_t base = 0;
     for (const GenInput& input : p.inputs) {

@@ -77,6 +77,9 @@ struct Submission {
 
 class EngineBridge {
  public:
+  // `engine` may be null (an encoder model, which does not generate): the bridge then runs only
+  // tasks (run_task), one at a time (max_num_seqs 1 for the queue limit), and refuses
+  // submissions' requests as rejected.
   EngineBridge(std::unique_ptr<engine::EngineCore> engine, const Tokenizer& tokenizer,
                Metrics& metrics, BridgeConfig config);
   ~EngineBridge();  // shutdown()
@@ -89,6 +92,13 @@ class EngineBridge {
 
   // Thread-safe. All inputs of one submission are admitted together or not at all.
   Submission submit(std::vector<GenInput> inputs, GenSink sink);
+  // Thread-safe. Runs `task` on the engine thread between two engine steps: work that needs the
+  // model, which only that thread may use (embeddings, rerank scores). It counts as one in-flight
+  // request (the queue limit, the drain). `task(true)` when it runs; `task(false)` when the bridge
+  // shuts down first (it must then only clean up). Not queued (never called): kQueueFull,
+  // kNotAccepting. The task must not block on the I/O threads.
+  using EngineTask = std::function<void(bool run)>;
+  SubmitStatus run_task(EngineTask task);
   // Thread-safe. Aborts every request of the ticket still running; unknown tickets are ignored.
   void abort(uint64_t ticket);
   void abort_all();
@@ -124,12 +134,14 @@ class EngineBridge {
               const std::string& error);
 
   void loop();
+  bool has_work() const { return engine_ && engine_->has_work(); }
   // Marks the engine failed (not ready), logs `why`, calls on_fatal. Engine thread.
   void fail_engine(const std::string& why);
   // A split model: every worker must answer within heartbeat_timeout_s (else fail_engine).
   void heartbeat();
   void warm_up();
   void admit(Pending& p);
+  void finish_task(EngineTask& task, bool run);
   void deliver(engine::RequestOutput out);
   void record_finished(const engine::RequestOutput& out, const Live& live);
   void publish_gauges(size_t pending);
@@ -144,6 +156,7 @@ class EngineBridge {
   std::condition_variable cv_;       // the engine thread waits for work on it
   std::condition_variable idle_cv_;  // wait_idle() waits on it
   std::deque<Pending> pending_;
+  std::deque<EngineTask> tasks_;
   std::vector<uint64_t> aborts_;
   bool abort_all_ = false;
   bool stop_ = false;

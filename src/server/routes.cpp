@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "server/embeddings_routes.h"
+
 namespace cadenza::server {
 
 using nlohmann::json;
@@ -47,6 +49,7 @@ constexpr RouteSpec kRoutes[] = {
     {"/metrics", http::verb::get},         {"/v1/models", http::verb::get},
     {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
     {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
+    {"/v1/embeddings", http::verb::post},  {"/v1/rerank", http::verb::post},
 };
 
 }  // namespace
@@ -115,6 +118,10 @@ RouteResult Router::generation(const ModelContext& m, const json& body,
     r.reply = error_reply(e);
     return std::move(r);
   };
+  if (!m.generates)
+    return fail(bad_request(fmt::format("the model '{}' is an encoder: it computes embeddings, not "
+                                        "text; use /v1/embeddings (or /v1/rerank)",
+                                        m.model_name), "model"));
   auto parsed = parse_completion_request(body, endpoint);
   if (parsed.error) return fail(*parsed.error);
   CompletionRequest& req = parsed.request;
@@ -302,6 +309,10 @@ RouteResult Router::handle(const HttpRequest& req, const ModelHandle& model) con
   }
   if (target == "/detokenize") {
     r.reply = detokenize(*m, body);
+    return r;
+  }
+  if (target == "/v1/embeddings" || target == "/v1/rerank") {
+    r.reply = target == "/v1/rerank" ? rerank_route(*m, body) : embeddings_route(*m, body);
     return r;
   }
   r = generation(*m, body, req.body(),

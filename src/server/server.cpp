@@ -11,6 +11,8 @@
 #include <csignal>
 #include <optional>
 
+#include "model/pooling.h"
+#include "server/embedder.h"
 #include "server/http_session.h"
 #include "server/tls.h"
 
@@ -27,6 +29,7 @@ struct Server::Impl {
   std::unique_ptr<ChatRenderer> chat;
   std::unique_ptr<GrammarCache> grammars;
   Metrics metrics;
+  std::unique_ptr<Embedder> embedder;  // used on the engine thread only; outlives it
   std::unique_ptr<EngineBridge> bridge;  // one model
   std::unique_ptr<ModelPool> pool;       // router mode (then bridge is null)
   std::unique_ptr<net::ssl::context> tls;  // HTTPS when set
@@ -105,7 +108,9 @@ Server::~Server() {
 Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
                                                const Tokenizer& tokenizer,
                                                std::unique_ptr<engine::EngineCore> engine,
-                                               std::unique_ptr<ChatRenderer> chat) {
+                                               std::unique_ptr<ChatRenderer> chat,
+                                               std::unique_ptr<Embedder> embedder) {
+  if (!engine && !embedder) return Error("a server needs an engine or an embedder");
   if (config.io_threads < 1) return Error("io_threads must be >= 1");
   if (config.max_queue < 0) return Error("--max-queue must be >= 0");
   if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
@@ -128,7 +133,35 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   impl->grammars = std::make_unique<GrammarCache>(grammar::TokenIndex::from_tokenizer(tokenizer));
   impl->tls = std::move(tls);
   impl->chat = std::move(chat);
-  const int32_t max_model_len = engine->config().max_model_len;
+  const bool generates = engine != nullptr;
+  const int32_t max_model_len =
+      engine ? engine->config().max_model_len : embedder->options().max_tokens;
+  // /v1/embeddings and /v1/rerank: the embedder given (an encoder), else the pooling the GGUF
+  // names, or --pooling, over the decoder.
+  std::optional<model::Pooling> pooling;
+  if (embedder) {
+    impl->embedder = std::move(embedder);
+    spdlog::info("embeddings: encoder, pooling '{}'",
+                 model::pooling_name(impl->embedder->options().pooling));
+  } else if (config.pooling.empty()) {
+    auto from_file = model::pooling_of(engine->model().file());
+    if (!from_file) return from_file.error_value();
+    pooling = *from_file;
+  } else {
+    pooling = model::parse_pooling(config.pooling);
+    if (!pooling) return make_error("--pooling: unknown type '{}' (mean, cls, last, rank, none)",
+                                    config.pooling);
+  }
+  if (pooling && *pooling != model::Pooling::kNone) {
+    if (engine->model().distributed() != nullptr) {
+      spdlog::warn("pooling '{}' ignored: embeddings are not supported on a split model",
+                   model::pooling_name(*pooling));
+    } else {
+      impl->embedder = make_decoder_embedder(
+          engine->model(), tokenizer, EmbedderOptions{.pooling = *pooling, .max_tokens = max_model_len});
+      spdlog::info("embeddings: pooling '{}'", model::pooling_name(*pooling));
+    }
+  }
   impl->bridge = std::make_unique<EngineBridge>(
       std::move(engine), tokenizer, impl->metrics,
       BridgeConfig{.max_queue = config.max_queue, .warmup = config.warmup,
@@ -145,6 +178,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   ctx.tokenizer = &tokenizer;
   ctx.chat = impl->chat.get();
   ctx.bridge = impl->bridge.get();
+  ctx.embedder = impl->embedder.get();
+  ctx.generates = generates;
   ctx.metrics = &impl->metrics;
   ctx.keys = ApiKeys(config.api_keys);
   ctx.priority_scheduling = config.priority_scheduling;

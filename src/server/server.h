@@ -2,6 +2,8 @@
 // on demand (router mode: create_router, a ModelPool).
 //
 //   auto server = Server::create(config, model, tokenizer, std::move(engine), std::move(chat));
+//   (an encoder model: no engine, an embedder from make_encoder_embedder: embeddings and rerank
+//   only, generation routes answer 400)
 //   Status s = (*server)->start();   // binds, starts the I/O threads and the engine thread
 //   (*server)->port();               // the bound port (config.port 0: an ephemeral one)
 //   (*server)->request_drain();      // from anywhere (SIGTERM handler, tests)
@@ -28,6 +30,7 @@
 
 #include "engine/engine_core.h"
 #include "server/chat_template.h"
+#include "server/embedder.h"
 #include "server/engine_bridge.h"
 #include "server/metrics.h"
 #include "server/model_pool.h"
@@ -62,6 +65,10 @@ struct ServerConfig {
   // "auto": detect).
   std::string tool_call_parser = "auto";
   std::string reasoning_parser = "auto";
+  // /v1/embeddings and /v1/rerank (docs/server.md): the pooling of the model's hidden states,
+  // "mean", "cls", "last", "rank" (a Qwen3-Reranker-style decoder) or "none"; empty: the GGUF's
+  // `<arch>.pooling_type` (a model without it cannot embed).
+  std::string pooling;
   double heartbeat_interval_s = 2;
   double heartbeat_timeout_s = 10;
   std::function<void(const std::string& why)> on_fatal;
@@ -82,7 +89,8 @@ class Server {
   static Result<std::unique_ptr<Server>> create(const ServerConfig& config,
                                                 const Tokenizer& tokenizer,
                                                 std::unique_ptr<engine::EngineCore> engine,
-                                                std::unique_ptr<ChatRenderer> chat);
+                                                std::unique_ptr<ChatRenderer> chat,
+                                                std::unique_ptr<Embedder> embedder = nullptr);
   // Router mode: serves every model of `catalog` (distinct names), each loaded by `loader` on
   // the pool's loader thread when a request first names it (server/model_pool.h). The
   // ServerConfig's per-model settings (max_queue, warmup, parsers) apply to each model;

@@ -24,6 +24,7 @@
 namespace cadenza::server {
 
 class ModelPool;
+class Embedder;
 
 struct ModelContext {
   std::string model_name;
@@ -37,6 +38,12 @@ struct ModelContext {
   GrammarCache* grammars = nullptr;
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kHermes;
   toolcall::ReasoningFormat reasoning = toolcall::ReasoningFormat::kNone;
+  // /v1/embeddings and /v1/rerank (embeddings_routes.h): the model side, driven on the engine
+  // thread only (EngineBridge::run_task); its options() may be read anywhere. Null: the model has
+  // no pooling type (those routes answer 400); router mode's models have none yet.
+  Embedder* embedder = nullptr;
+  // False for an encoder model (bert): no engine; completions and chat answer 400.
+  bool generates = true;
 };
 
 struct ServerContext : ModelContext {

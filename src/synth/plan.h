@@ -85,6 +85,12 @@ void set_gemma3_metadata(gguf::GgufWriter& w, const ModelShape& m);
 std::vector<TensorPlan> plan_phi3(const ModelShape& m, const TypeScheme& scheme, int64_t n_vocab);
 void set_phi3_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
+// bert (plan_bert.cpp): the encoder's tensors (a classification head when shape.n_cls_out > 0),
+// its keys, and the built-in WordPiece vocabulary (n_vocab >= 128 tokens).
+std::vector<TensorPlan> plan_bert(const ModelShape& m, const TypeScheme& scheme, int64_t n_vocab);
+void set_bert_metadata(gguf::GgufWriter& w, const ModelShape& m);
+void set_bert_vocab(gguf::GgufWriter& w, int64_t n_vocab);
+
 // mistral3 and granite (plan_llama_variants.cpp): the llama tensors, their own keys (YaRN and
 // the attention temperature; the four multipliers).
 void set_llama_variant_metadata(gguf::GgufWriter& w, const ModelShape& m);

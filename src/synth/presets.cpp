@@ -39,6 +39,13 @@ std::vector<ModelShape> make_presets() {
   qwen3.qk_norm = true;
   qwen3.vocab_style = "qwen2 byte-level BPE";
   out.push_back(qwen3);
+  // Qwen3-Embedding-0.6B: the Qwen3-0.6B network, pooled at the last token (its EOS).
+  ModelShape qwen3_embedding = qwen3;
+  qwen3_embedding.preset = "qwen3-embedding-0.6b";
+  qwen3_embedding.display_name = "Qwen3-Embedding-0.6B";
+  qwen3_embedding.n_ctx = 32768;
+  qwen3_embedding.pooling_type = 3;
+  out.push_back(qwen3_embedding);
 
   ModelShape llama32 = dense("llama-3.2-1b", "Llama-3.2-1B", "llama", 128256, 131072, 2048, 16, 32,
                              8, 8192, 500000.0, 1e-5, true);
@@ -281,6 +288,20 @@ std::vector<ModelShape> make_presets() {
   out.push_back(granite("granite-3-2b", "Granite-3.1-2B", 2048, 40, 32, 8, 8192));
 
   // A tiny model for quick starts and tests: runs instantly anywhere.
+  // BERT-style encoders (arch bert, plan_bert.cpp): an embedding model pooled at [CLS] and a
+  // cross-encoder reranker with a one-class head.
+  ModelShape bge = dense("bge-small-en-v1.5", "BGE-small-en-v1.5", "bert", 30522, 512, 384, 12, 12,
+                         12, 1536, 10000.0, 1e-12, false);
+  bge.pooling_type = 2;
+  bge.vocab_style = "WordPiece (built-in, uncased)";
+  out.push_back(bge);
+  ModelShape minilm = dense("ms-marco-minilm-l6", "ms-marco-MiniLM-L-6-v2 (cross-encoder)", "bert",
+                            30522, 512, 384, 6, 12, 12, 1536, 10000.0, 1e-12, false);
+  minilm.pooling_type = 4;
+  minilm.n_cls_out = 1;
+  minilm.vocab_style = "WordPiece (built-in, uncased)";
+  out.push_back(minilm);
+
   ModelShape demo = dense("demo", "Cadenza demo (tiny)", "llama", 0, 2048, 256, 4, 8, 2, 768,
                           10000.0, 1e-5, true);
   demo.vocab_style = "built-in byte-level";

@@ -38,6 +38,11 @@ struct ModelShape {
   double rope_high_freq_factor = 4;
   int64_t rope_original_ctx = 8192;
   std::string vocab_style;     // the real model's tokenizer family, for the help text
+  // Embedding and reranking models: `<arch>.pooling_type` (model/pooling.h: 1 mean, 2 CLS,
+  // 3 last token, 4 rank); -1: not written (a generative model).
+  int64_t pooling_type = -1;
+  // bert cross-encoders (rerankers): the classification head's classes (cls.output); 0: none.
+  int64_t n_cls_out = 0;
 
   // deepseek2 (multi-head latent attention and its MoE; synth/plan_deepseek2.cpp). head_dim is
   // unused there: the per-head sizes are mla_nope + mla_rope (query/key) and mla_v (value).

@@ -101,6 +101,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
   if (m.arch == "gpt-oss") return plan_gpt_oss(m, scheme, n_vocab);
   if (m.arch == "gemma3") return plan_gemma3(m, scheme, n_vocab);
   if (m.arch == "phi3") return plan_phi3(m, scheme, n_vocab);
+  if (m.arch == "bert") return plan_bert(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
   auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
@@ -250,6 +251,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   w.set(a + "attention.head_count_kv", Value::u32(static_cast<uint32_t>(m.n_head_kv)));
   w.set(a + "attention.layer_norm_rms_epsilon", Value::f32(static_cast<float>(m.rms_eps)));
   w.set(a + "rope.freq_base", Value::f32(static_cast<float>(m.rope_base)));
+  if (m.pooling_type >= 0) w.set(a + "pooling_type", Value::u32(static_cast<uint32_t>(m.pooling_type)));
   w.set(a + "rope.dimension_count",
         Value::u32(static_cast<uint32_t>(m.rope_dims > 0 ? m.rope_dims : m.head_dim)));
   if (m.head_dim * m.n_head != m.n_embd) {
@@ -261,6 +263,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   if (m.arch == "gpt-oss") set_gpt_oss_metadata(w, m);
   if (m.arch == "gemma3") set_gemma3_metadata(w, m);
   if (m.arch == "phi3") set_phi3_metadata(w, m);
+  if (m.arch == "bert") set_bert_metadata(w, m);
   if (m.arch == "mistral3" || m.arch == "granite") set_llama_variant_metadata(w, m);
   if (m.n_expert > 0) {
     w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
@@ -316,6 +319,9 @@ Result<SynthSummary> write_synthetic_model(const SynthOptions& options, const st
     auto v = copy_vocab(w, options.vocab_from);
     if (!v) return v.error_value();
     n_vocab = *v;
+  } else if (m.arch == "bert") {
+    if (n_vocab < 128) return make_error("synth: a bert vocabulary needs >= 128 tokens, not {}", n_vocab);
+    set_bert_vocab(w, n_vocab);
   } else {
     set_builtin_vocab(w, n_vocab);
   }

@@ -61,7 +61,8 @@ Result<std::unique_ptr<Running>> build(const Options& o) {
   if (!chat) return chat.error_value();
   ServerConfig sc;
   sc.port = 0;
-  sc.model_name = "tiny";
+  sc.model_name = o.model_name;
+  sc.pooling = o.pooling;
   sc.api_keys = o.keys;
   sc.max_queue = o.max_queue;
   sc.priority_scheduling = o.priority_scheduling;
@@ -75,8 +76,34 @@ Result<std::unique_ptr<Running>> build(const Options& o) {
   return r;
 }
 
-std::unique_ptr<Running> start(const Options& o) {
-  auto built = build(o);
+namespace {
+
+Result<std::unique_ptr<Running>> build_encoder(const Options& o) {
+  auto r = std::make_unique<Running>();
+  r->backend = kernels::make_cpu_backend({.n_threads = 2});
+  auto e = model::Encoder::open(o.model_path, *r->backend);
+  if (!e) return e.error_value();
+  r->encoder = std::move(*e);
+  auto t = Tokenizer::from_gguf(r->encoder->file());
+  if (!t) return t.error_value();
+  r->tokenizer = std::move(*t);
+  auto chat = ChatRenderer::create(r->encoder->file(), *r->tokenizer, "");
+  if (!chat) return chat.error_value();
+  ServerConfig sc;
+  sc.port = 0;
+  sc.model_name = o.model_name;
+  sc.api_keys = o.keys;
+  sc.max_queue = o.max_queue;
+  sc.max_body_bytes = o.max_body_bytes;
+  auto embedder = make_encoder_embedder(
+      *r->encoder, {.max_tokens = o.max_model_len, .max_batch_tokens = 256});
+  auto s = Server::create(sc, *r->tokenizer, nullptr, std::move(*chat), std::move(embedder));
+  if (!s) return s.error_value();
+  r->server = std::move(*s);
+  return r;
+}
+
+std::unique_ptr<Running> start_built(Result<std::unique_ptr<Running>> built) {
   EXPECT_TRUE(built.ok()) << built.error();
   if (!built) return nullptr;
   std::unique_ptr<Running> r = std::move(*built);
@@ -89,5 +116,11 @@ std::unique_ptr<Running> start(const Options& o) {
   EXPECT_TRUE(r->server->ready());
   return r;
 }
+
+}  // namespace
+
+std::unique_ptr<Running> start(const Options& o) { return start_built(build(o)); }
+
+std::unique_ptr<Running> start_encoder(const Options& o) { return start_built(build_encoder(o)); }
 
 }  // namespace cadenza::server::testing

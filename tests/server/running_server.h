@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "model/encoder.h"
 #include "model/model.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -26,12 +27,15 @@ struct Options {
   double drain_timeout_s = 30;
   std::string ssl_certfile;  // both set: HTTPS
   std::string ssl_keyfile;
+  std::string pooling;  // ServerConfig::pooling (empty: the GGUF's)
+  std::string model_name = "tiny";
 };
 
 // A running server with its own model (a Model runs one forward pass at a time).
 struct Running {
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<model::Model> model;
+  std::unique_ptr<model::Encoder> encoder;  // instead of `model` for an encoder (start_encoder)
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Server> server;
   uint16_t port = 0;
@@ -46,5 +50,9 @@ Result<std::unique_ptr<Running>> build(const Options& o);
 
 // build(), start(), and waits until /ready; gtest failures and nullptr when anything fails.
 std::unique_ptr<Running> start(const Options& o = {});
+
+// The same for an encoder model (o.model_path, a bert GGUF): no engine, embeddings (and rerank)
+// only.
+std::unique_ptr<Running> start_encoder(const Options& o);
 
 }  // namespace cadenza::server::testing

@@ -41,6 +41,10 @@ void OutputHead::forward(const ForwardContext& ctx, const TokenEmbedding& embedd
   kernels::Backend& be = ctx.backend;
   const Matrix hidden = hidden_.rows(ctx.inputs.n_logits);
   be.gather_rows(x, ctx.inputs.logit_rows, hidden);  // only the rows whose logits are wanted
+  if (ctx.hidden_only) {  // Model::forward_hidden: the normalized rows are the output
+    be.rms_norm(hidden, *output_norm_, c_.rms_norm_eps, ctx.logits);
+    return;
+  }
   be.rms_norm(hidden, *output_norm_, c_.rms_norm_eps, hidden);
   be.matmul(output_ ? *output_ : embedding.table(), hidden, ctx.logits);  // [n_logits][V or V/tp]
   if (c_.logit_scale != 1.0f) be.scale(ctx.logits, c_.logit_scale, ctx.logits);

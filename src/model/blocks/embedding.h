@@ -47,7 +47,8 @@ class OutputHead {
   Status load(WeightLoader& loader);
   Status reserve(kernels::Backend& backend, const StepCapacity& capacity);
   // x: [n][d], the final residual stream; writes ctx.logits. `embedding` supplies the output
-  // matrix when it is tied.
+  // matrix when it is tied. With ctx.hidden_only, ctx.logits is [n_logits][d] and receives the
+  // normalized rows (rms_norm(x[logit rows]) * output_norm) without the output matrix.
   void forward(const ForwardContext& ctx, const TokenEmbedding& embedding, kernels::Matrix x);
 
  private:

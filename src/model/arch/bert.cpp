@@ -1,0 +1,429 @@
+// bert: the BERT encoder (BERT, BGE, MiniLM and their cross-encoder rerankers), from GGUF
+// metadata `bert.*` and the tensors the GGUF convention names for it:
+//
+//   x = token_embd[t] + position_embd[p] + token_types[type]         p = 0.. within the sequence
+//   x = LayerNorm(x) * token_embd_norm.weight + token_embd_norm.bias
+//   for each layer (post-norm):
+//     a = softmax(q k^T / sqrt(head_dim)) v per head, over every token of the sequence
+//         (bidirectional), q/k/v = x W{q,k,v}^T + b{q,k,v}
+//     x = LayerNorm(x + a Wo^T + bo)          attn_output_norm.{weight,bias}
+//     x = LayerNorm(x + gelu(x Wup^T + bup) Wdown^T + bdown)   layer_output_norm.{weight,bias}
+//   classification head (rerankers, optional): cls.output(tanh(cls(x[CLS]))), `cls` optional
+//
+// GELU is the exact one, 0.5 x (1 + erf(x / sqrt 2)) (BERT's "gelu"). The projections run on the
+// backend (its matmul kernels); LayerNorm, GELU and the attention, which the backend has no op
+// for, run on the host over read_view/write_view copies (cheap on the CPU backend, whose views
+// are host memory; a device backend pays the transfers). Batched: the projections take every
+// token of every sequence at once; attention stays within each sequence. No KV cache.
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "gguf/gguf.h"
+#include "model/encoder.h"
+#include "model/scratch.h"
+#include "model/weight_loader.h"
+#include "tensor/quant.h"
+
+namespace cadenza::model {
+
+namespace {
+
+using kernels::Matrix;
+using kernels::Weight;
+
+// A small tensor (a norm's weight or bias, the classification head) as host floats, its shape
+// checked: `cols` per row, `rows` rows.
+Result<std::vector<float>> host_tensor(const gguf::GgufFile& f, const std::string& name,
+                                       int64_t cols, int64_t rows = 1) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) return make_error("{}: tensor '{}' missing", f.name(), name);
+  if (t->shape.empty() || t->shape[0] != cols || t->rows() != rows)
+    return make_error("{}: tensor '{}' has {} elements per row and {} rows, expected {} and {}",
+                      f.name(), name, t->shape.empty() ? 0 : t->shape[0], t->rows(), cols, rows);
+  if (!traits(t->type).compute_supported)
+    return make_error("{}: tensor '{}' has an unsupported type", f.name(), name);
+  std::vector<float> out(static_cast<size_t>(cols * rows));
+  const std::optional<uint64_t> rb = row_bytes(t->type, cols);
+  if (!rb) return make_error("{}: tensor {} has a row size that does not fit its type", f.name(), name);
+  const size_t row_size = static_cast<size_t>(*rb);
+  for (int64_t r = 0; r < rows; ++r)
+    dequantize_row(t->type, t->data + r * row_size, out.data() + r * cols, cols);
+  return out;
+}
+
+// x[r] = (x[r] - mean) / sqrt(var + eps) * w + b, per row of `d`.
+void layer_norm(std::vector<float>& x, int64_t n, int64_t d, const std::vector<float>& w,
+                const std::vector<float>& b, float eps) {
+  for (int64_t r = 0; r < n; ++r) {
+    float* row = x.data() + r * d;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < d; ++i) mean += row[i];
+    mean /= static_cast<double>(d);
+    for (int64_t i = 0; i < d; ++i) var += (row[i] - mean) * (row[i] - mean);
+    var /= static_cast<double>(d);
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < d; ++i)
+      row[i] = static_cast<float>((row[i] - mean) * inv) * w[static_cast<size_t>(i)] +
+               b[static_cast<size_t>(i)];
+  }
+}
+
+class BertEncoder final : public Encoder {
+ public:
+  BertEncoder(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend,
+              EncoderConfig config)
+      : file_(std::move(file)), backend_(backend), c_(std::move(config)) {}
+
+  Status load();
+  const EncoderConfig& config() const override { return c_; }
+  const gguf::GgufFile& file() const override { return *file_; }
+  Result<std::vector<float>> forward(std::span<const EncoderInput> inputs) override;
+  Result<std::vector<std::vector<float>>> classify(std::span<const EncoderInput> inputs) override;
+
+ private:
+  struct Norm {
+    std::vector<float> w, b;
+  };
+  struct Layer {
+    std::unique_ptr<Weight> wq, bq, wk, bk, wv, bv, wo, bo, wup, bup, wdown, bdown;
+    Norm attn_norm, out_norm;
+  };
+  Status reserve(int64_t n);
+  Status load_norm(const std::string& prefix, Norm& norm);
+  // Host attention over q_h/k_h/v_h into a_h, sequence by sequence (`starts`, `lengths`).
+  void attention(const std::vector<int64_t>& starts, const std::vector<int64_t>& lengths);
+  // Reads a view into host memory / writes it back.
+  void to_host(Matrix m, std::vector<float>& h) {
+    h.resize(static_cast<size_t>(m.rows * m.cols));
+    backend_.read_view(m, h.data());
+  }
+
+  std::shared_ptr<const gguf::GgufFile> file_;
+  kernels::Backend& backend_;
+  EncoderConfig c_;
+  std::unique_ptr<Weight> token_embd_, position_embd_, token_types_;
+  Norm embd_norm_;
+  std::vector<Layer> layers_;
+  std::vector<float> cls_w_, cls_b_, cls_out_w_, cls_out_b_;  // host; cls_w_ empty: no pooler
+  // Scratch, grown to the largest batch seen (reserve): backend [n][d] / [n][ff] and [n][1].
+  int64_t reserved_ = 0;
+  ScratchMatrix x_, t_, q_, k_, v_, a_, up_;
+  ScratchIndices ids_, pos_, types_;
+  std::vector<float> x_h_, q_h_, k_h_, v_h_, a_h_, up_h_;  // host copies
+};
+
+Status BertEncoder::load_norm(const std::string& prefix, Norm& norm) {
+  auto w = host_tensor(*file_, prefix + ".weight", c_.n_embd);
+  if (!w) return w.error_value();
+  auto b = host_tensor(*file_, prefix + ".bias", c_.n_embd);
+  if (!b) return b.error_value();
+  norm.w = std::move(*w);
+  norm.b = std::move(*b);
+  return {};
+}
+
+Status BertEncoder::load() {
+  WeightLoader loader(file_, backend_);
+  const int64_t d = c_.n_embd;
+  Status st = loader.load({
+      {token_embd_, "token_embd.weight", {d, c_.n_vocab}},
+      {position_embd_, "position_embd.weight", {d, c_.n_ctx}},
+      {token_types_, "token_types.weight", {d, c_.n_token_types}, required_if(c_.n_token_types > 0)},
+  });
+  if (st) st = load_norm("token_embd_norm", embd_norm_);
+  layers_.resize(static_cast<size_t>(c_.n_layers));
+  for (int64_t il = 0; st && il < c_.n_layers; ++il) {
+    Layer& L = layers_[static_cast<size_t>(il)];
+    auto name = [&](const char* s) { return layer_tensor(il, s); };
+    st = loader.load({
+        {L.wq, name("attn_q.weight"), {d, d}},          {L.bq, name("attn_q.bias"), {d}},
+        {L.wk, name("attn_k.weight"), {d, d}},          {L.bk, name("attn_k.bias"), {d}},
+        {L.wv, name("attn_v.weight"), {d, d}},          {L.bv, name("attn_v.bias"), {d}},
+        {L.wo, name("attn_output.weight"), {d, d}},     {L.bo, name("attn_output.bias"), {d}},
+        {L.wup, name("ffn_up.weight"), {d, c_.n_ff}},   {L.bup, name("ffn_up.bias"), {c_.n_ff}},
+        {L.wdown, name("ffn_down.weight"), {c_.n_ff, d}}, {L.bdown, name("ffn_down.bias"), {d}},
+    });
+    if (st) st = load_norm(name("attn_output_norm"), L.attn_norm);
+    if (st) st = load_norm(name("layer_output_norm"), L.out_norm);
+  }
+  if (st && c_.n_classes > 0) {
+    if (file_->find_tensor("cls.weight") != nullptr) {  // the pooler: tanh(W x + b)
+      auto w = host_tensor(*file_, "cls.weight", d, d);
+      auto b = w ? host_tensor(*file_, "cls.bias", d) : w;
+      if (!w || !b) return (w ? b : w).error_value();
+      cls_w_ = std::move(*w);
+      cls_b_ = std::move(*b);
+    }
+    auto w = host_tensor(*file_, "cls.output.weight", d, c_.n_classes);
+    auto b = w ? host_tensor(*file_, "cls.output.bias", c_.n_classes) : w;
+    if (!w || !b) return (w ? b : w).error_value();
+    cls_out_w_ = std::move(*w);
+    cls_out_b_ = std::move(*b);
+  }
+  return st;
+}
+
+Status BertEncoder::reserve(int64_t n) {
+  if (n <= reserved_) return {};
+  Status st;
+  for (ScratchMatrix* m : {&x_, &t_, &q_, &k_, &v_, &a_})
+    if (st) st = m->reserve(backend_, n, c_.n_embd);
+  if (st) st = up_.reserve(backend_, n, c_.n_ff);
+  for (ScratchIndices* m : {&ids_, &pos_, &types_})
+    if (st) st = m->reserve(backend_, n, 1);
+  if (!st) return make_error("bert: scratch for {} tokens: {}", n, st.error());
+  reserved_ = n;
+  return {};
+}
+
+void BertEncoder::attention(const std::vector<int64_t>& starts,
+                            const std::vector<int64_t>& lengths) {
+  const int64_t d = c_.n_embd, hd = c_.head_dim, H = c_.n_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Work items: (sequence, head); each writes its own columns of its own rows.
+  std::vector<std::pair<size_t, int64_t>> items;
+  int64_t work = 0;
+  for (size_t s = 0; s < starts.size(); ++s) {
+    for (int64_t h = 0; h < H; ++h) items.emplace_back(s, h);
+    work += lengths[s] * lengths[s] * d;
+  }
+  auto run = [&](size_t begin, size_t step) {
+    std::vector<float> p;
+    for (size_t it = begin; it < items.size(); it += step) {
+      const auto [s, h] = items[it];
+      const int64_t o = starts[s], L = lengths[s];
+      p.resize(static_cast<size_t>(L));
+      for (int64_t i = 0; i < L; ++i) {
+        const float* q = q_h_.data() + (o + i) * d + h * hd;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < L; ++j) {
+          const float* k = k_h_.data() + (o + j) * d + h * hd;
+          // Eight partial sums (a fixed order, so the compiler may keep them in one vector
+          // register; a single running sum would stay scalar).
+          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+          int64_t c = 0;
+          for (; c + 8 <= hd; c += 8)
+            for (int l = 0; l < 8; ++l) part[l] += q[c + l] * k[c + l];
+          float dot = ((part[0] + part[1]) + (part[2] + part[3])) +
+                      ((part[4] + part[5]) + (part[6] + part[7]));
+          for (; c < hd; ++c) dot += q[c] * k[c];
+          p[static_cast<size_t>(j)] = dot * scale;
+          mx = std::max(mx, p[static_cast<size_t>(j)]);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j < L; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
+        float* out = a_h_.data() + (o + i) * d + h * hd;
+        std::fill(out, out + hd, 0.0f);
+        for (int64_t j = 0; j < L; ++j) {
+          const float w = p[static_cast<size_t>(j)] / sum;
+          const float* v = v_h_.data() + (o + j) * d + h * hd;
+          for (int64_t c = 0; c < hd; ++c) out[c] += w * v[c];
+        }
+      }
+    }
+  };
+  // The backend's threads are idle meanwhile; spread large batches over the cores. Results do
+  // not depend on the thread count (each item is computed whole by one thread).
+  const size_t threads = work < (1 << 22)
+                             ? 1
+                             : std::min<size_t>(items.size(),
+                                                std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < threads; ++t) pool.emplace_back(run, t, threads);
+  run(0, threads);
+  for (auto& t : pool) t.join();
+}
+
+Result<std::vector<float>> BertEncoder::forward(std::span<const EncoderInput> inputs) {
+  if (inputs.empty()) return Error("bert: no input");
+  std::vector<int64_t> starts, lengths;
+  std::vector<int32_t> ids, pos, types;
+  for (size_t s = 0; s < inputs.size(); ++s) {
+    const EncoderInput& in = inputs[s];
+    const int64_t L = static_cast<int64_t>(in.tokens.size());
+    if (L == 0 || L > c_.n_ctx)
+      return make_error("bert: input {} has {} tokens (1 to {} allowed)", s, L, c_.n_ctx);
+    if (!in.types.empty() && in.types.size() != in.tokens.size())
+      return make_error("bert: input {} has {} tokens but {} token types", s, L, in.types.size());
+    starts.push_back(static_cast<int64_t>(ids.size()));
+    lengths.push_back(L);
+    for (int64_t i = 0; i < L; ++i) {
+      const int32_t t = in.tokens[static_cast<size_t>(i)];
+      const int32_t ty = in.types.empty() ? 0 : in.types[static_cast<size_t>(i)];
+      if (t < 0 || t >= c_.n_vocab)
+        return make_error("bert: token id {} of input {} is out of range [0, {})", t, s, c_.n_vocab);
+      if (ty < 0 || ty >= std::max<int64_t>(c_.n_token_types, 1))
+        return make_error("bert: token type {} of input {} is out of range", ty, s);
+      ids.push_back(t);
+      pos.push_back(static_cast<int32_t>(i));
+      types.push_back(ty);
+    }
+  }
+  const int64_t n = static_cast<int64_t>(ids.size()), d = c_.n_embd;
+  if (Status st = reserve(n); !st) return st.error_value();
+  kernels::Backend& be = backend_;
+  auto upload = [&](ScratchIndices& dst, const std::vector<int32_t>& src) {
+    be.write(dst.buffer(), 0, src.data(), src.size() * sizeof(int32_t));
+    return dst.rows(n);
+  };
+  const Matrix x = x_.rows(n), t = t_.rows(n), q = q_.rows(n), k = k_.rows(n), v = v_.rows(n),
+               a = a_.rows(n), up = up_.rows(n);
+  be.get_rows(*token_embd_, upload(ids_, ids), x);
+  be.get_rows(*position_embd_, upload(pos_, pos), t);
+  be.add(x, t, x);
+  if (token_types_) {
+    be.get_rows(*token_types_, upload(types_, types), t);
+    be.add(x, t, x);
+  }
+  auto norm_in_place = [&](const Norm& nm) {
+    to_host(x, x_h_);
+    layer_norm(x_h_, n, d, nm.w, nm.b, c_.norm_eps);
+    be.write_view(x_h_.data(), x);
+  };
+  norm_in_place(embd_norm_);
+  for (const Layer& L : layers_) {
+    be.matmul(*L.wq, x, q);
+    be.add_bias(q, *L.bq, q);
+    be.matmul(*L.wk, x, k);
+    be.add_bias(k, *L.bk, k);
+    be.matmul(*L.wv, x, v);
+    be.add_bias(v, *L.bv, v);
+    to_host(q, q_h_);
+    to_host(k, k_h_);
+    to_host(v, v_h_);
+    a_h_.resize(q_h_.size());
+    attention(starts, lengths);
+    be.write_view(a_h_.data(), a);
+    be.matmul(*L.wo, a, t);
+    be.add_bias(t, *L.bo, t);
+    be.add(x, t, x);
+    norm_in_place(L.attn_norm);
+    be.matmul(*L.wup, x, up);
+    be.add_bias(up, *L.bup, up);
+    to_host(up, up_h_);
+    for (float& e : up_h_) e = 0.5f * e * (1.0f + std::erf(e * static_cast<float>(M_SQRT1_2)));
+    be.write_view(up_h_.data(), up);
+    be.matmul(*L.wdown, up, t);
+    be.add_bias(t, *L.bdown, t);
+    be.add(x, t, x);
+    norm_in_place(L.out_norm);
+  }
+  to_host(x, x_h_);
+  return std::vector<float>(x_h_.begin(), x_h_.begin() + n * d);
+}
+
+Result<std::vector<std::vector<float>>> BertEncoder::classify(std::span<const EncoderInput> inputs) {
+  if (c_.n_classes == 0)
+    return make_error("{}: no classification head (cls.output.weight): not a reranker",
+                      file_->name());
+  auto hidden = forward(inputs);
+  if (!hidden) return hidden.error_value();
+  const int64_t d = c_.n_embd;
+  std::vector<std::vector<float>> out;
+  int64_t row = 0;
+  std::vector<float> pooled(static_cast<size_t>(d));
+  for (const EncoderInput& in : inputs) {
+    const float* cls = hidden->data() + row * d;  // the sequence's first token
+    row += static_cast<int64_t>(in.tokens.size());
+    if (cls_w_.empty()) {
+      std::copy(cls, cls + d, pooled.begin());
+    } else {
+      for (int64_t j = 0; j < d; ++j) {
+        double acc = cls_b_[static_cast<size_t>(j)];
+        for (int64_t i = 0; i < d; ++i) acc += static_cast<double>(cls_w_[static_cast<size_t>(j * d + i)]) * cls[i];
+        pooled[static_cast<size_t>(j)] = static_cast<float>(std::tanh(acc));
+      }
+    }
+    std::vector<float> logits(static_cast<size_t>(c_.n_classes));
+    for (int64_t j = 0; j < c_.n_classes; ++j) {
+      double acc = cls_out_b_[static_cast<size_t>(j)];
+      for (int64_t i = 0; i < d; ++i)
+        acc += static_cast<double>(cls_out_w_[static_cast<size_t>(j * d + i)]) * pooled[static_cast<size_t>(i)];
+      logits[static_cast<size_t>(j)] = static_cast<float>(acc);
+    }
+    out.push_back(std::move(logits));
+  }
+  return out;
+}
+
+// The `bert.*` keys.
+Result<EncoderConfig> read_bert_config(const gguf::GgufFile& f) {
+  EncoderConfig c;
+  c.arch = "bert";
+  auto u = [&](const char* key, int64_t& dst) -> Status {
+    auto v = f.get_uint(std::string("bert.") + key);
+    if (!v) return v.error_value();
+    if (*v == 0 || *v > (1u << 24)) return make_error("{}: bert.{} = {} is out of range", f.name(), key, *v);
+    dst = static_cast<int64_t>(*v);
+    return {};
+  };
+  for (auto [key, dst] : {std::pair{"context_length", &c.n_ctx}, {"embedding_length", &c.n_embd},
+                          {"block_count", &c.n_layers}, {"feed_forward_length", &c.n_ff},
+                          {"attention.head_count", &c.n_heads}}) {
+    if (Status st = u(key, *dst); !st) return st.error_value();
+  }
+  if (c.n_embd % c.n_heads != 0)
+    return make_error("{}: embedding {} is not a multiple of the {} heads", f.name(), c.n_embd, c.n_heads);
+  c.head_dim = c.n_embd / c.n_heads;
+  auto eps = f.get_float_or("bert.attention.layer_norm_epsilon", 1e-12);
+  if (!eps) return eps.error_value();
+  c.norm_eps = static_cast<float>(*eps);
+  auto pooling = pooling_of(f);
+  if (!pooling) return pooling.error_value();
+  c.pooling = pooling->value_or(Pooling::kCls);
+  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (embd == nullptr) return make_error("{}: tensor 'token_embd.weight' missing", f.name());
+  c.n_vocab = embd->rows();
+  if (const gguf::TensorInfo* types = f.find_tensor("token_types.weight")) c.n_token_types = types->rows();
+  if (const gguf::TensorInfo* head = f.find_tensor("cls.output.weight")) c.n_classes = head->rows();
+  if (c.pooling == Pooling::kRank && c.n_classes == 0)
+    return make_error("{}: pooling 'rank' without a classification head (cls.output.weight)",
+                      f.name());
+  return c;
+}
+
+}  // namespace
+
+bool Encoder::is_encoder(const gguf::GgufFile& file) {
+  auto arch = file.get_string("general.architecture");
+  return arch && *arch == "bert";
+}
+
+Result<std::unique_ptr<Encoder>> Encoder::load(std::shared_ptr<const gguf::GgufFile> file,
+                                               kernels::Backend& backend) {
+  if (!is_encoder(*file))
+    return make_error("{}: not an encoder architecture (supported: bert)", file->name());
+  auto config = read_bert_config(*file);
+  if (!config) return config.error_value();
+  auto enc = std::make_unique<BertEncoder>(file, backend, std::move(*config));
+  if (Status st = enc->load(); !st) return st.error_value();
+  return std::unique_ptr<Encoder>(std::move(enc));
+}
+
+Result<std::unique_ptr<Encoder>> Encoder::open(const std::string& path, kernels::Backend& backend) {
+  auto file = gguf::GgufFile::open(path);
+  if (!file) return file.error_value();
+  return load(std::shared_ptr<const gguf::GgufFile>(std::move(*file)), backend);
+}
+
+Result<std::vector<std::vector<float>>> Encoder::embed(std::span<const EncoderInput> inputs) {
+  const EncoderConfig& c = config();
+  if (c.pooling == Pooling::kRank || c.pooling == Pooling::kNone)
+    return make_error("{}: pooling '{}' gives no embedding", file().name(), pooling_name(c.pooling));
+  auto hidden = forward(inputs);
+  if (!hidden) return hidden.error_value();
+  std::vector<std::vector<float>> out;
+  size_t row = 0;
+  for (const EncoderInput& in : inputs) {
+    const size_t L = in.tokens.size();
+    std::vector<float> v = pool(std::span<const float>(*hidden).subspan(row * c.n_embd, L * c.n_embd),
+                                static_cast<int64_t>(L), c.n_embd, c.pooling);
+    l2_normalize(v);
+    out.push_back(std::move(v));
+    row += L;
+  }
+  return out;
+}
+
+}  // namespace cadenza::model

@@ -43,6 +43,8 @@ struct ServerConfig {
   int32_t max_queue = 256;
   double drain_timeout_s = 30;
   size_t max_body_bytes = size_t{8} << 20;
+  // Finished /v1/responses kept for previous_response_id and GET/DELETE (LRU); 0: none.
+  size_t responses_store = 0;
   bool warmup = true;
   bool handle_signals = false;  // SIGTERM/SIGINT start a drain
   // TLS (both or neither): PEM certificate chain and unencrypted PEM private key (server/tls.h).

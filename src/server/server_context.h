@@ -12,6 +12,7 @@
 #include "server/engine_bridge.h"
 #include "server/metrics.h"
 #include "server/output_grammar.h"
+#include "server/response_store.h"
 #include "tokenizer/tokenizer.h"
 #include "toolcall/tool_call.h"
 
@@ -32,6 +33,8 @@ struct ServerContext {
   toolcall::ToolCallFormat tool_format = toolcall::ToolCallFormat::kHermes;
   toolcall::ReasoningFormat reasoning = toolcall::ReasoningFormat::kNone;
   Metrics* metrics = nullptr;
+  // Finished Responses API responses (--responses-store N); null when off (N = 0).
+  ResponseStore* responses = nullptr;
   ApiKeys keys;
   std::atomic<bool> draining{false};
   // Generation responses accepted and not yet completely written (drain waits for them).

@@ -4,6 +4,7 @@
 // each API's shape, x-api-key works, the responses store continues conversations, and a client
 // that leaves a Messages stream aborts its engine request.
 #include <chrono>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -469,6 +470,45 @@ TEST_F(ApiShapeServerTest, ClientLeavingAMessagesStreamAbortsIt) {
   // Unless the whole answer came in one read (then nothing was left to abort).
   if (got.find("message_stop") == std::string::npos) {
     EXPECT_TRUE(wait_metric(port(), "cadenza_request_success_total{finished_reason=\"abort\"}", aborts + 1));
+  }
+  EXPECT_TRUE(wait_metric(port(), "cadenza_num_requests_running", 0));
+  EXPECT_TRUE(wait_metric(port(), "cadenza_kv_cache_usage_ratio", 0));
+}
+
+// Mutated Messages and Responses bodies: every answer is a 2xx or a 4xx in the route's own shape,
+// never a crash or a 5xx, and nothing is left running.
+TEST_F(ApiShapeServerTest, FuzzBodiesOverHttp) {
+  std::mt19937 rng(7);
+  const std::pair<const char*, std::string> bases[] = {
+      {"/v1/messages", R"({"max_tokens":3,"system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"text","text":"yo"}]},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"r"}]}],"tools":[{"name":"f","input_schema":{"type":"object"}}],"stream":true})"},
+      {"/v1/messages/count_tokens", R"({"messages":[{"role":"user","content":"yo"}],"system":"s"})"},
+      {"/v1/responses", R"({"input":[{"role":"developer","content":"d"},{"type":"function_call","call_id":"c","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"c","output":"o"}],"max_output_tokens":3,"text":{"format":{"type":"json_object"}},"store":false,"stream":true})"},
+  };
+  auto c = std::make_unique<Client>(port());
+  for (int i = 0; i < 150; ++i) {
+    const auto& [target, base] = bases[rng() % std::size(bases)];
+    std::string body = base;
+    for (unsigned m = rng() % 3 + 1; m > 0; --m) {
+      const size_t at = rng() % body.size();
+      const std::string head = body.substr(0, at);
+      switch (rng() % 3) {
+        case 0: body = head + static_cast<char>(rng() % 256) + body.substr(at + 1); break;
+        case 1: body = head + body.substr(std::min(body.size(), at + 1 + rng() % 4)); break;
+        default: body = head + "{}[]\",:0-e"[rng() % 10] + body.substr(at); break;
+      }
+      if (body.empty()) body.push_back('{');
+    }
+    if (!c->connected()) c = std::make_unique<Client>(port());
+    auto r = c->request("POST", target, body);
+    ASSERT_TRUE(r.ok) << body;
+    EXPECT_TRUE((r.status >= 200 && r.status < 300) || (r.status >= 400 && r.status < 500))
+        << r.status << " " << target << " " << body;
+    if (r.status >= 400) {
+      if (std::string(target).rfind("/v1/messages", 0) == 0)
+        expect_anthropic_error(r, r.status, r.status == 404 ? "not_found_error" : "invalid_request_error");
+      else
+        expect_openai_error(r, r.status);
+    }
   }
   EXPECT_TRUE(wait_metric(port(), "cadenza_num_requests_running", 0));
   EXPECT_TRUE(wait_metric(port(), "cadenza_kv_cache_usage_ratio", 0));

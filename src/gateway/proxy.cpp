@@ -103,7 +103,7 @@ double usage_tokens(const std::string& body) {
 }
 
 double requested_max_tokens(const json& body, int fallback) {
-  for (const char* k : {"max_completion_tokens", "max_tokens"})
+  for (const char* k : {"max_completion_tokens", "max_tokens", "max_output_tokens"})  // chat, Messages, Responses
     if (auto it = body.find(k); it != body.end() && it->is_number() && it->get<double>() >= 0)
       return it->get<double>();
   return fallback;

@@ -63,6 +63,7 @@ struct ServeArgs {
   std::string scheduling_policy = "fcfs";
   double drain_timeout = 30;
   std::string max_body_bytes = "8MiB";
+  int64_t responses_store = 0;  // --responses-store: finished /v1/responses kept (LRU)
   bool no_warmup = false;
   std::string ssl_certfile;
   std::string ssl_keyfile;
@@ -114,6 +115,7 @@ server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> 
   sc.api_keys = std::move(keys);
   sc.max_queue = a.max_queue;
   sc.priority_scheduling = a.scheduling_policy == "priority";
+  sc.responses_store = static_cast<size_t>(a.responses_store);
   sc.tool_call_parser = a.tool_call_parser;
   sc.reasoning_parser = a.reasoning_parser;
   sc.pooling = a.pooling;
@@ -460,6 +462,11 @@ Command serve_command() {
         ->capture_default_str();
     sub->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body (HTTP 413)")
         ->capture_default_str();
+    sub->add_option("--responses-store", args->responses_store,
+                    "Finished /v1/responses kept in memory (LRU) for previous_response_id and "
+                    "GET/DELETE /v1/responses/{id}; 0: none")
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     sub->add_flag("--no-warmup", args->no_warmup, "Skip the warm-up forward passes");
     sub->add_option("--ssl-certfile", args->ssl_certfile,
                     "PEM certificate chain: serve HTTPS (with --ssl-keyfile)");

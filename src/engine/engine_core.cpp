@@ -226,6 +226,7 @@ bool EngineCore::process_token(Request& r, Stream& s, int32_t token, RequestOutp
   out.text += o.text;
   if (o.stopped) {
     out.finish_reason = FinishReason::kStop;
+    out.stop_string = std::move(o.matched);
     return true;
   }
   if (length) {

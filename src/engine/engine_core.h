@@ -116,6 +116,7 @@ struct RequestOutput {
   bool finished = false;
   FinishReason finish_reason = FinishReason::kNone;
   std::string error;       // the reason when finish_reason == kError
+  std::string stop_string;  // kStop by a stop string: that string (else empty)
   RequestMetrics metrics;  // filled when finished
   int32_t index = 0;       // which of the request's n samples (0 when n == 1)
   // One per new token when SamplingParams::logprobs >= 0 (see logits_processor.h); else empty.

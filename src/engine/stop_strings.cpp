@@ -30,10 +30,16 @@ StopStringFilter::Output StopStringFilter::process(std::string_view text, bool f
   // The earliest completed stop string wins. It can only start in the old held part or later,
   // since the released text never held a stop string's start.
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, buf.find(s));
+  const std::string* matched = nullptr;
+  for (const std::string& s : stops_)
+    if (const size_t at = buf.find(s); at < first) {
+      first = at;
+      matched = &s;
+    }
   if (first != std::string::npos) {
     buf.resize(first);
     out.text = std::move(buf);
+    out.matched = *matched;
     out.stopped = stopped_ = true;
     return out;
   }

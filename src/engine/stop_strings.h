@@ -26,6 +26,7 @@ class StopStringFilter {
   struct Output {
     std::string text;      // released text (before the stop string when stopped)
     bool stopped = false;  // a stop string completed; nothing more may be pushed
+    std::string matched;   // when stopped: the stop string that completed
   };
 
   // Appends `text` and releases what can no longer be part of a stop string.

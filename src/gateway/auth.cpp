@@ -19,10 +19,14 @@ Caller identify_caller(const Tenants& tenants, const boost::beast::http::fields&
           boost::beast::string_view(authorization.data(), kBearer.size()),
           boost::beast::string_view(kBearer.data(), kBearer.size())))
     key = authorization.substr(kBearer.size());
+  // Anthropic's clients send `x-api-key: KEY` instead (used when there is no Authorization).
+  if (authorization.empty())
+    if (auto it = headers.find("x-api-key"); it != headers.end())
+      key = std::string_view(it->value().data(), it->value().size());
   c.tenant = tenants.find_by_key(key);
   if (!c.tenant)
     c.refusal = error_reply(401,
-                            key.empty() ? "missing API key (Authorization: Bearer KEY)"
+                            key.empty() ? "missing API key (Authorization: Bearer KEY or x-api-key: KEY)"
                                         : "invalid API key",
                             "invalid_request_error", "invalid_api_key");
   return c;

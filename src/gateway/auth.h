@@ -1,5 +1,5 @@
 // Who is calling: with tenants configured, the client routes (the generation routes and
-// GET /v1/models) need `Authorization: Bearer KEY` with the key of some tenant; /health, /ready
+// GET /v1/models) need `Authorization: Bearer KEY` (or `x-api-key: KEY`) with the key of some tenant; /health, /ready
 // and /metrics stay open for probes and scrapers. Without tenants anyone may call.
 // Thread-safety: pure functions over an immutable Tenants.
 #pragma once

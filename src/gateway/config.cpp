@@ -1,5 +1,7 @@
 #include "gateway/config.h"
 
+#include <cstdlib>
+
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -93,11 +95,23 @@ VersionConfig parse_version(const YAML::Node& n, const std::string& where,
   v.upstreams = get_addrs(n, "upstreams", where);
   v.dns = get_addrs(n, "dns", where);
   if (v.upstreams.empty() && v.dns.empty()) fail(where, "needs 'upstreams' or 'dns'");
+  const std::string api = get<std::string>(n, "api", where, "cadenza");
+  if (api == "chat") v.api = UpstreamApi::chat;
+  else if (api != "cadenza") fail(where + ".api", "expected 'cadenza' or 'chat'");
+  v.api_key = get<std::string>(n, "api_key", where, "");
+  const std::string env = get<std::string>(n, "api_key_env", where, "");
+  if (!env.empty()) {
+    if (!v.api_key.empty()) fail(where, "give either 'api_key' or 'api_key_env'");
+    const char* value = std::getenv(env.c_str());
+    if (!value || !*value) fail(where + ".api_key_env", "the environment variable " + env + " is not set");
+    v.api_key = value;
+  }
   return v;
 }
 
 ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
-  check_keys(n, where, {"name", "versions", "upstreams", "dns", "upstream_model", "weight"});
+  check_keys(n, where, {"name", "versions", "upstreams", "dns", "upstream_model", "weight", "api",
+                        "api_key", "api_key_env"});
   ModelConfig m;
   m.name = get<std::string>(n, "name", where, "");
   if (m.name.empty()) fail(where + ".name", "required");
@@ -106,6 +120,8 @@ ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
   const YAML::Node versions = n["versions"];
   if (versions) {
     if (n["upstreams"] || n["dns"]) fail(where, "give either 'versions' or 'upstreams'/'dns'");
+    for (const char* k : {"api", "api_key", "api_key_env"})
+      if (n[k]) fail(where + "." + k, "with 'versions', give it per version");
     if (n["weight"]) fail(where + ".weight", "with 'versions', give each version its weight");
     // A model-level upstream_model is the default of every version that names none.
     const std::string default_upstream = get<std::string>(n, "upstream_model", where, m.name);
@@ -114,7 +130,8 @@ ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
     std::set<std::string> seen;
     for (size_t i = 0; i < versions.size(); ++i) {
       const std::string w = where + ".versions[" + std::to_string(i) + "]";
-      check_keys(versions[i], w, {"version", "weight", "upstream_model", "upstreams", "dns"});
+      check_keys(versions[i], w, {"version", "weight", "upstream_model", "upstreams", "dns", "api",
+                                  "api_key", "api_key_env"});
       VersionConfig v = parse_version(versions[i], w, default_upstream);
       if (v.version.empty()) fail(w + ".version", "required when a model has versions");
       if (!seen.insert(v.version).second) fail(w + ".version", "duplicate '" + v.version + "'");

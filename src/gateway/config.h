@@ -27,8 +27,18 @@ struct HostPort {
   std::string str() const { return host + ":" + port; }
 };
 
+// What an upstream speaks. cadenza: every route of `cadenza serve` (Chat Completions,
+// Completions, Anthropic Messages, Responses), forwarded as they are. chat: only
+// /v1/chat/completions (another vLLM or llama-server, a cloud endpoint): the gateway converts
+// /v1/messages and /v1/responses to Chat Completions and the answers back (src/apishape).
+enum class UpstreamApi { cadenza, chat };
+
 // One version of a model ("name@version"): the replicas that serve it.
 struct VersionConfig {
+  UpstreamApi api = UpstreamApi::cadenza;
+  // Sent to the replicas as `Authorization: Bearer KEY` (replacing the client's key) when not
+  // empty: `api_key`, or the environment variable named by `api_key_env` at load time.
+  std::string api_key;
   std::string version;         // empty for a model without versions
   double weight = 1;           // share of requests for the bare model name (canary weights)
   std::string upstream_model;  // the model name the replicas serve (default: the model's name)

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gateway/api_shapes.h"
 #include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
@@ -91,14 +92,18 @@ class UsageScanner {
 
 double usage_tokens(const std::string& body) {
   json j = json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("usage") && j["usage"].is_object() &&
-      j["usage"].contains("total_tokens") && j["usage"]["total_tokens"].is_number())
-    return j["usage"]["total_tokens"].get<double>();
+  if (!j.is_object() || !j.contains("usage") || !j["usage"].is_object()) return -1;
+  const json& u = j["usage"];
+  if (u.contains("total_tokens") && u["total_tokens"].is_number()) return u["total_tokens"].get<double>();
+  // Anthropic's Messages usage has no total.
+  if (u.contains("input_tokens") && u["input_tokens"].is_number() && u.contains("output_tokens") &&
+      u["output_tokens"].is_number())
+    return u["input_tokens"].get<double>() + u["output_tokens"].get<double>();
   return -1;
 }
 
 double requested_max_tokens(const json& body, int fallback) {
-  for (const char* k : {"max_completion_tokens", "max_tokens"})
+  for (const char* k : {"max_completion_tokens", "max_tokens", "max_output_tokens"})  // chat, Messages, Responses
     if (auto it = body.find(k); it != body.end() && it->is_number() && it->get<double>() >= 0)
       return it->get<double>();
   return fallback;
@@ -129,6 +134,10 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
   Outcome out;
   double reserved = 0, used = 0;
   std::shared_ptr<Tenant> tenant;
+  // /v1/messages and /v1/responses: errors in their API's shape, converted for `api: chat`
+  // upstreams (api_shapes.h).
+  ShapedCall shape;
+  const apishape::Api api = api_of_route(req.route);
 
   auto write = [&](std::string bytes) -> asio::awaitable<bool> {
     error_code ec;
@@ -156,6 +165,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
     return ok;
   };
   auto reply = [&](Reply r) -> asio::awaitable<bool> {
+    r = shaped(api, std::move(r));
     out.status = r.status;
     const bool ok = co_await write(render_reply(r, req.request_id, req.keep_alive, false));
     co_return finish(ok);
@@ -227,7 +237,9 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
 
   // The response cache.
   std::optional<std::string> key;
-  if (st->cache) key = cache_key(body, req.route, vp->key());
+  // Responses are not cached: each has its own id, and a replica may store it.
+  if (st->cache && req.route != "responses" && req.route != "count_tokens")
+    key = cache_key(body, req.route, vp->key());
   if (key) {
     if (auto hit = st->cache->get(*key)) {
       gw.metrics().inc("cadenza_gateway_cache_hits_total", {});
@@ -243,16 +255,23 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
     out.cache = "miss";
   }
 
-  // The request the replicas get.
-  body["model"] = vp->config().upstream_model;
-  UpstreamCall::Request ureq{req.http.method(), req.http.target(), 11};
+  // The request the replicas get (ordered again: schemas keep the client's property order), in
+  // their API (converted to Chat Completions for `api: chat` upstreams).
+  auto ordered = nlohmann::ordered_json::parse(req.http.body(), nullptr, false);
+  ordered["model"] = vp->config().upstream_model;
+  std::string target(req.http.target());
+  if (auto refused = shape.prepare(req.route, vp->config(), target, ordered))
+    co_return co_await reply(std::move(*refused));
+  UpstreamCall::Request ureq{req.http.method(), target, 11};
   ureq.set(http::field::content_type, "application/json");
   ureq.set(http::field::user_agent, "cadenza-gateway");
   ureq.set("X-Request-Id", req.request_id);
   if (auto it = req.http.find(http::field::accept); it != req.http.end())
     ureq.set(http::field::accept, it->value());
+  if (!vp->config().api_key.empty())
+    ureq.set(http::field::authorization, "Bearer " + vp->config().api_key);
   ureq.keep_alive(true);
-  ureq.body() = body.dump();
+  ureq.body() = ordered.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   ureq.prepare_payload();
 
   std::optional<uint64_t> prefix_hash;
@@ -336,6 +355,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
       up->on_success();
       gw.metrics().inc("cadenza_gateway_upstream_requests_total",
                        {{"upstream", up->address()}, {"outcome", std::to_string(status)}});
+      r = shape.finish_reply(std::move(r));
       if (status == 200) {
         const double u = usage_tokens(r.body);
         used = u >= 0 ? u : reserved;
@@ -360,7 +380,8 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
     std::string bytes = render_stream_head(req.request_id, up->address(), req.keep_alive);
     while (!piece.empty()) {
       usage.feed(piece);
-      bytes += wire::http_chunk(piece);
+      if (const std::string client_bytes = shape.stream_piece(piece); !client_bytes.empty())
+        bytes += wire::http_chunk(client_bytes);
       if (!co_await write(std::move(bytes))) {
         // The client went away: closing the upstream connection makes the replica abort.
         call.abandon();
@@ -378,17 +399,15 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
       // Broke after it started: an error event, then [DONE]; never silence.
       fail(to_string(err));
       gw.metrics().inc("cadenza_gateway_stream_errors_total", {{"upstream", up->address()}});
-      bytes += wire::http_chunk(
-          wire::sse_event(error_json(
-              fmt::format("the upstream replica failed mid-stream ({})", to_string(err)),
-              "server_error", "upstream_stream_broken")) +
-          wire::sse_event("[DONE]"));
+      bytes += wire::http_chunk(shape.stream_broken(
+          fmt::format("the upstream replica failed mid-stream ({})", to_string(err))));
       out.status = 200;
     } else {
       up->on_success();
       gw.metrics().inc("cadenza_gateway_upstream_requests_total",
                        {{"upstream", up->address()}, {"outcome", "200"}});
       call.finish();
+      if (const std::string tail = shape.stream_end(); !tail.empty()) bytes += wire::http_chunk(tail);
     }
     bytes += wire::kLastChunk;
     const bool ok = co_await write(std::move(bytes));

@@ -1,4 +1,5 @@
-// Proxying one generation request (/v1/chat/completions, /v1/completions): tenant key and
+// Proxying one generation request (/v1/chat/completions, /v1/completions, /v1/messages,
+// /v1/messages/count_tokens, /v1/responses; api_shapes.h converts for `api: chat` upstreams): tenant key and
 // limits, model version, response cache, replica choice, retries before the first byte, and
 // streaming pass-through with backpressure (one upstream piece in memory per stream: the next
 // piece is read only after the previous one was written to the client).
@@ -19,7 +20,7 @@ class Gateway;
 
 struct ClientRequest {
   const boost::beast::http::request<boost::beast::http::string_body>& http;
-  std::string route;       // "chat" or "completions"
+  std::string route;       // "chat", "completions", "messages", "count_tokens" or "responses"
   std::string request_id;  // passed to the replica as X-Request-Id
   bool keep_alive = true;
 };

@@ -106,8 +106,14 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
     const bool get = req.method() == http::verb::get || req.method() == http::verb::head;
     const bool post = req.method() == http::verb::post;
     bool keep = cr.keep_alive;
-    if (post && (target == "/v1/chat/completions" || target == "/v1/completions")) {
-      cr.route = target == "/v1/chat/completions" ? "chat" : "completions";
+    const char* generation_route = target == "/v1/chat/completions"         ? "chat"
+                                   : target == "/v1/completions"            ? "completions"
+                                   : target == "/v1/messages"               ? "messages"
+                                   : target == "/v1/messages/count_tokens"  ? "count_tokens"
+                                   : target == "/v1/responses"              ? "responses"
+                                                                            : nullptr;
+    if (post && generation_route) {
+      cr.route = generation_route;
       keep = co_await proxy_generation(gw, stream, cr) && keep;
     } else {
       Reply r;
@@ -130,8 +136,7 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
         route = "models";
         Caller caller = identify_caller(*st->tenants, req);
         r = caller.refusal ? std::move(*caller.refusal) : models_reply(*st, caller.tenant.get());
-      } else if (target == "/v1/chat/completions" || target == "/v1/completions" ||
-                 target == "/health" || target == "/ready" || target == "/metrics" ||
+      } else if (generation_route || target == "/health" || target == "/ready" || target == "/metrics" ||
                  target == "/v1/models") {
         r = error_reply(405, fmt::format("method {} not allowed on {}",
                                          std::string(req.method_string()), target),

@@ -29,9 +29,14 @@ bool ApiKeys::check(std::string_view authorization) const {
     if (std::tolower(static_cast<unsigned char>(authorization[i])) !=
         std::tolower(static_cast<unsigned char>(kBearer[i])))
       return false;
-  std::string_view key = authorization.substr(kBearer.size());
+  return check_key(authorization.substr(kBearer.size()));
+}
+
+bool ApiKeys::check_key(std::string_view key) const {
+  if (keys_.empty()) return true;
   while (!key.empty() && key.front() == ' ') key.remove_prefix(1);
   while (!key.empty() && key.back() == ' ') key.remove_suffix(1);
+  if (key.empty()) return false;
   bool ok = false;
   for (const auto& k : keys_) ok |= constant_time_equal(key, k);  // no early exit
   return ok;

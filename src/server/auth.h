@@ -1,4 +1,4 @@
-// API-key check for `Authorization: Bearer KEY`. Keys are compared in constant time (the time
+// API-key check for `Authorization: Bearer KEY` (or `x-api-key: KEY`, Anthropic's header). Keys are compared in constant time (the time
 // depends on the lengths only, never on where the first difference is), against every key.
 // Thread-safety: immutable after construction; check() may run on any thread.
 #pragma once
@@ -16,6 +16,8 @@ class ApiKeys {
   bool enabled() const { return !keys_.empty(); }
   // True when no keys are configured, or `authorization` is "Bearer K" with K a configured key.
   bool check(std::string_view authorization) const;
+  // True when no keys are configured, or `key` (Anthropic's `x-api-key` header) is one.
+  bool check_key(std::string_view key) const;
 
  private:
   std::vector<std::string> keys_;

@@ -125,7 +125,7 @@ std::vector<toolcall::OutputDelta> GenerationJob::parse(Choice& c, const std::st
 }
 
 std::string GenerationJob::delta_chunks(size_t index, const std::vector<toolcall::OutputDelta>& events,
-                                        const json& logprobs) const {
+                                        const json& logprobs) {
   using Kind = toolcall::OutputDelta::Kind;
   std::string sse;
   json lp = logprobs;  // on the first chunk only
@@ -146,20 +146,18 @@ std::string GenerationJob::delta_chunks(size_t index, const std::vector<toolcall
                   json::array({{{"index", d.index}, {"function", {{"arguments", d.text}}}}})}};
         break;
     }
-    sse += sse_event(chunk(json::array({{{"index", index},
+    sse += emit(chunk(json::array({{{"index", index},
                                          {"delta", std::move(delta)},
                                          {"logprobs", std::move(lp)},
-                                         {"finish_reason", nullptr}}}))
-                         .dump(-1, ' ', false, json::error_handler_t::replace));
+                                         {"finish_reason", nullptr}}})));
     lp = nullptr;
   }
   // Tokens whose text the parser holds back still carry their logprobs.
   if (sse.empty() && !logprobs.is_null())
-    sse += sse_event(chunk(json::array({{{"index", index},
+    sse += emit(chunk(json::array({{{"index", index},
                                          {"delta", {{"content", ""}}},
                                          {"logprobs", logprobs},
-                                         {"finish_reason", nullptr}}}))
-                         .dump(-1, ' ', false, json::error_handler_t::replace));
+                                         {"finish_reason", nullptr}}})));
   return sse;
 }
 
@@ -196,6 +194,7 @@ std::string GenerationJob::on_event(const GenEvent& e) {
     c.finished = true;
     ++finished_;
     c.finish_reason = finish_reason_text(out.finish_reason);
+    c.stop_string = out.stop_string;
     if (out.finish_reason == engine::FinishReason::kError && !error_ && (e.rejected || !started_)) {
       ApiError err;
       err.status = e.rejected ? 400 : 500;
@@ -218,11 +217,10 @@ std::string GenerationJob::on_event(const GenEvent& e) {
   if (endpoint_ == Endpoint::kChat) {
     if (!c.role_sent) {
       c.role_sent = true;
-      sse += sse_event(chunk(json::array({{{"index", index},
+      sse += emit(chunk(json::array({{{"index", index},
                                            {"delta", {{"role", "assistant"}, {"content", ""}}},
                                            {"logprobs", nullptr},
-                                           {"finish_reason", nullptr}}}))
-                           .dump(-1, ' ', false, json::error_handler_t::replace));
+                                           {"finish_reason", nullptr}}})));
     }
     // One chunk per generated token, even when its text is held back (part of a UTF-8
     // character, a possible stop string) or empty (a special token), as vLLM does: clients
@@ -231,39 +229,69 @@ std::string GenerationJob::on_event(const GenEvent& e) {
     if (c.parser)
       sse += delta_chunks(e.index, parse(c, out.text, out.finished), lp);
     else if (!out.text.empty() || !out.logprobs.empty() || !out.new_token_ids.empty())
-      sse += sse_event(chunk(json::array({{{"index", index},
+      sse += emit(chunk(json::array({{{"index", index},
                                            {"delta", {{"content", out.text}}},
                                            {"logprobs", lp},
-                                           {"finish_reason", nullptr}}}))
-                           .dump(-1, ' ', false, json::error_handler_t::replace));
-    if (out.finished)  // after parse(): a choice that called a tool finishes with tool_calls
-      sse += sse_event(chunk(json::array({{{"index", index},
-                                           {"delta", json::object()},
-                                           {"logprobs", nullptr},
-                                           {"finish_reason", c.finish_reason}}}))
-                           .dump(-1, ' ', false, json::error_handler_t::replace));
+                                           {"finish_reason", nullptr}}})));
+    if (out.finished) {  // after parse(): a choice that called a tool finishes with tool_calls
+      json last = {{"index", index},
+                   {"delta", json::object()},
+                   {"logprobs", nullptr},
+                   {"finish_reason", c.finish_reason}};
+      if (!c.stop_string.empty()) last["stop_reason"] = c.stop_string;  // vLLM's field
+      sse += emit(chunk(json::array({std::move(last)})));
+    }
   } else if (!out.text.empty() || !out.logprobs.empty() || !out.new_token_ids.empty() ||
              out.finished) {
-    sse += sse_event(chunk(json::array({{{"index", index},
+    sse += emit(chunk(json::array({{{"index", index},
                                          {"text", out.text},
                                          {"logprobs", lp},
                                          {"finish_reason", out.finished ? json(c.finish_reason)
-                                                                        : json(nullptr)}}}))
-                         .dump(-1, ' ', false, json::error_handler_t::replace));
+                                                                        : json(nullptr)}}})));
   }
   if (!sse.empty()) started_ = true;
   return sse;
 }
 
-std::string GenerationJob::stream_tail() const {
+std::string GenerationJob::emit(const json& c) {
+  if (shape_.stream) return shape_.stream->on_chunk(c);
+  return sse_event(c.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+std::string GenerationJob::stream_tail() {
   std::string out;
   if (include_usage_) {
     json c = chunk(json::array());
     c["usage"] = usage();
-    out += sse_event(c.dump());
+    out += emit(c);
+  }
+  if (shape_.stream) {
+    out += shape_.stream->finish();
+    if (shape_.finished) shape_.finished(nullptr);
+    return out;
   }
   out += sse_event("[DONE]");
   return out;
+}
+
+std::string GenerationJob::stream_error(const ApiError& e) {
+  if (shape_.stream) {
+    apishape::ShapeError se{e.status, e.message, e.type, e.param, e.code};
+    return shape_.stream->fail(se);
+  }
+  return sse_event(error_body(e).dump()) + sse_event("[DONE]");
+}
+
+json shaped_error_body(apishape::Api api, const ApiError& e) {
+  if (api == apishape::Api::kChat) return json::parse(error_body(e).dump());
+  return apishape::error_body(api, apishape::ShapeError{e.status, e.message, e.type, e.param, e.code});
+}
+
+json GenerationJob::body() {
+  json b = chat_body();
+  if (shape_.body) b = shape_.body(b);
+  if (shape_.finished) shape_.finished(b);
+  return b;
 }
 
 json GenerationJob::message(const Choice& c) const {
@@ -283,16 +311,17 @@ json GenerationJob::message(const Choice& c) const {
   return m;
 }
 
-json GenerationJob::body() const {
+json GenerationJob::chat_body() const {
   json choices = json::array();
   for (size_t i = 0; i < choices_.size(); ++i) {
     const Choice& c = choices_[i];
-    if (endpoint_ == Endpoint::kChat)
+    if (endpoint_ == Endpoint::kChat) {
       choices.push_back({{"index", i},
                          {"message", message(c)},
                          {"logprobs", c.logprobs},
                          {"finish_reason", c.finish_reason}});
-    else
+      if (!c.stop_string.empty()) choices.back()["stop_reason"] = c.stop_string;
+    } else
       choices.push_back({{"index", i},
                          {"text", c.text},
                          {"logprobs", c.logprobs},

@@ -13,12 +13,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "apishape/chat_result.h"
+#include "apishape/error.h"
 #include "server/engine_bridge.h"
 #include "server/openai_protocol.h"
 #include "toolcall/streaming.h"
@@ -37,6 +41,19 @@ struct OutputParsing {
   }
 };
 
+// The API a chat generation answers in (src/apishape): chat itself, or Anthropic Messages /
+// OpenAI Responses translated from the chat chunks and body that the job builds.
+struct OutputShape {
+  apishape::Api api = apishape::Api::kChat;
+  // Streaming: the chat chunks (and the usage chunk) go through it instead of out as SSE.
+  std::unique_ptr<apishape::StreamTranslator> stream;
+  // Non-streaming: the chat.completion body -> the API's body.
+  std::function<nlohmann::ordered_json(const nlohmann::ordered_json&)> body;
+  // Called once with the final body (non-streaming) or after the stream's closing events (then
+  // with null): where a finished response is kept (the Responses store).
+  std::function<void(const nlohmann::ordered_json&)> finished;
+};
+
 class GenerationJob {
  public:
   // The tokenizer (borrowed; must outlive the job) renders logprob token strings.
@@ -48,6 +65,12 @@ class GenerationJob {
                 const Tokenizer& tokenizer, OutputParsing parsing = {});
 
   bool stream() const { return stream_; }
+  // Answers in another API (chat requests only; the request must ask for include_usage when
+  // streaming so that the translator sees the usage).
+  void set_shape(OutputShape shape) { shape_ = std::move(shape); }
+  apishape::Api api() const { return shape_.api; }
+  // Streaming: the events that end a stream that failed after it started, in the job's API.
+  std::string stream_error(const ApiError& e);
   // Feeds one engine event. Streaming: returns the SSE text to send now (possibly empty).
   std::string on_event(const GenEvent& e);
   // True when every choice has finished.
@@ -58,9 +81,9 @@ class GenerationJob {
   // Streaming: whether any SSE event has been produced yet.
   bool started() const { return started_; }
   // Streaming, after done(): the usage chunk (if asked) and [DONE].
-  std::string stream_tail() const;
+  std::string stream_tail();
   // Non-streaming, after done(): the response body.
-  nlohmann::ordered_json body() const;
+  nlohmann::ordered_json body();
 
   int32_t completion_tokens() const;
   int32_t prompt_tokens() const { return prompt_tokens_; }
@@ -73,6 +96,7 @@ class GenerationJob {
     bool role_sent = false;
     bool finished = false;
     std::string finish_reason;
+    std::string stop_string;  // the stop string that ended it (vLLM's stop_reason), if any
     // With OutputParsing active: the parser and what it settled (text above stays the raw text).
     std::optional<toolcall::StreamingToolParser> parser;
     std::string content, reasoning;
@@ -84,8 +108,11 @@ class GenerationJob {
   nlohmann::ordered_json message(const Choice& c) const;
   // The chat SSE chunks of parser events (one per event kind run).
   std::string delta_chunks(size_t index, const std::vector<toolcall::OutputDelta>& events,
-                           const nlohmann::ordered_json& logprobs) const;
+                           const nlohmann::ordered_json& logprobs);
   nlohmann::ordered_json chunk(nlohmann::ordered_json choices) const;
+  // One chunk as SSE, or through the shape's translator.
+  std::string emit(const nlohmann::ordered_json& chunk);
+  nlohmann::ordered_json chat_body() const;
   nlohmann::ordered_json usage() const;
   // The OpenAI logprobs object for `entries` (completions: tokens/token_logprobs/top_logprobs/
   // text_offset starting at `text_offset`; chat: {"content": [...]}); null when not requested.
@@ -107,7 +134,11 @@ class GenerationJob {
   int32_t finished_ = 0;
   bool started_ = false;
   std::optional<ApiError> error_;
+  OutputShape shape_;
 };
+
+// An error reply body in `api`'s shape.
+nlohmann::ordered_json shaped_error_body(apishape::Api api, const ApiError& e);
 
 // A random id such as "cmpl-3f9a..." (24 hex digits after the prefix).
 std::string random_id(const std::string& prefix);

@@ -281,6 +281,7 @@ void Session<Stream>::start_generation(RouteResult routed) {
   state_ = State::kGenerating;  // the count taken above is this state's
   Submission sub = bridge_->submit(std::move(plan.inputs), std::move(sink));
   if (sub.status != SubmitStatus::kOk) {
+    const apishape::Api api = job_->api();
     job_.reset();
     enter(State::kReading);  // gives the count back; the reply below is a plain one
     ApiError e;
@@ -295,7 +296,7 @@ void Session<Stream>::start_generation(RouteResult routed) {
       e.code = "not_ready";
       e.message = "the server is draining";
     }
-    HttpReply r = error_reply(e);
+    HttpReply r = shaped_error_reply(api, e);
     r.headers.emplace_back("Retry-After", "1");
     reply(r);
     return;
@@ -354,11 +355,11 @@ template <class Stream>
 void Session<Stream>::fail_generation(const ApiError& e) {
   bridge_->abort(ticket_);
   if (state_ == State::kGenerating) {  // nothing written yet
-    reply(error_reply(e));
+    reply(shaped_error_reply(job_->api(), e));
     return;
   }
-  // Mid-stream: an error event, then [DONE].
-  std::string sse = sse_event(error_body(e).dump()) + sse_event("[DONE]");
+  // Mid-stream: an error event, then [DONE] (or the job's API's failure events).
+  std::string sse = job_->stream_error(e);
   send(http_chunk(sse) + std::string(kLastChunk), true);
 }
 

@@ -50,7 +50,22 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/completions", http::verb::post}, {"/v1/chat/completions", http::verb::post},
     {"/tokenize", http::verb::post},       {"/detokenize", http::verb::post},
     {"/v1/embeddings", http::verb::post},  {"/v1/rerank", http::verb::post},
+    // src/apishape's APIs (routes_apishape.cpp); {id} routes check their methods themselves.
+    {"/v1/messages", http::verb::post},    {"/v1/messages/count_tokens", http::verb::post},
+    {"/v1/responses", http::verb::post},   {"/v1/responses/{id}", http::verb::unknown},
+    {"/v1/responses/{id}/cancel", http::verb::post},
 };
+
+// "/v1/responses/ID" and "/v1/responses/ID/cancel" as their route names (IDs hold no '/').
+std::string_view route_name(std::string_view target) {
+  constexpr std::string_view kPrefix = "/v1/responses/";
+  if (target.rfind(kPrefix, 0) != 0 || target.size() == kPrefix.size()) return target;
+  std::string_view rest = target.substr(kPrefix.size());
+  const size_t slash = rest.find('/');
+  if (slash == std::string_view::npos) return "/v1/responses/{id}";
+  if (slash > 0 && rest.substr(slash) == "/cancel") return "/v1/responses/{id}/cancel";
+  return target;
+}
 
 }  // namespace
 
@@ -215,12 +230,27 @@ RouteResult Router::generation(const ModelContext& m, const json& body,
 }
 
 RouteResult Router::handle(const HttpRequest& req, const ModelHandle& model) const {
+  RouteResult r = route(req, model);
+  std::string_view target = to_sv(req.target());
+  if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  const apishape::Api api = api_of_path(target);
+  // Errors of the Messages API's routes in Anthropic's shape (the others are OpenAI's already).
+  if (api == apishape::Api::kMessages && r.reply && r.reply->status >= 400) {
+    const apishape::ShapeError e = apishape::from_openai_error(r.reply->status, r.reply->body);
+    r.reply->body = apishape::error_body(api, e).dump(-1, ' ', false,
+                                                      nlohmann::ordered_json::error_handler_t::replace);
+  }
+  return r;
+}
+
+RouteResult Router::route(const HttpRequest& req, const ModelHandle& model) const {
   RouteResult r;
   std::string_view target = to_sv(req.target());
   if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
   const RouteSpec* spec = nullptr;
+  const std::string_view name = route_name(target);
   for (const auto& s : kRoutes)
-    if (target == s.path) spec = &s;
+    if (name == s.path) spec = &s;
   if (!spec) {
     r.route = "other";
     r.reply = error_reply(api_error(404, fmt::format("no route for {}", std::string(target)),
@@ -228,7 +258,7 @@ RouteResult Router::handle(const HttpRequest& req, const ModelHandle& model) con
     return r;
   }
   r.route = spec->path;
-  if (req.method() != spec->method &&
+  if (spec->method != http::verb::unknown && req.method() != spec->method &&
       !(spec->method == http::verb::get && req.method() == http::verb::head)) {
     r.reply = error_reply(api_error(
         405, fmt::format("{} does not allow {}", spec->path, std::string(req.method_string())),
@@ -255,8 +285,12 @@ RouteResult Router::handle(const HttpRequest& req, const ModelHandle& model) con
     return r;
   }
   auto auth = req.find(http::field::authorization);
-  if (!ctx_.keys.check(auth == req.end() ? std::string_view{} : to_sv(auth->value()))) {
-    r.reply = error_reply(api_error(401, "Incorrect or missing API key (Authorization: Bearer KEY)",
+  auto x_api_key = req.find("x-api-key");  // Anthropic's header, accepted on every route
+  const bool key_ok = auth != req.end() ? ctx_.keys.check(to_sv(auth->value()))
+                      : x_api_key != req.end() ? ctx_.keys.check_key(to_sv(x_api_key->value()))
+                                               : ctx_.keys.check({});
+  if (!key_ok) {
+    r.reply = error_reply(api_error(401, "Incorrect or missing API key (Authorization: Bearer KEY or x-api-key: KEY)",
                                     "authentication_error", "invalid_api_key"));
     return r;
   }
@@ -270,6 +304,19 @@ RouteResult Router::handle(const HttpRequest& req, const ModelHandle& model) con
         "service_unavailable", "not_ready"));
     r.reply->headers.emplace_back("Retry-After", "1");
     return r;
+  }
+  if (api_of_path(target) != apishape::Api::kChat) {
+    // The Messages and Responses routes serve the one model; a router's models are reached
+    // through Chat Completions (or the gateway, which converts) until they learn to pick one.
+    if (ctx_.pool) {
+      r.reply = error_reply(bad_request(
+          fmt::format("{} is not served in router mode yet (use /v1/chat/completions, or the "
+                      "gateway, which converts)",
+                      std::string(target)),
+          "model"));
+      return r;
+    }
+    return apishape_route(target, req, std::move(r));
   }
   json body;
   if (auto e = parse_json_object(req.body(), body)) {

@@ -41,6 +41,10 @@ struct HttpReply {
 HttpReply json_reply(int status, const nlohmann::json& body);
 HttpReply ordered_json_reply(int status, const nlohmann::ordered_json& body);
 HttpReply error_reply(const ApiError& e);
+// An error reply in `api`'s shape (Anthropic's for /v1/messages; OpenAI's otherwise).
+HttpReply shaped_error_reply(apishape::Api api, const ApiError& e);
+// The API a path speaks: /v1/messages* Anthropic Messages, /v1/responses* Responses, else chat.
+apishape::Api api_of_path(std::string_view path);
 
 struct GenerationPlan {
   std::unique_ptr<GenerationJob> job;
@@ -71,6 +75,16 @@ class Router {
   // `raw_body`: the body's text (parsed again, ordered, for schemas).
   RouteResult generation(const ModelContext& m, const nlohmann::json& body,
                          const std::string& raw_body, Endpoint endpoint, RouteResult r) const;
+  RouteResult route(const HttpRequest& req, const ModelHandle& model) const;
+  // routes_apishape.cpp: /v1/messages, /v1/messages/count_tokens, /v1/responses and
+  // /v1/responses/{id}[/cancel] (src/apishape translates to and from the chat path).
+  RouteResult apishape_route(std::string_view target, const HttpRequest& req, RouteResult r) const;
+  RouteResult messages(const nlohmann::ordered_json& body, RouteResult r) const;
+  HttpReply count_tokens(const nlohmann::ordered_json& body) const;
+  RouteResult responses(const nlohmann::ordered_json& body, RouteResult r) const;
+  HttpReply stored_response(std::string_view id, bool cancel, const HttpRequest& req) const;
+  // A converted Chat Completions body through generation().
+  RouteResult chat_generation(const nlohmann::ordered_json& chat, RouteResult r) const;
 
   ServerContext& ctx_;
 };

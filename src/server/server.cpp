@@ -28,6 +28,7 @@ struct Server::Impl {
   ServerConfig config;
   std::unique_ptr<ChatRenderer> chat;
   std::unique_ptr<GrammarCache> grammars;
+  std::unique_ptr<ResponseStore> responses;  // --responses-store; null when 0
   Metrics metrics;
   std::unique_ptr<Embedder> embedder;  // used on the engine thread only; outlives it
   std::unique_ptr<EngineBridge> bridge;  // one model
@@ -184,6 +185,10 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   ctx.keys = ApiKeys(config.api_keys);
   ctx.priority_scheduling = config.priority_scheduling;
   ctx.grammars = impl->grammars.get();
+  if (config.responses_store > 0) {
+    impl->responses = std::make_unique<ResponseStore>(config.responses_store);
+    ctx.responses = impl->responses.get();
+  }
   ctx.tool_format = tool_format;
   ctx.reasoning = reasoning;
   return std::unique_ptr<Server>(new Server(std::move(impl)));

@@ -48,6 +48,8 @@ struct ServerConfig {
   int32_t max_queue = 256;
   double drain_timeout_s = 30;
   size_t max_body_bytes = size_t{8} << 20;
+  // Finished /v1/responses kept for previous_response_id and GET/DELETE (LRU); 0: none.
+  size_t responses_store = 0;
   bool warmup = true;
   // `--scheduling-policy priority`: honour the requests' `priority` field (vLLM's option);
   // false (fcfs): a request with a non-zero priority is refused with 400.

@@ -18,6 +18,7 @@
 #include "server/engine_bridge.h"
 #include "server/metrics.h"
 #include "server/output_grammar.h"
+#include "server/response_store.h"
 #include "tokenizer/tokenizer.h"
 #include "toolcall/tool_call.h"
 
@@ -51,6 +52,8 @@ struct ServerContext : ModelContext {
   size_t max_body_bytes = 0;
   ModelPool* pool = nullptr;  // router mode only (then the ModelContext base is empty)
   Metrics* metrics = nullptr;
+  // Finished Responses API responses (--responses-store N); null when off (N = 0).
+  ResponseStore* responses = nullptr;
   ApiKeys keys;
   // --scheduling-policy priority: requests may carry `priority` (else a non-zero one is a 400).
   bool priority_scheduling = false;

@@ -785,5 +785,157 @@ TEST_F(ThreeReplicas, RedisBackedCacheIsSharedBetweenGateways) {
   EXPECT_EQ((*direct)->get(*key), std::nullopt);  // default prefix: not there
 }
 
+
+// "event: NAME\ndata: JSON\n\n"... -> (name, data) pairs.
+std::vector<std::pair<std::string, json>> named_events(const std::string& body) {
+  std::vector<std::pair<std::string, json>> out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    const size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) {
+      ADD_FAILURE() << "unterminated event: " << body.substr(pos);
+      break;
+    }
+    const std::string block = body.substr(pos, end - pos);
+    pos = end + 2;
+    const size_t nl = block.find('\n');
+    if (block.rfind("event: ", 0) != 0 || nl == std::string::npos) {
+      ADD_FAILURE() << "not an event: " << block;
+      break;
+    }
+    out.emplace_back(block.substr(7, nl - 7), json::parse(block.substr(nl + 7), nullptr, false));
+  }
+  return out;
+}
+
+// Anthropic Messages and OpenAI Responses through the gateway: to a Cadenza upstream as they are
+// (the replica translates), and to the same replica configured `api: chat` (the gateway converts
+// to Chat Completions and back with src/apishape). Greedy answers must agree exactly. The replica
+// needs a key, which the gateway holds (`api_key`); a version without it gets the replica's 401.
+TEST(GatewayApiShapes, MessagesAndResponsesNativeAndConvertedAgree) {
+  auto replica = ReplicaProcess::start("apishape", {"--api-key", "replica-key"});
+  ASSERT_NE(replica, nullptr);
+  const std::string up = replica->address();
+  auto gw = start_gateway(fmt::format(
+      "models:\n"
+      "  - {{name: native, upstream_model: tiny, api_key: replica-key, upstreams: [{0}]}}\n"
+      "  - {{name: viachat, upstream_model: tiny, api: chat, api_key: replica-key, upstreams: [{0}]}}\n"
+      "  - {{name: nokey, upstream_model: tiny, api: chat, upstreams: [{0}]}}\n"
+      "access_log: false\n",
+      up));
+  ASSERT_NE(gw, nullptr);
+  Client c(gw->ports()[0]);
+  auto messages = [](const std::string& model, bool stream) {
+    return json{{"model", model}, {"max_tokens", 12}, {"temperature", 0}, {"stream", stream},
+                {"system", "Be brief."}, {"messages", {{{"role", "user"}, {"content", "Tell me a story"}}}}};
+  };
+
+  // Messages, not streamed.
+  Response a = c.post("/v1/messages", messages("native", false), {{"x-api-key", "ignored-without-tenants"}});
+  Response b = c.post("/v1/messages", messages("viachat", false));
+  ASSERT_EQ(a.status, 200) << a.body;
+  ASSERT_EQ(b.status, 200) << b.body;
+  const json ma = a.json(), mb = b.json();
+  EXPECT_EQ(mb["type"], "message");
+  EXPECT_EQ(mb["id"].get<std::string>().rfind("msg_", 0), 0u);
+  EXPECT_EQ(ma["content"], mb["content"]);
+  EXPECT_EQ(ma["usage"], mb["usage"]);
+  EXPECT_EQ(ma["stop_reason"], mb["stop_reason"]);
+
+  // Messages, streamed: the same events and text.
+  Response sa = c.post("/v1/messages", messages("native", true));
+  Response sb = c.post("/v1/messages", messages("viachat", true));
+  ASSERT_EQ(sb.status, 200) << sb.body;
+  EXPECT_EQ(sb.header("content-type").rfind("text/event-stream", 0), 0u);
+  const auto ea = named_events(sa.body), eb = named_events(sb.body);
+  ASSERT_EQ(ea.size(), eb.size()) << sa.body << "\n---\n" << sb.body;
+  std::string text;
+  for (size_t i = 0; i < ea.size(); ++i) {
+    EXPECT_EQ(ea[i].first, eb[i].first) << i;
+    if (eb[i].first == "content_block_delta") {
+      EXPECT_EQ(ea[i].second["delta"], eb[i].second["delta"]);
+      text += eb[i].second["delta"]["text"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(text, mb["content"][0]["text"]);
+  EXPECT_EQ(eb.back().first, "message_stop");
+  EXPECT_EQ(eb[eb.size() - 2].second["usage"]["output_tokens"], mb["usage"]["output_tokens"]);
+
+  // Responses, not streamed and streamed.
+  auto responses = [](const std::string& model, bool stream) {
+    return json{{"model", model}, {"input", "Tell me a story"}, {"max_output_tokens", 12},
+                {"temperature", 0}, {"stream", stream}, {"store", false}};
+  };
+  Response ra = c.post("/v1/responses", responses("native", false));
+  Response rb = c.post("/v1/responses", responses("viachat", false));
+  ASSERT_EQ(ra.status, 200) << ra.body;
+  ASSERT_EQ(rb.status, 200) << rb.body;
+  EXPECT_EQ(rb.json()["object"], "response");
+  EXPECT_EQ(ra.json()["status"], rb.json()["status"]);
+  EXPECT_EQ(ra.json()["output"][0]["content"], rb.json()["output"][0]["content"]);
+  EXPECT_EQ(ra.json()["usage"], rb.json()["usage"]);
+  Response rsa = c.post("/v1/responses", responses("native", true));
+  Response rsb = c.post("/v1/responses", responses("viachat", true));
+  const auto qa = named_events(rsa.body), qb = named_events(rsb.body);
+  ASSERT_EQ(qa.size(), qb.size()) << rsa.body << "\n---\n" << rsb.body;
+  for (size_t i = 0; i < qb.size(); ++i) {
+    EXPECT_EQ(qa[i].first, qb[i].first) << i;
+    EXPECT_EQ(qb[i].second["sequence_number"], i);
+  }
+  ASSERT_FALSE(qb.empty());
+  EXPECT_EQ(qb.back().second["response"]["output"][0]["content"], rb.json()["output"][0]["content"]);
+
+  // Errors, each in its API's shape: the gateway's conversion refuses what it cannot do, and the
+  // replica's own refusals come through unchanged.
+  json no_max = messages("viachat", false);
+  no_max.erase("max_tokens");
+  for (const char* model : {"native", "viachat"}) {
+    no_max["model"] = model;
+    Response e = c.post("/v1/messages", no_max);
+    EXPECT_EQ(e.status, 400) << model << e.body;
+    EXPECT_EQ(e.json()["type"], "error") << e.body;
+    EXPECT_EQ(e.json()["error"]["type"], "invalid_request_error") << e.body;
+  }
+  Response count = c.post("/v1/messages/count_tokens",
+                          {{"model", "viachat"}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  EXPECT_EQ(count.status, 400) << count.body;
+  EXPECT_EQ(count.json()["type"], "error");
+  Response native_count = c.post("/v1/messages/count_tokens",
+                                 {{"model", "native"}, {"messages", {{{"role", "user"}, {"content", "x"}}}}});
+  EXPECT_EQ(native_count.status, 200) << native_count.body;
+  EXPECT_GT(native_count.json()["input_tokens"].get<int>(), 0);
+  Response prev = c.post("/v1/responses", {{"model", "viachat"}, {"input", "x"}, {"previous_response_id", "resp_1"}});
+  EXPECT_EQ(prev.status, 400) << prev.body;
+  EXPECT_EQ(prev.json()["error"]["param"], "previous_response_id");
+  Response unknown = c.post("/v1/messages", messages("nosuch", false));
+  EXPECT_EQ(unknown.status, 404);
+  EXPECT_EQ(unknown.json()["error"]["type"], "not_found_error") << unknown.body;
+  // Without the gateway's key for it, the replica refuses: 401 in Anthropic's shape.
+  Response nokey = c.post("/v1/messages", messages("nokey", false));
+  EXPECT_EQ(nokey.status, 401) << nokey.body;
+  EXPECT_EQ(nokey.json()["error"]["type"], "authentication_error") << nokey.body;
+
+  // A forced tool call converted back: a tool_use block with the schema's input.
+  const json schema = {{"type", "object"},
+                       {"properties", {{"city", {{"enum", {"Paris", "Oslo"}}}}}},
+                       {"required", {"city"}},
+                       {"additionalProperties", false}};
+  Response tool = c.post("/v1/messages", {{"model", "viachat"}, {"max_tokens", 200},
+                                          {"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
+                                          {"tools", {{{"name", "get_weather"}, {"input_schema", schema}}}},
+                                          {"tool_choice", {{"type", "tool"}, {"name", "get_weather"},
+                                                           {"disable_parallel_tool_use", true}}}});
+  ASSERT_EQ(tool.status, 200) << tool.body;
+  const json tool_message = tool.json();
+  EXPECT_EQ(tool_message["stop_reason"], "tool_use") << tool.body;
+  bool found = false;
+  for (const json& block : tool_message["content"])
+    if (block["type"] == "tool_use") {
+      found = true;
+      EXPECT_TRUE(block["input"]["city"] == "Paris" || block["input"]["city"] == "Oslo") << tool.body;
+    }
+  EXPECT_TRUE(found) << tool.body;
+}
+
 }  // namespace
 }  // namespace cadenza::gateway

@@ -123,13 +123,15 @@ void kill_and_reap(pid_t& pid) {
 
 }  // namespace
 
-std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name) {
+std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name,
+                                                      const std::vector<std::string>& extra) {
   const std::string log = log_path(name);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  const Spawned s = spawn_listening(
-      {cadenza_binary(), "serve", "-m", tiny_model_path(), "--host", "127.0.0.1", "--port", "0",
-       "-t", "1", "--io-threads", "1", "--served-model-name", "tiny", "--max-model-len", "1024"},
-      log, deadline);
+  std::vector<std::string> args = {cadenza_binary(), "serve", "-m", tiny_model_path(), "--host",
+                                   "127.0.0.1", "--port", "0", "-t", "1", "--io-threads", "1",
+                                   "--served-model-name", "tiny", "--max-model-len", "1024"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  const Spawned s = spawn_listening(std::move(args), log, deadline);
   if (s.pid < 0) {
     ADD_FAILURE() << "cannot start " << cadenza_binary();
     return nullptr;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cadenza::gateway::testing {
 
@@ -19,7 +20,9 @@ class ReplicaProcess {
  public:
   // Starts `cadenza serve` on 127.0.0.1, port 0, and waits (at most 60 s) for its "listening
   // on" line and then for /ready. Null on failure (with a gtest failure recorded).
-  static std::unique_ptr<ReplicaProcess> start(const std::string& name);
+  // `extra`: more `cadenza serve` arguments (e.g. {"--api-key", "K"}).
+  static std::unique_ptr<ReplicaProcess> start(const std::string& name,
+                                               const std::vector<std::string>& extra = {});
   ~ReplicaProcess();
   uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }

@@ -182,6 +182,12 @@ TEST(GatewayConfig, BadFilesGiveErrorsNamingTheField) {
       {"models:\n  - name: m\n    upstreams: [h:1]\ncache: {backend: memcached}\n", "backend"},
       {"models:\n  - name: m@1\n    upstreams: [h:1]\n", "@"},
       {"models:\n  - name: m\n    upstreams: [h:1]\nrouting: {max_retries: -1}\n", "max_retries"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\n    api: grpc\n", "api"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\n    api_key: k\n    api_key_env: HOME\n", "api_key_env"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\n    api_key_env: CADENZA_TEST_UNSET_VARIABLE\n",
+       "not set"},
+      {"models:\n  - name: m\n    api: chat\n    versions:\n      - {version: a, upstreams: [h:1]}\n",
+       "per version"},
   };
   for (const auto& [yaml, needle] : cases) {
     auto c = parse_config(yaml, "test.yaml");
@@ -191,6 +197,40 @@ TEST(GatewayConfig, BadFilesGiveErrorsNamingTheField) {
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     EXPECT_NE(lower.find(needle), std::string::npos) << "'" << c.error() << "' lacks " << needle;
   }
+}
+
+TEST(GatewayConfig, UpstreamApiAndKey) {
+  ::setenv("CADENZA_TEST_UPSTREAM_KEY", "from-env", 1);
+  auto c = parse_config(
+      "models:\n  - name: a\n    upstreams: [h:1]\n"
+      "  - name: b\n    upstreams: [h:1]\n    api: chat\n    api_key: sk-1\n"
+      "  - name: c\n    versions:\n      - {version: v, upstreams: [h:1], api: chat, "
+      "api_key_env: CADENZA_TEST_UPSTREAM_KEY}\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->models[0].versions[0].api, UpstreamApi::cadenza);
+  EXPECT_EQ(c->models[0].versions[0].api_key, "");
+  EXPECT_EQ(c->models[1].versions[0].api, UpstreamApi::chat);
+  EXPECT_EQ(c->models[1].versions[0].api_key, "sk-1");
+  EXPECT_EQ(c->models[2].versions[0].api, UpstreamApi::chat);
+  EXPECT_EQ(c->models[2].versions[0].api_key, "from-env");
+}
+
+TEST(GatewayAuth, XApiKeyIsAKeyToo) {
+  // identify_caller reads `x-api-key` when there is no Authorization header.
+  TenantConfig t;
+  t.name = "t";
+  t.key_sha256 = sha256_hex("k1");
+  t.models = {"*"};
+  Tenants tenants({t}, nullptr);
+  boost::beast::http::fields h;
+  h.set("x-api-key", "k1");
+  Caller ok = identify_caller(tenants, h);
+  ASSERT_FALSE(ok.refusal);
+  EXPECT_EQ(ok.tenant->name(), "t");
+  h.set("x-api-key", "k2");
+  EXPECT_TRUE(identify_caller(tenants, h).refusal);
+  h.erase("x-api-key");
+  EXPECT_EQ(identify_caller(tenants, h).refusal->status, 401);
 }
 
 TEST(GatewayConfig, TheShippedExampleParses) {

@@ -68,6 +68,7 @@ Result<std::unique_ptr<Running>> build(const Options& o) {
   sc.priority_scheduling = o.priority_scheduling;
   sc.max_body_bytes = o.max_body_bytes;
   sc.drain_timeout_s = o.drain_timeout_s;
+  sc.responses_store = o.responses_store;
   sc.ssl_certfile = o.ssl_certfile;
   sc.ssl_keyfile = o.ssl_keyfile;
   auto s = Server::create(sc, *r->tokenizer, std::move(*engine), std::move(*chat));

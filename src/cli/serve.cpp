@@ -105,6 +105,22 @@ bool router_mode(const ServeArgs& a) {
          !a.models_memory.empty() || a.idle_unload > 0;
 }
 
+// The engine options every served model gets (one model, or each of a router's).
+Result<engine::EngineConfig> engine_config(const ServeArgs& a, const model::ModelConfig& mc) {
+  engine::EngineConfig ec;
+  ec.max_num_seqs = a.max_num_seqs;
+  ec.max_num_batched_tokens = a.max_num_batched_tokens;
+  ec.max_model_len = a.max_model_len;
+  ec.kv_type = a.kv_cache_type;
+  ec.speculative = a.speculative;
+  if (!a.kv_cache_memory.empty()) {
+    auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
+    if (!blocks) return blocks.error_value();
+    ec.num_kv_blocks = *blocks;
+  }
+  return ec;
+}
+
 // What both modes share: the ServerConfig from the options.
 server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> keys,
                                    int64_t body_limit) {
@@ -160,18 +176,9 @@ Result<server::ModelParts> load_model_parts(const ServeArgs& a, const std::strin
   auto tokenizer = Tokenizer::from_gguf(owned->model->file());
   if (!tokenizer) return make_error("{}: {}", spec.path, tokenizer.error());
   const model::ModelConfig& mc = owned->model->config();
-  engine::EngineConfig ec;
-  ec.max_num_seqs = a.max_num_seqs;
-  ec.max_num_batched_tokens = a.max_num_batched_tokens;
-  ec.max_model_len = a.max_model_len;
-  ec.kv_type = a.kv_cache_type;
-  ec.speculative = a.speculative;
-  if (!a.kv_cache_memory.empty()) {
-    auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
-    if (!blocks) return blocks.error_value();
-    ec.num_kv_blocks = *blocks;
-  }
-  auto engine = engine::EngineCore::create(*owned->model, **tokenizer, ec);
+  auto ec = engine_config(a, mc);
+  if (!ec) return ec.error_value();
+  auto engine = engine::EngineCore::create(*owned->model, **tokenizer, *ec);
   if (!engine) return make_error("{}: {}", spec.path, engine.error());
   auto chat = server::ChatRenderer::create(owned->model->file(), **tokenizer, template_source);
   if (!chat) return make_error("{}: {}", spec.path, chat.error());
@@ -343,18 +350,9 @@ int run_serve(const ServeArgs& a) {
   if (!tokenizer) return fail(tokenizer.error());
   const model::ModelConfig& mc = (*model)->config();
 
-  engine::EngineConfig ec;
-  ec.max_num_seqs = a.max_num_seqs;
-  ec.max_num_batched_tokens = a.max_num_batched_tokens;
-  ec.max_model_len = a.max_model_len;
-  ec.kv_type = a.kv_cache_type;
-  ec.speculative = a.speculative;
-  if (!a.kv_cache_memory.empty()) {
-    auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
-    if (!blocks) return fail(blocks.error());
-    ec.num_kv_blocks = *blocks;
-  }
-  auto engine = engine::EngineCore::create(**model, **tokenizer, ec);
+  auto ec = engine_config(a, mc);
+  if (!ec) return fail(ec.error());
+  auto engine = engine::EngineCore::create(**model, **tokenizer, *ec);
   if (!engine) return fail(engine.error());
   const engine::EngineConfig& cfg = (*engine)->config();
 

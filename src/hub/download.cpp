@@ -22,6 +22,24 @@ void init_curl() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
+// What every request of pull makes the same way: HTTP(S) only (redirects too, at most 10), our
+// User-Agent, no signals (threads), the error text into `errbuf`, and the two timeouts (a
+// transfer under 1 byte/s for `stall_timeout_s` is dropped).
+void set_common_options(CURL* c, const std::string& url, char* errbuf, long connect_timeout_s,
+                        long stall_timeout_s) {
+  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "cadenza-pull/0.1");
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, connect_timeout_s);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_timeout_s);
+}
+
 bool iequals_prefix(std::string_view line, std::string_view name) {
   if (line.size() < name.size()) return false;
   for (size_t i = 0; i < name.size(); ++i)
@@ -198,17 +216,7 @@ Result<Outcome> attempt(const DownloadOptions& o, DownloadResult& result) {
   std::unique_ptr<curl_slist, decltype(&curl_slist_free_all)> header_guard(headers,
                                                                            curl_slist_free_all);
   const std::string range = fmt::format("{}-", t.offset);
-  curl_easy_setopt(c, CURLOPT_URL, o.url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "cadenza-pull/0.1");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, o.connect_timeout_s);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, o.stall_timeout_s);
+  set_common_options(c, o.url, errbuf, o.connect_timeout_s, o.stall_timeout_s);
   curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -345,17 +353,7 @@ Result<std::string> fetch_text(const std::string& url, const std::string& bearer
                                                                            curl_slist_free_all);
   TextSink sink;
   sink.max_bytes = max_bytes;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, "cadenza-pull/0.1");
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, connect_timeout_s);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, stall_timeout_s);
+  set_common_options(c, url, errbuf, connect_timeout_s, stall_timeout_s);
   curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
   curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_text);
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &sink);

@@ -16,15 +16,6 @@ using model::Pooling;
 
 namespace {
 
-ApiError api_error(int status, std::string message, std::string type, std::string code) {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
 std::optional<ApiError> check_model_name(const ModelContext& ctx, const std::string& model) {
   if (model.empty() || model == ctx.model_name) return std::nullopt;
   return api_error(404, fmt::format("The model '{}' does not exist", model),

@@ -27,6 +27,15 @@ SamplingParams openai_sampling_defaults() {
   return p;
 }
 
+ApiError api_error(int status, std::string message, std::string type, std::string code) {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
 ApiError bad_request(std::string message, std::string param) {
   ApiError e;
   e.status = 400;

@@ -34,6 +34,8 @@ struct ApiError {
 // {"error": {...}} for `e`.
 nlohmann::json error_body(const ApiError& e);
 ApiError bad_request(std::string message, std::string param = {});
+// Any other error: its HTTP status, OpenAI `type` and `code` (no param).
+ApiError api_error(int status, std::string message, std::string type, std::string code = {});
 
 enum class Endpoint { kCompletions, kChat };
 

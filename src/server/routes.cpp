@@ -30,15 +30,6 @@ HttpReply error_reply(const ApiError& e) { return json_reply(e.status, error_bod
 
 namespace {
 
-ApiError api_error(int status, std::string message, std::string type, std::string code = {}) {
-  ApiError e;
-  e.status = status;
-  e.message = std::move(message);
-  e.type = std::move(type);
-  e.code = std::move(code);
-  return e;
-}
-
 struct RouteSpec {
   const char* path;
   http::verb method;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/encoder.h"
@@ -27,18 +28,9 @@
 
 namespace {
 
-double cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
+using cadenza::bench::cpu_seconds;
+using cadenza::bench::median;
+using cadenza::bench::wall_seconds;
 
 }  // namespace
 

@@ -604,17 +604,7 @@ TEST_F(ServerTest, FuzzBodiesOverHttp) {
   const char* targets[] = {"/v1/completions", "/v1/chat/completions", "/tokenize", "/detokenize"};
   auto c = std::make_unique<Client>(port());
   for (int i = 0; i < 150; ++i) {
-    std::string body = bases[rng() % std::size(bases)];
-    for (unsigned m = rng() % 3 + 1; m > 0; --m) {
-      const size_t at = rng() % body.size();
-      const std::string head = body.substr(0, at);
-      switch (rng() % 3) {
-        case 0: body = head + static_cast<char>(rng() % 256) + body.substr(at + 1); break;
-        case 1: body = head + body.substr(std::min(body.size(), at + 1 + rng() % 4)); break;
-        default: body = head + "{}[]\",:0-e"[rng() % 10] + body.substr(at); break;
-      }
-      if (body.empty()) body.push_back('{');
-    }
+    std::string body = testing::mutate(bases[rng() % std::size(bases)], rng);
     if (!c->connected()) c = std::make_unique<Client>(port());
     auto r = c->request("POST", targets[rng() % std::size(targets)], body);
     ASSERT_TRUE(r.ok) << body;

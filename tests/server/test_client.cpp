@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -110,6 +111,20 @@ double metric_value(const std::string& text, const std::string& sample) {
     if (line.rfind(sample + " ", 0) == 0) return std::stod(line.substr(sample.size() + 1));
   }
   return std::nan("");
+}
+
+std::string mutate(std::string body, std::mt19937& rng) {
+  for (unsigned m = rng() % 3 + 1; m > 0; --m) {
+    const size_t at = rng() % body.size();
+    const std::string head = body.substr(0, at);
+    switch (rng() % 3) {
+      case 0: body = head + static_cast<char>(rng() % 256) + body.substr(at + 1); break;
+      case 1: body = head + body.substr(std::min(body.size(), at + 1 + rng() % 4)); break;
+      default: body = head + "{}[]\",:0-e"[rng() % 10] + body.substr(at); break;
+    }
+    if (body.empty()) body.push_back('{');
+  }
+  return body;
 }
 
 bool wait_metric(uint16_t port, const std::string& sample, double value, int timeout_ms) {

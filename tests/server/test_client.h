@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ Response post(uint16_t port, const std::string& target, const nlohmann::json& bo
 
 // The value of an unlabelled sample in Prometheus text (NaN when absent).
 double metric_value(const std::string& text, const std::string& sample);
+
+// 1 to 3 random edits of `body` (replace a byte, drop up to 4 bytes, insert a JSON character),
+// never empty: the HTTP fuzz tests' mutator. Deterministic for a given rng state.
+std::string mutate(std::string body, std::mt19937& rng);
 
 // Polls GET /metrics until `sample` equals `value`; false when timeout_ms passes first.
 bool wait_metric(uint16_t port, const std::string& sample, double value, int timeout_ms = 10000);

@@ -198,23 +198,17 @@ void Session<Stream>::await_model(const std::string& name) {
     awaiting_model_ = true;
     return;
   }
-  ApiError e;
-  if (got.status == ModelPool::Acquire::kQueueFull) {
-    e.status = 429;
-    e.type = "rate_limit_error";
-    e.code = "queue_full";
-    e.message = fmt::format("too many requests are waiting for model '{}' to load; retry later", name);
-  } else if (got.status == ModelPool::Acquire::kNotAccepting) {
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.code = "not_ready";
-    e.message = "the server is draining";
-  } else {
-    e.status = 404;
-    e.type = "invalid_request_error";
-    e.code = "model_not_found";
-    e.message = fmt::format("The model '{}' does not exist", name);
-  }
+  const ApiError e =
+      got.status == ModelPool::Acquire::kQueueFull
+          ? api_error(429,
+                      fmt::format("too many requests are waiting for model '{}' to load; retry "
+                                  "later",
+                                  name),
+                      "rate_limit_error", "queue_full")
+      : got.status == ModelPool::Acquire::kNotAccepting
+          ? api_error(503, "the server is draining", "service_unavailable", "not_ready")
+          : api_error(404, fmt::format("The model '{}' does not exist", name),
+                      "invalid_request_error", "model_not_found");
   HttpReply r = error_reply(e);
   if (e.status != 404) r.headers.emplace_back("Retry-After", "1");
   reply(r);
@@ -284,18 +278,11 @@ void Session<Stream>::start_generation(RouteResult routed) {
     const apishape::Api api = job_->api();
     job_.reset();
     enter(State::kReading);  // gives the count back; the reply below is a plain one
-    ApiError e;
-    if (sub.status == SubmitStatus::kQueueFull) {
-      e.status = 429;
-      e.type = "rate_limit_error";
-      e.code = "queue_full";
-      e.message = "the server's request queue is full; retry later";
-    } else {
-      e.status = 503;
-      e.type = "service_unavailable";
-      e.code = "not_ready";
-      e.message = "the server is draining";
-    }
+    const ApiError e =
+        sub.status == SubmitStatus::kQueueFull
+            ? api_error(429, "the server's request queue is full; retry later", "rate_limit_error",
+                        "queue_full")
+            : api_error(503, "the server is draining", "service_unavailable", "not_ready");
     HttpReply r = shaped_error_reply(api, e);
     r.headers.emplace_back("Retry-After", "1");
     reply(r);

@@ -25,6 +25,23 @@ struct RemoveAtExit {
   }
 };
 
+// The server options a test asked for (any free port), for decoder and encoder models alike.
+ServerConfig server_config(const Options& o) {
+  ServerConfig sc;
+  sc.port = 0;
+  sc.model_name = o.model_name;
+  sc.pooling = o.pooling;
+  sc.api_keys = o.keys;
+  sc.max_queue = o.max_queue;
+  sc.priority_scheduling = o.priority_scheduling;
+  sc.max_body_bytes = o.max_body_bytes;
+  sc.drain_timeout_s = o.drain_timeout_s;
+  sc.responses_store = o.responses_store;
+  sc.ssl_certfile = o.ssl_certfile;
+  sc.ssl_keyfile = o.ssl_keyfile;
+  return sc;
+}
+
 }  // namespace
 
 std::string model_path() {
@@ -59,18 +76,7 @@ Result<std::unique_ptr<Running>> build(const Options& o) {
   if (!engine) return engine.error_value();
   auto chat = ChatRenderer::create(r->model->file(), *r->tokenizer, "");
   if (!chat) return chat.error_value();
-  ServerConfig sc;
-  sc.port = 0;
-  sc.model_name = o.model_name;
-  sc.pooling = o.pooling;
-  sc.api_keys = o.keys;
-  sc.max_queue = o.max_queue;
-  sc.priority_scheduling = o.priority_scheduling;
-  sc.max_body_bytes = o.max_body_bytes;
-  sc.drain_timeout_s = o.drain_timeout_s;
-  sc.responses_store = o.responses_store;
-  sc.ssl_certfile = o.ssl_certfile;
-  sc.ssl_keyfile = o.ssl_keyfile;
+  const ServerConfig sc = server_config(o);
   auto s = Server::create(sc, *r->tokenizer, std::move(*engine), std::move(*chat));
   if (!s) return s.error_value();
   r->server = std::move(*s);
@@ -90,12 +96,7 @@ Result<std::unique_ptr<Running>> build_encoder(const Options& o) {
   r->tokenizer = std::move(*t);
   auto chat = ChatRenderer::create(r->encoder->file(), *r->tokenizer, "");
   if (!chat) return chat.error_value();
-  ServerConfig sc;
-  sc.port = 0;
-  sc.model_name = o.model_name;
-  sc.api_keys = o.keys;
-  sc.max_queue = o.max_queue;
-  sc.max_body_bytes = o.max_body_bytes;
+  const ServerConfig sc = server_config(o);
   auto embedder = make_encoder_embedder(
       *r->encoder, {.max_tokens = o.max_model_len, .max_batch_tokens = 256});
   auto s = Server::create(sc, *r->tokenizer, nullptr, std::move(*chat), std::move(embedder));

@@ -159,8 +159,55 @@ int listen_and_wait(const ServeArgs& a, server::Server& server) {
 
 // Loads one model of the catalog the way the one-model server does (its own backend, engine
 // and chat renderer; the same engine options for every model). Runs on the pool's loader thread.
+// An encoder (bert) of the router's catalog: no engine, embeddings (and rerank) only.
+Result<server::ModelParts> load_encoder_parts(const ServeArgs& a, const std::string& template_source,
+                                              const server::ModelSpec& spec,
+                                              std::shared_ptr<const gguf::GgufFile> file,
+                                              uint64_t file_bytes) {
+  struct Owned {
+    Backends backends;
+    std::unique_ptr<model::Encoder> encoder;
+  };
+  auto created = create_backends(a.backend);
+  if (!created) return created.error_value();
+  auto owned = std::make_shared<Owned>();
+  owned->backends = std::move(*created);
+  auto encoder = model::Encoder::load(std::move(file), *owned->backends.main);
+  if (!encoder) return make_error("{}: {}", spec.path, encoder.error());
+  owned->encoder = std::move(*encoder);
+  auto tokenizer = Tokenizer::from_gguf(owned->encoder->file());
+  if (!tokenizer) return make_error("{}: {}", spec.path, tokenizer.error());
+  auto chat = server::ChatRenderer::create(owned->encoder->file(), **tokenizer, template_source);
+  if (!chat) return make_error("{}: {}", spec.path, chat.error());
+  const model::EncoderConfig& ec = owned->encoder->config();
+  server::ModelParts parts;
+  parts.max_model_len = static_cast<int32_t>(
+      a.max_model_len > 0 ? std::min<int64_t>(a.max_model_len, ec.n_ctx) : ec.n_ctx);
+  parts.embedder = server::make_encoder_embedder(
+      *owned->encoder, {.max_tokens = parts.max_model_len,
+                        .max_batch_tokens = std::max(a.max_num_batched_tokens, parts.max_model_len)});
+  parts.memory_bytes = file_bytes;  // an encoder holds its weights and per-call scratch only
+  spdlog::info("router: model '{}' ({} encoder, pooling {}): embeddings only", spec.name, ec.arch,
+               model::pooling_name(ec.pooling));
+  parts.tokenizer = std::move(*tokenizer);
+  parts.chat = std::move(*chat);
+  parts.model = std::shared_ptr<void>(owned, owned->encoder.get());
+  parts.keep = owned;
+  return parts;
+}
+
 Result<server::ModelParts> load_model_parts(const ServeArgs& a, const std::string& template_source,
                                             const server::ModelSpec& spec) {
+  std::error_code size_ec;
+  const auto file_size = std::filesystem::file_size(spec.path, size_ec);
+  const uint64_t file_bytes = size_ec ? 0 : static_cast<uint64_t>(file_size);
+  {
+    auto file = gguf::GgufFile::open(spec.path);
+    if (!file) return make_error("{}: {}", spec.path, file.error());
+    if (model::Encoder::is_encoder(**file))
+      return load_encoder_parts(a, template_source, spec,
+                                std::shared_ptr<const gguf::GgufFile>(std::move(*file)), file_bytes);
+  }
   struct Owned {
     Backends backends;
     std::unique_ptr<model::Model> model;
@@ -185,12 +232,14 @@ Result<server::ModelParts> load_model_parts(const ServeArgs& a, const std::strin
   const engine::EngineConfig& cfg = (*engine)->config();
   auto block_bytes = kv_block_bytes(mc, cfg);
   if (!block_bytes) return block_bytes.error_value();
-  std::error_code size_ec;
-  const auto file_bytes = std::filesystem::file_size(spec.path, size_ec);
   server::ModelParts parts;
+  auto embedder =
+      server::decoder_embedder_for(*owned->model, **tokenizer, a.pooling, cfg.max_model_len);
+  if (!embedder) return make_error("{}: {}", spec.path, embedder.error());
+  parts.embedder = std::move(*embedder);
   // The budget's arithmetic: the mapped weights plus the KV cache this engine reserved.
-  parts.memory_bytes = (size_ec ? 0 : static_cast<uint64_t>(file_bytes)) +
-                       static_cast<uint64_t>(cfg.num_kv_blocks) * static_cast<uint64_t>(*block_bytes);
+  parts.memory_bytes =
+      file_bytes + static_cast<uint64_t>(cfg.num_kv_blocks) * static_cast<uint64_t>(*block_bytes);
   spdlog::info("router: model '{}' ({}): KV {} blocks x {} tokens; max_model_len {}; "
                "chat template: {}",
                spec.name, mc.architecture, cfg.num_kv_blocks, cfg.block_size, cfg.max_model_len,

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "model/session.h"
 #include "server/embeddings_routes.h"
@@ -183,6 +184,30 @@ class EncoderEmbedder final : public Embedder {
 std::unique_ptr<Embedder> make_decoder_embedder(model::Model& model, const Tokenizer& tokenizer,
                                                 EmbedderOptions options) {
   return std::make_unique<DecoderEmbedder>(model, tokenizer, options);
+}
+
+Result<std::unique_ptr<Embedder>> decoder_embedder_for(model::Model& model, const Tokenizer& tokenizer,
+                                                       const std::string& pooling_option,
+                                                       int32_t max_tokens) {
+  std::optional<model::Pooling> pooling;
+  if (pooling_option.empty()) {
+    auto from_file = model::pooling_of(model.file());
+    if (!from_file) return from_file.error_value();
+    pooling = *from_file;
+  } else {
+    pooling = model::parse_pooling(pooling_option);
+    if (!pooling)
+      return make_error("--pooling: unknown type '{}' (mean, cls, last, rank, none)", pooling_option);
+  }
+  if (!pooling || *pooling == model::Pooling::kNone) return std::unique_ptr<Embedder>();
+  if (model.distributed() != nullptr) {
+    spdlog::warn("pooling '{}' ignored: embeddings are not supported on a split model",
+                 model::pooling_name(*pooling));
+    return std::unique_ptr<Embedder>();
+  }
+  spdlog::info("embeddings: pooling '{}'", model::pooling_name(*pooling));
+  return make_decoder_embedder(model, tokenizer,
+                               EmbedderOptions{.pooling = *pooling, .max_tokens = max_tokens});
 }
 
 std::unique_ptr<Embedder> make_encoder_embedder(model::Encoder& encoder, EmbedderOptions options) {

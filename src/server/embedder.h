@@ -79,6 +79,13 @@ class Embedder {
 // (only used during the call).
 std::unique_ptr<Embedder> make_decoder_embedder(model::Model& model, const Tokenizer& tokenizer,
                                                 EmbedderOptions options);
+// The embedder of a decoder that serves /v1/embeddings: the pooling `pooling_option` names
+// (--pooling: mean, cls, last, rank, none), else the GGUF's pooling_type. Null (no error) when that
+// is none or the model is split across processes (logged); errors: an unknown --pooling name, a bad
+// pooling_type in the file.
+Result<std::unique_ptr<Embedder>> decoder_embedder_for(model::Model& model, const Tokenizer& tokenizer,
+                                                       const std::string& pooling_option,
+                                                       int32_t max_tokens);
 // A bert encoder (options.pooling is ignored: the encoder's own). Rerank (pooling rank):
 // sigmoid of class 0 of the classification head over "[CLS] query [SEP] document [SEP]", the
 // query's tokens of type 0 and the document's of type 1.

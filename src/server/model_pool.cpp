@@ -227,7 +227,7 @@ bool ModelPool::make_room(const std::string& incoming, uint64_t incoming_bytes) 
 Result<ModelHandle> ModelPool::build(const ModelSpec& spec) {
   auto parts = loader_(spec);
   if (!parts) return parts.error_value();
-  if (!parts->tokenizer || !parts->engine || !parts->chat)
+  if (!parts->tokenizer || !parts->chat || (!parts->engine && !parts->embedder))
     return make_error("loading model '{}': the loader returned no engine", spec.name);
   auto formats = resolve_output_formats(config_.tool_call_parser, config_.reasoning_parser,
                                         parts->chat->source());
@@ -242,7 +242,10 @@ Result<ModelHandle> ModelPool::build(const ModelSpec& spec) {
       std::make_unique<GrammarCache>(grammar::TokenIndex::from_tokenizer(*parts->tokenizer));
   ModelContext ctx;
   ctx.model_name = spec.name;
-  ctx.max_model_len = parts->engine->config().max_model_len;
+  ctx.max_model_len =
+      parts->engine ? parts->engine->config().max_model_len : parts->max_model_len;
+  ctx.generates = parts->engine != nullptr;
+  ctx.embedder = parts->embedder.get();
   ctx.tokenizer = parts->tokenizer.get();
   ctx.chat = parts->chat.get();
   ctx.grammars = grammars.get();

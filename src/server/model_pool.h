@@ -36,6 +36,7 @@
 
 #include "engine/engine_core.h"
 #include "server/chat_template.h"
+#include "server/embedder.h"
 #include "server/engine_bridge.h"
 #include "server/metrics.h"
 #include "server/output_grammar.h"
@@ -69,11 +70,16 @@ struct ModelParts {
   std::shared_ptr<void> keep;  // whatever `model` needs alive (its backend); may be null
   std::shared_ptr<void> model;  // the model::Model the engine borrows (type-erased)
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<engine::EngineCore> engine;
+  std::unique_ptr<engine::EngineCore> engine;  // null for an encoder (embeddings only)
   std::unique_ptr<ChatRenderer> chat;
   // Bytes the model holds while loaded: its weights (the file's mapped size) plus the KV cache
   // the engine reserved (num_kv_blocks x bytes per block). The memory budget counts these.
   uint64_t memory_bytes = 0;
+  // /v1/embeddings and /v1/rerank (null: the model has no pooling; those routes answer 400).
+  // Declared last: destroyed first, before the model it reads.
+  std::unique_ptr<Embedder> embedder;
+  // The longest prompt or input (an encoder's; a decoder's comes from its engine).
+  int32_t max_model_len = 0;
 };
 
 // Loads one model; called on the loader thread only. Errors are the load's clear message.

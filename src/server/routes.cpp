@@ -220,6 +220,31 @@ RouteResult Router::generation(const ModelContext& m, const json& body,
   return r;
 }
 
+const ModelContext* Router::model_for(const std::string* name, ModelHandle& held,
+                                      RouteResult& r) const {
+  if (!ctx_.pool) return &ctx_;
+  if (!name || name->empty()) {
+    r.reply = error_reply(bad_request(
+        "'model' is required: this server serves several models (GET /v1/models lists them)",
+        "model"));
+    return nullptr;
+  }
+  if (!held || held->context().model_name != *name) {
+    ModelPool::FindResult found = ctx_.pool->find(*name);
+    if (found.found == ModelPool::Found::kUnknown) {
+      r.reply = error_reply(api_error(404, fmt::format("The model '{}' does not exist", *name),
+                                      "invalid_request_error", "model_not_found"));
+      return nullptr;
+    }
+    if (found.found == ModelPool::Found::kNotLoaded) {
+      r.await_model = *name;
+      return nullptr;
+    }
+    held = std::move(found.model);
+  }
+  return &held->context();
+}
+
 RouteResult Router::handle(const HttpRequest& req, const ModelHandle& model) const {
   RouteResult r = route(req, model);
   std::string_view target = to_sv(req.target());
@@ -296,51 +321,19 @@ RouteResult Router::route(const HttpRequest& req, const ModelHandle& model) cons
     r.reply->headers.emplace_back("Retry-After", "1");
     return r;
   }
-  if (api_of_path(target) != apishape::Api::kChat) {
-    // The Messages and Responses routes serve the one model; a router's models are reached
-    // through Chat Completions (or the gateway, which converts) until they learn to pick one.
-    if (ctx_.pool) {
-      r.reply = error_reply(bad_request(
-          fmt::format("{} is not served in router mode yet (use /v1/chat/completions, or the "
-                      "gateway, which converts)",
-                      std::string(target)),
-          "model"));
-      return r;
-    }
-    return apishape_route(target, req, std::move(r));
-  }
+  if (api_of_path(target) != apishape::Api::kChat) return apishape_route(target, req, model, std::move(r));
   json body;
   if (auto e = parse_json_object(req.body(), body)) {
     r.reply = error_reply(*e);
     return r;
   }
   // The request's model: the one model, or (router mode) the body's `model` from the pool.
-  const ModelContext* m = &ctx_;
   ModelHandle held = model;
-  if (ctx_.pool) {
-    const auto it = body.find("model");
-    if (it == body.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) {
-      r.reply = error_reply(bad_request(
-          "'model' is required: this server serves several models (GET /v1/models lists them)",
-          "model"));
-      return r;
-    }
-    const std::string& name = it->get_ref<const std::string&>();
-    if (!held || held->context().model_name != name) {
-      ModelPool::FindResult found = ctx_.pool->find(name);
-      if (found.found == ModelPool::Found::kUnknown) {
-        r.reply = error_reply(api_error(404, fmt::format("The model '{}' does not exist", name),
-                                        "invalid_request_error", "model_not_found"));
-        return r;
-      }
-      if (found.found == ModelPool::Found::kNotLoaded) {
-        r.await_model = name;
-        return r;
-      }
-      held = std::move(found.model);
-    }
-    m = &held->context();
-  }
+  const auto it = body.find("model");
+  const ModelContext* m =
+      model_for(it != body.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr,
+                held, r);
+  if (!m) return r;
   if (target == "/tokenize") {
     r.reply = tokenize(*m, body);
     return r;

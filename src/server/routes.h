@@ -78,13 +78,24 @@ class Router {
   RouteResult route(const HttpRequest& req, const ModelHandle& model) const;
   // routes_apishape.cpp: /v1/messages, /v1/messages/count_tokens, /v1/responses and
   // /v1/responses/{id}[/cancel] (src/apishape translates to and from the chat path).
-  RouteResult apishape_route(std::string_view target, const HttpRequest& req, RouteResult r) const;
-  RouteResult messages(const nlohmann::ordered_json& body, RouteResult r) const;
-  HttpReply count_tokens(const nlohmann::ordered_json& body) const;
-  RouteResult responses(const nlohmann::ordered_json& body, RouteResult r) const;
+  // Router mode: the ModelContext of the model `name` (null: missing), acquired into `held`;
+  // null with r.reply (400 / 404) or r.await_model set when it cannot be used yet. Otherwise the
+  // one model's context.
+  const ModelContext* model_for(const std::string* name, ModelHandle& held, RouteResult& r) const;
+  // routes_apishape.cpp: /v1/messages, /v1/messages/count_tokens, /v1/responses and
+  // /v1/responses/{id}[/cancel] (src/apishape translates to and from the chat path). In router
+  // mode the body's `model` picks the model, as for chat; stored responses are the server's.
+  RouteResult apishape_route(std::string_view target, const HttpRequest& req,
+                             const ModelHandle& model, RouteResult r) const;
+  RouteResult messages(const ModelContext& m, ModelHandle held, const nlohmann::ordered_json& body,
+                       RouteResult r) const;
+  HttpReply count_tokens(const ModelContext& m, const nlohmann::ordered_json& body) const;
+  RouteResult responses(const ModelContext& m, ModelHandle held, const nlohmann::ordered_json& body,
+                        RouteResult r) const;
   HttpReply stored_response(std::string_view id, bool cancel, const HttpRequest& req) const;
-  // A converted Chat Completions body through generation().
-  RouteResult chat_generation(const nlohmann::ordered_json& chat, RouteResult r) const;
+  // A converted Chat Completions body through generation() on model `m` (kept by `held`).
+  RouteResult chat_generation(const ModelContext& m, ModelHandle held,
+                              const nlohmann::ordered_json& chat, RouteResult r) const;
 
   ServerContext& ctx_;
 };

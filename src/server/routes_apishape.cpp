@@ -47,7 +47,7 @@ ApiError not_found(std::string message, std::string code = "not_found") {
 }  // namespace
 
 RouteResult Router::apishape_route(std::string_view target, const HttpRequest& req,
-                                   RouteResult r) const {
+                                   const ModelHandle& model, RouteResult r) const {
   constexpr std::string_view kStored = "/v1/responses/";
   if (target.rfind(kStored, 0) == 0) {
     std::string_view id = target.substr(kStored.size());
@@ -64,30 +64,40 @@ RouteResult Router::apishape_route(std::string_view target, const HttpRequest& r
     return r;
   }
   const ojson body = ojson::parse(req.body(), nullptr, false);
-  if (target == "/v1/messages") return messages(body, std::move(r));
+  ModelHandle held = model;
+  const auto it = body.find("model");
+  const ModelContext* m =
+      model_for(it != body.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr,
+                held, r);
+  if (!m) return r;  // (Router::handle puts a Messages route's error in Anthropic's shape)
+  if (target == "/v1/messages") return messages(*m, std::move(held), body, std::move(r));
   if (target == "/v1/messages/count_tokens") {
-    r.reply = count_tokens(body);
+    r.reply = count_tokens(*m, body);
     return r;
   }
-  return responses(body, std::move(r));
+  return responses(*m, std::move(held), body, std::move(r));
 }
 
-RouteResult Router::chat_generation(const ojson& chat, RouteResult r) const {
+RouteResult Router::chat_generation(const ModelContext& m, ModelHandle held, const ojson& chat,
+                                    RouteResult r) const {
   const std::string raw = chat.dump(-1, ' ', false, ojson::error_handler_t::replace);
   const json body = json::parse(raw);
-  // The one model's (apishape routes are refused in router mode before they get here).
-  RouteResult out = generation(ctx_, body, raw, Endpoint::kChat, std::move(r));
-  if (out.generation) out.generation->bridge = ctx_.bridge;
+  RouteResult out = generation(m, body, raw, Endpoint::kChat, std::move(r));
+  if (out.generation) {
+    out.generation->bridge = m.bridge;
+    out.generation->model = std::move(held);
+  }
   return out;
 }
 
-RouteResult Router::messages(const ojson& body, RouteResult r) const {
+RouteResult Router::messages(const ModelContext& m, ModelHandle held, const ojson& body,
+                             RouteResult r) const {
   apishape::ChatRequest conv = apishape::messages_to_chat(body);
   if (conv.error) {
     r.reply = shaped_error_reply(apishape::Api::kMessages, to_api_error(*conv.error));
     return r;
   }
-  r = chat_generation(conv.chat, std::move(r));
+  r = chat_generation(m, std::move(held), conv.chat, std::move(r));
   if (!r.generation) return r;
   GenerationJob& job = *r.generation->job;
   OutputShape shape;
@@ -105,10 +115,10 @@ RouteResult Router::messages(const ojson& body, RouteResult r) const {
   return r;
 }
 
-HttpReply Router::count_tokens(const ojson& body) const {
+HttpReply Router::count_tokens(const ModelContext& m, const ojson& body) const {
   apishape::ChatRequest conv = apishape::count_tokens_to_chat(body);
   if (conv.error) return shaped_error_reply(apishape::Api::kMessages, to_api_error(*conv.error));
-  if (conv.chat.contains("model") && conv.chat.at("model") != ctx_.model_name) {
+  if (conv.chat.contains("model") && conv.chat.at("model") != m.model_name) {
     ApiError e = not_found(fmt::format("The model '{}' does not exist",
                                        conv.chat.at("model").get<std::string>()),
                            "model_not_found");
@@ -118,13 +128,14 @@ HttpReply Router::count_tokens(const ojson& body) const {
   if (auto e = normalize_messages(json::parse(conv.chat.at("messages").dump()), messages))
     return shaped_error_reply(apishape::Api::kMessages, *e);
   const ojson tools = conv.chat.contains("tools") ? conv.chat.at("tools") : ojson();
-  auto text = ctx_.chat->render(messages, tools, true);
+  auto text = m.chat->render(messages, tools, true);
   if (!text) return shaped_error_reply(apishape::Api::kMessages, bad_request(text.error(), "messages"));
-  const size_t n = ctx_.chat->encode(*text).size();
+  const size_t n = m.chat->encode(*text).size();
   return ordered_json_reply(200, ojson{{"input_tokens", n}});
 }
 
-RouteResult Router::responses(const ojson& body, RouteResult r) const {
+RouteResult Router::responses(const ModelContext& m, ModelHandle held, const ojson& body,
+                              RouteResult r) const {
   constexpr apishape::Api kApi = apishape::Api::kResponses;
   auto fail = [&](const ApiError& e) {
     r.reply = shaped_error_reply(kApi, e);
@@ -148,7 +159,7 @@ RouteResult Router::responses(const ojson& body, RouteResult r) const {
   }
   apishape::ResponsesRequest conv = apishape::responses_to_chat(body, entry ? &entry->items : nullptr);
   if (conv.error) return fail(to_api_error(*conv.error));
-  r = chat_generation(conv.chat, std::move(r));
+  r = chat_generation(m, std::move(held), conv.chat, std::move(r));
   if (!r.generation) return r;
   GenerationJob& job = *r.generation->job;
   const apishape::ResponseInfo info = apishape::new_response_info(std::move(conv.echo));

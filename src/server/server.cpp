@@ -139,29 +139,14 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
       engine ? engine->config().max_model_len : embedder->options().max_tokens;
   // /v1/embeddings and /v1/rerank: the embedder given (an encoder), else the pooling the GGUF
   // names, or --pooling, over the decoder.
-  std::optional<model::Pooling> pooling;
   if (embedder) {
     impl->embedder = std::move(embedder);
     spdlog::info("embeddings: encoder, pooling '{}'",
                  model::pooling_name(impl->embedder->options().pooling));
-  } else if (config.pooling.empty()) {
-    auto from_file = model::pooling_of(engine->model().file());
-    if (!from_file) return from_file.error_value();
-    pooling = *from_file;
   } else {
-    pooling = model::parse_pooling(config.pooling);
-    if (!pooling) return make_error("--pooling: unknown type '{}' (mean, cls, last, rank, none)",
-                                    config.pooling);
-  }
-  if (pooling && *pooling != model::Pooling::kNone) {
-    if (engine->model().distributed() != nullptr) {
-      spdlog::warn("pooling '{}' ignored: embeddings are not supported on a split model",
-                   model::pooling_name(*pooling));
-    } else {
-      impl->embedder = make_decoder_embedder(
-          engine->model(), tokenizer, EmbedderOptions{.pooling = *pooling, .max_tokens = max_model_len});
-      spdlog::info("embeddings: pooling '{}'", model::pooling_name(*pooling));
-    }
+    auto made = decoder_embedder_for(engine->model(), tokenizer, config.pooling, max_model_len);
+    if (!made) return made.error_value();
+    impl->embedder = std::move(*made);
   }
   impl->bridge = std::make_unique<EngineBridge>(
       std::move(engine), tokenizer, impl->metrics,

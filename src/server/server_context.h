@@ -41,7 +41,7 @@ struct ModelContext {
   toolcall::ReasoningFormat reasoning = toolcall::ReasoningFormat::kNone;
   // /v1/embeddings and /v1/rerank (embeddings_routes.h): the model side, driven on the engine
   // thread only (EngineBridge::run_task); its options() may be read anywhere. Null: the model has
-  // no pooling type (those routes answer 400); router mode's models have none yet.
+  // no pooling type (those routes answer 400).
   Embedder* embedder = nullptr;
   // False for an encoder model (bert): no engine; completions and chat answer 400.
   bool generates = true;

@@ -6,7 +6,10 @@
 # a slow load of one model (the CADENZA_TEST_LOAD_DELAY test hook) while another streams: the
 # largest gap between the streaming model's SSE chunks (printed, and well under the delay; one
 # I/O thread, so a load that blocked it would show);
-# unknown models are 404 model_not_found; SIGTERM drains and exits 0.
+# unknown models are 404 model_not_found; then a bert encoder joins the folder's models (a second
+# server over four files, --pooling mean): Anthropic Messages and OpenAI Responses pick their
+# model by name, /v1/embeddings answers from a decoder and from the encoder, and the encoder
+# refuses chat with 400; SIGTERM drains and exits 0.
 # Usage: router_e2e.sh CADENZA_BINARY WORK_DIR
 set -u
 cadenza=$1 work=$2
@@ -141,9 +144,62 @@ PY
 rc=$?
 [ $rc -eq 0 ] || exit 1
 
-kill -TERM "$pid"
-wait "$pid"
-rc=$?
-trap - EXIT
-[ $rc -eq 0 ] || { echo "serve exited $rc after SIGTERM"; tail -20 "$work/serve.err"; exit 1; }
+stop_serve() {
+  kill -TERM "$pid"
+  wait "$pid"
+  local rc=$?
+  trap - EXIT
+  [ $rc -eq 0 ] || { echo "serve exited $rc after SIGTERM"; tail -20 "$work/serve.err"; exit 1; }
+}
+stop_serve
+
+# Every API shape and embeddings in router mode, an encoder among the models.
+"$cadenza" synth --preset bge-small-en-v1.5 --type f16 --layers 2 --seed 4 \
+  -o "$work/models/e.gguf" 2>/dev/null || { echo "synth bert failed"; exit 1; }
+"$cadenza" serve --models-dir "$work/models" --models-max 2 --pooling mean --port 0 -t 1 \
+  --io-threads 2 --max-model-len 512 --max-num-seqs 4 --drain-timeout 10 \
+  >"$work/serve.out" 2>"$work/serve.err" &
+pid=$!
+trap cleanup EXIT
+wait_for_serve "$work/serve.out" "$work/serve.err" "$pid"
+wait_for_ready
+python3 - "$port" <<'PY' || { tail -30 "$work/serve.err"; exit 1; }
+import http.client, json, sys
+port = int(sys.argv[1])
+
+def post(path, body):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, json.loads(data)
+
+s, j = post("/v1/messages", {"model": "a", "max_tokens": 4,
+                             "messages": [{"role": "user", "content": "hello"}]})
+assert s == 200 and j["type"] == "message" and j["model"] == "a", (s, j)
+assert j["usage"]["output_tokens"] >= 1, j
+s, j = post("/v1/messages", {"model": "nope", "max_tokens": 4,
+                             "messages": [{"role": "user", "content": "hello"}]})
+assert s == 404 and j["type"] == "error" and j["error"]["type"] == "not_found_error", (s, j)
+s, j = post("/v1/messages/count_tokens", {"model": "b",
+                                          "messages": [{"role": "user", "content": "hello"}]})
+assert s == 200 and j["input_tokens"] > 0, (s, j)
+s, j = post("/v1/responses", {"model": "b", "input": "hello", "max_output_tokens": 4})
+assert s == 200 and j["object"] == "response" and j["model"] == "b", (s, j)
+s, j = post("/v1/responses", {"input": "hello"})
+assert s == 400 and j["error"]["param"] == "model", (s, j)
+dims = {}
+for name in ("a", "e"):
+    s, j = post("/v1/embeddings", {"model": name, "input": ["hello world", "router"]})
+    assert s == 200 and len(j["data"]) == 2 and j["model"] == name, (name, s, j)
+    v = j["data"][0]["embedding"]
+    assert abs(sum(x * x for x in v) - 1) < 1e-3, (name, "not L2-normalized")
+    dims[name] = len(v)
+s, j = post("/v1/chat/completions", {"model": "e", "messages": [{"role": "user", "content": "hi"}]})
+assert s == 400, (s, j)
+print(f"router api shapes: Messages, count_tokens, Responses ok; embeddings dims {dims}")
+PY
+[ $? -eq 0 ] || exit 1
+stop_serve
 echo "PASS"

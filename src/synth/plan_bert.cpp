@@ -82,6 +82,9 @@ void set_bert_vocab(gguf::GgufWriter& w, int64_t n_vocab) {
   w.set("tokenizer.ggml.padding_token_id", Value::u32(0));
   w.set("tokenizer.ggml.unknown_token_id", Value::u32(1));
   w.set("tokenizer.ggml.cls_token_id", Value::u32(2));
+  // Also as BOS: a reader that starts an input with BOS (defaulting to 101, BERT's usual [CLS]
+  // id, when the key is absent, as real converted files leave it) then agrees on this small vocab.
+  w.set("tokenizer.ggml.bos_token_id", Value::u32(2));
   w.set("tokenizer.ggml.seperator_token_id", Value::u32(3));  // sic: the GGUF key's spelling
   w.set("tokenizer.ggml.mask_token_id", Value::u32(4));
   w.set("tokenizer.ggml.token_type_count", Value::u32(2));

@@ -1,7 +1,7 @@
 #include "server/embeddings_routes.h"
 
 #include <algorithm>
-#include <future>
+#include <functional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -39,29 +39,32 @@ std::optional<ApiError> check_tokens(const ModelContext& ctx, const std::vector<
   return std::nullopt;
 }
 
-// Runs `work` on the engine thread and waits for it. `work` returns an error text or "".
-// Maps the bridge's refusals to 429 / 503 and a failure of `work` to 500.
-std::optional<ApiError> run_on_engine(const ModelContext& ctx,
-                                      const std::function<std::string()>& work) {
-  // nullopt: not run (shutdown, failed engine). Shared with the task: this thread may return (and
-  // would destroy a promise on its stack) while the engine thread is still inside set_value.
-  auto done = std::make_shared<std::promise<std::optional<std::string>>>();
-  auto answer = done->get_future();
-  const SubmitStatus st = ctx.bridge->run_task([done, &work](bool run) {
-    // `work` and what it captures are used only before set_value, while this thread waits.
-    done->set_value(run ? std::optional<std::string>(work()) : std::nullopt);
-  });
-  if (st == SubmitStatus::kQueueFull)
-    return api_error(429, "the server's request queue is full; retry later", "rate_limit_error",
-                     "queue_full");
-  if (st == SubmitStatus::kNotAccepting)
-    return api_error(503, "the server is draining", "service_unavailable", "not_ready");
-  // The bridge calls every accepted task exactly once (run or refused), so this returns.
-  const std::optional<std::string> result = answer.get();
-  if (!result)
-    return api_error(503, "the server is stopping", "service_unavailable", "not_ready");
-  if (!result->empty()) return api_error(500, *result, "server_error", "internal_error");
-  return std::nullopt;
+// The reply of `work`, made on the model's engine thread (EngineBridge::run_task). `held` keeps a
+// router's model (and so `ctx`'s parts) loaded until then. A queue that is full answers 429, a
+// draining or stopping server 503, a failure of `work` 500.
+DeferredReply on_engine(const ModelContext& ctx, ModelHandle held,
+                        std::function<Result<HttpReply>()> work) {
+  EngineBridge* bridge = ctx.bridge;
+  return [bridge, held = std::move(held), work = std::move(work)](ReplyCallback done) {
+    auto answer = std::make_shared<ReplyCallback>(std::move(done));
+    const SubmitStatus st = bridge->run_task([held, work, answer](bool run) {
+      if (!run) {
+        (*answer)(error_reply(
+            api_error(503, "the server is stopping", "service_unavailable", "not_ready")));
+        return;
+      }
+      Result<HttpReply> reply = work();
+      (*answer)(reply ? std::move(*reply)
+                      : error_reply(api_error(500, reply.error(), "server_error", "internal_error")));
+    });
+    // Not queued: the task is never called, so the answer is given here.
+    if (st == SubmitStatus::kQueueFull)
+      (*answer)(error_reply(api_error(429, "the server's request queue is full; retry later",
+                                      "rate_limit_error", "queue_full")));
+    else if (st == SubmitStatus::kNotAccepting)
+      (*answer)(error_reply(
+          api_error(503, "the server is draining", "service_unavailable", "not_ready")));
+  };
 }
 
 }  // namespace
@@ -79,14 +82,16 @@ std::string reranker_prompt(const std::string& instruction, const std::string& q
          "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
 }
 
-HttpReply embeddings_route(const ModelContext& ctx, const json& body) {
+void embeddings_route(const ModelContext& ctx, ModelHandle held, const json& body,
+                      RouteResult& r) {
+  auto fail = [&r](const ApiError& e) { r.reply = error_reply(e); };
   auto parsed = parse_embeddings_request(body);
-  if (parsed.error) return error_reply(*parsed.error);
+  if (parsed.error) return fail(*parsed.error);
   const EmbeddingsRequest& req = parsed.request;
-  if (auto e = check_model_name(ctx, req.model)) return error_reply(*e);
+  if (auto e = check_model_name(ctx, req.model)) return fail(*e);
   const Pooling pooling = ctx.embedder ? ctx.embedder->options().pooling : Pooling::kNone;
   if (pooling != Pooling::kMean && pooling != Pooling::kCls && pooling != Pooling::kLast) {
-    return error_reply(bad_request(
+    return fail(bad_request(
         pooling == Pooling::kRank
             ? fmt::format("the model '{}' is a reranker (pooling 'rank'): use /v1/rerank",
                           ctx.model_name)
@@ -97,7 +102,7 @@ HttpReply embeddings_route(const ModelContext& ctx, const json& body) {
   }
   const int64_t n_embd = ctx.embedder->n_embd();
   if (req.dimensions && *req.dimensions > n_embd)
-    return error_reply(bad_request(fmt::format("'dimensions' {} is more than the model's {}",
+    return fail(bad_request(fmt::format("'dimensions' {} is more than the model's {}",
                                                *req.dimensions, n_embd), "dimensions"));
 
   std::vector<std::vector<int32_t>> inputs;
@@ -106,43 +111,44 @@ HttpReply embeddings_route(const ModelContext& ctx, const json& body) {
   for (size_t i = 0; i < req.inputs.size(); ++i) {
     const EmbeddingInput& in = req.inputs[i];
     inputs.push_back(in.is_tokens ? in.tokens : ctx.tokenizer->encode(in.text, true, false));
-    if (auto e = check_tokens(ctx, inputs.back(), i, "input")) return error_reply(*e);
+    if (auto e = check_tokens(ctx, inputs.back(), i, "input")) return fail(*e);
     prompt_tokens += static_cast<int64_t>(inputs.back().size());
   }
 
-  std::vector<std::vector<float>> vectors;
-  Embedder& embedder = *ctx.embedder;
-  auto failed = run_on_engine(ctx, [&]() -> std::string {
-    auto v = embedder.embed(inputs);
-    if (!v) return v.error();
-    vectors = std::move(*v);
-    return {};
-  });
-  if (failed) return error_reply(*failed);
-  if (req.dimensions && *req.dimensions < n_embd) {
-    // Matryoshka truncation: the first `dimensions` components, renormalized to length 1.
-    for (auto& v : vectors) {
-      v.resize(static_cast<size_t>(*req.dimensions));
-      model::l2_normalize(v);
+  Embedder* embedder = ctx.embedder;
+  const std::optional<int64_t> dimensions =
+      req.dimensions && *req.dimensions < n_embd ? req.dimensions : std::nullopt;
+  r.deferred = on_engine(ctx, std::move(held),
+                         [embedder, inputs = std::move(inputs), dimensions, base64 = req.base64,
+                          name = ctx.model_name, prompt_tokens]() -> Result<HttpReply> {
+    auto vectors = embedder->embed(inputs);
+    if (!vectors) return vectors.error_value();
+    if (dimensions) {
+      // Matryoshka truncation: the first `dimensions` components, renormalized to length 1.
+      for (auto& v : *vectors) {
+        v.resize(static_cast<size_t>(*dimensions));
+        model::l2_normalize(v);
+      }
     }
-  }
-  return json_reply(200, embeddings_response(vectors, req.base64, ctx.model_name, prompt_tokens));
+    return json_reply(200, embeddings_response(*vectors, base64, name, prompt_tokens));
+  });
 }
 
-HttpReply rerank_route(const ModelContext& ctx, const json& body) {
+void rerank_route(const ModelContext& ctx, ModelHandle held, const json& body, RouteResult& r) {
+  auto fail = [&r](const ApiError& e) { r.reply = error_reply(e); };
   auto parsed = parse_rerank_request(body);
-  if (parsed.error) return error_reply(*parsed.error);
-  const RerankRequest& req = parsed.request;
-  if (auto e = check_model_name(ctx, req.model)) return error_reply(*e);
+  if (parsed.error) return fail(*parsed.error);
+  RerankRequest& req = parsed.request;
+  if (auto e = check_model_name(ctx, req.model)) return fail(*e);
   if (!ctx.embedder || ctx.embedder->options().pooling != Pooling::kRank) {
-    return error_reply(bad_request(
+    return fail(bad_request(
         fmt::format("the model '{}' is not a reranker: its GGUF's pooling type is not 'rank' "
                     "(start the server with --pooling rank for a Qwen3-Reranker-style model)",
                     ctx.model_name),
         "model"));
   }
   if (auto why = ctx.embedder->rerank_unsupported(*ctx.tokenizer))
-    return error_reply(bad_request(
+    return fail(bad_request(
         fmt::format("the model '{}' cannot rerank: {}", ctx.model_name, *why), "model"));
 
   std::vector<RerankInput> pairs;
@@ -151,19 +157,17 @@ HttpReply rerank_route(const ModelContext& ctx, const json& body) {
   for (size_t i = 0; i < req.documents.size(); ++i) {
     pairs.push_back(
         ctx.embedder->rerank_input(*ctx.tokenizer, req.instruction, req.query, req.documents[i]));
-    if (auto e = check_tokens(ctx, pairs.back().tokens, i, "documents")) return error_reply(*e);
+    if (auto e = check_tokens(ctx, pairs.back().tokens, i, "documents")) return fail(*e);
     prompt_tokens += static_cast<int64_t>(pairs.back().tokens.size());
   }
-  std::vector<double> scores;
-  Embedder& embedder = *ctx.embedder;
-  auto failed = run_on_engine(ctx, [&]() -> std::string {
-    auto s = embedder.score(pairs);
-    if (!s) return s.error();
-    scores = std::move(*s);
-    return {};
+  Embedder* embedder = ctx.embedder;
+  r.deferred = on_engine(ctx, std::move(held),
+                         [embedder, pairs = std::move(pairs), req = std::move(req),
+                          name = ctx.model_name, prompt_tokens]() -> Result<HttpReply> {
+    auto scores = embedder->score(pairs);
+    if (!scores) return scores.error_value();
+    return json_reply(200, rerank_response(req, *scores, name, prompt_tokens));
   });
-  if (failed) return error_reply(*failed);
-  return json_reply(200, rerank_response(req, scores, ctx.model_name, prompt_tokens));
 }
 
 }  // namespace cadenza::server

@@ -4,8 +4,10 @@
 // the model work on the engine thread (EngineBridge::run_task: one in-flight request each, so
 // the queue limit (429) and the drain apply), then answer.
 //
-// The calling I/O thread waits for the engine thread's answer (an embedding is a prefill; the
-// engine runs it between two steps). Rules and examples: docs/server.md, "Embeddings and rerank".
+// The checks run on the calling I/O thread and answer at once (r.reply); the model work comes back
+// as r.deferred, whose reply the engine thread makes (an embedding is a prefill; the engine runs
+// it between two steps), so no I/O thread waits for it. `held` (router mode) keeps the model
+// loaded until then. Rules and examples: docs/server.md, "Embeddings and rerank".
 // Thread-safety: like Router::handle, from any I/O thread.
 #pragma once
 
@@ -16,8 +18,10 @@
 
 namespace cadenza::server {
 
-HttpReply embeddings_route(const ModelContext& ctx, const nlohmann::json& body);
-HttpReply rerank_route(const ModelContext& ctx, const nlohmann::json& body);
+void embeddings_route(const ModelContext& ctx, ModelHandle held, const nlohmann::json& body,
+                      RouteResult& r);
+void rerank_route(const ModelContext& ctx, ModelHandle held, const nlohmann::json& body,
+                  RouteResult& r);
 
 // The Qwen3-Reranker prompt for one (query, document) pair (docs/server.md): a ChatML system turn
 // that asks for "yes" or "no", the user turn "<Instruct>: ...\n<Query>: ...\n<Document>: ...",

@@ -169,6 +169,10 @@ void Session<Stream>::handle_request() {
     await_model(routed.await_model);
     return;
   }
+  if (routed.deferred) {
+    await_deferred(std::move(routed.deferred));
+    return;
+  }
   if (routed.reply) {
     reply(*routed.reply);
     return;
@@ -195,7 +199,7 @@ void Session<Stream>::await_model(const std::string& name) {
     spdlog::info("[{}] waiting for model '{}' to load", request_id_, name);
     // Counted like a generation, so that a drain lets the answer (503) go out before it stops.
     ctx_.open_generations.fetch_add(1);
-    awaiting_model_ = true;
+    awaiting_ = true;
     return;
   }
   const ApiError e =
@@ -215,9 +219,27 @@ void Session<Stream>::await_model(const std::string& name) {
 }
 
 template <class Stream>
+void Session<Stream>::await_deferred(DeferredReply work) {
+  // Like a model load: no thread waits; the reply comes back on this connection's strand. The
+  // open_generations count lets a drain wait for it.
+  ctx_.open_generations.fetch_add(1);
+  awaiting_ = true;
+  auto self = this->shared_from_this();
+  work([self](HttpReply reply) {
+    net::post(self->stream_.get_executor(), [self, reply = std::move(reply)] {
+      if (self->ended()) {
+        self->release_await();
+        return;
+      }
+      self->reply(reply);
+    });
+  });
+}
+
+template <class Stream>
 void Session<Stream>::release_await() {
-  if (!awaiting_model_) return;
-  awaiting_model_ = false;
+  if (!awaiting_) return;
+  awaiting_ = false;
   ctx_.open_generations.fetch_sub(1);
 }
 

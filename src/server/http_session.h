@@ -59,7 +59,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // Router mode: waits for the request's model (ModelPool::acquire), then routes again.
   void await_model(const std::string& name);
   void on_model(Result<ModelHandle> loaded);
-  // Gives back the open_generations count taken while waiting for a model (idempotent).
+  // Embeddings and rerank: waits for the reply the engine thread makes (RouteResult::deferred).
+  void await_deferred(DeferredReply work);
+  // Gives back the open_generations count taken while waiting for a model or a deferred reply
+  // (idempotent).
   void release_await();
   void start_generation(RouteResult routed);
   void on_gen_event(uint64_t seq, GenEvent e);
@@ -93,8 +96,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // the new state no longer holds it. Transitions (anything not listed does not happen):
   //   kReading     -> kReplying     a plain reply (router answer, 400/413, 429/503 at submit)
   //   (router mode: a request whose model is loading stays in kReading, with no read pending,
-  //    until the pool answers, then goes on as above; meanwhile awaiting_model_ holds one
-  //    open_generations count, given back when its reply is written or its generation starts)
+  //    until the pool answers, then goes on as above; so does an embeddings or rerank request
+  //    until the engine thread's reply arrives; meanwhile awaiting_ holds one open_generations
+  //    count, given back when its reply is written or its generation starts)
   //   kReading     -> kGenerating   a generation was submitted; the disconnect watch starts
   //   kGenerating  -> kReading      the submission was refused (then kReplying: 429 or 503)
   //   kGenerating  -> kStreaming    SSE headers written (stream: true)
@@ -141,7 +145,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // Router mode: held while this session holds a generation (see holds_generation), so the pool
   // cannot unload the model under it; reset by enter() (and with kGone's final event).
   ModelHandle model_;
-  bool awaiting_model_ = false;  // holds an open_generations count (see State)
+  bool awaiting_ = false;  // for a model or a deferred reply: holds an open_generations count (see State)
   uint64_t ticket_ = 0;
   uint64_t gen_seq_ = 0;  // tags engine events with the generation they belong to
 

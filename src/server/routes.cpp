@@ -343,7 +343,10 @@ RouteResult Router::route(const HttpRequest& req, const ModelHandle& model) cons
     return r;
   }
   if (target == "/v1/embeddings" || target == "/v1/rerank") {
-    r.reply = target == "/v1/rerank" ? rerank_route(*m, body) : embeddings_route(*m, body);
+    if (target == "/v1/rerank")
+      rerank_route(*m, std::move(held), body, r);
+    else
+      embeddings_route(*m, std::move(held), body, r);
     return r;
   }
   r = generation(*m, body, req.body(),

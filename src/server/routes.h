@@ -9,6 +9,7 @@
 // Thread-safety: handle() is const and may run on every I/O thread at once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,11 @@ struct GenerationPlan {
   ModelHandle model;  // router mode: keeps the model loaded until the generation's final event
 };
 
+// A reply computed later, off the I/O thread: the connection calls it once with `done`, which
+// must then be called exactly once, from any thread, with the reply.
+using ReplyCallback = std::function<void(HttpReply)>;
+using DeferredReply = std::function<void(ReplyCallback done)>;
+
 struct RouteResult {
   std::string route;  // the metrics label: a fixed route name, or "other"
   std::optional<HttpReply> reply;
@@ -60,6 +66,9 @@ struct RouteResult {
   // Router mode: the request's model is not loaded. The connection acquires it from the pool
   // (ModelPool::acquire, which loads it on the loader thread) and calls handle() again with it.
   std::string await_model;
+  // Embeddings and rerank: the reply comes from the model's engine thread (the connection waits
+  // without a thread). Holds what it needs (router mode: the model).
+  DeferredReply deferred;
 };
 
 class Router {

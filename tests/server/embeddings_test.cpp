@@ -10,6 +10,7 @@
 #include <cstring>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -161,6 +162,45 @@ TEST(EmbeddingsServer, VectorsAreThePooledHiddenStates) {
   // Generation still works on a model served with a pooling type.
   res = c.post("/v1/completions", {{"prompt", "a"}, {"max_tokens", 2}});
   EXPECT_EQ(res.status, 200) << res.body;
+}
+
+// The engine thread makes the reply; no I/O thread waits for it. With one I/O thread and the
+// engine held busy by a task, an embeddings request queued behind it must not stop /health from
+// answering (before the reply was deferred, the I/O thread blocked until the engine answered).
+TEST(EmbeddingsServer, ComputedWithoutHoldingAnIoThread) {
+  testing::Options o;
+  o.pooling = "mean";
+  o.io_threads = 1;
+  auto r = testing::start(o);
+  ASSERT_NE(r, nullptr);
+  EngineBridge& bridge = *r->server->context().bridge;
+  std::promise<void> entered, release;
+  std::shared_future<void> released = release.get_future().share();
+  ASSERT_EQ(bridge.run_task([&entered, released](bool) {
+              entered.set_value();
+              released.wait();
+            }),
+            SubmitStatus::kOk);
+  entered.get_future().wait();
+  auto embedding = std::async(std::launch::async, [&] {
+    return testing::post(r->port, "/v1/embeddings", {{"input", "hello"}});
+  });
+  // The request is queued behind the task once the bridge counts two in flight.
+  for (int i = 0; i < 1000 && bridge.in_flight() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(bridge.in_flight(), 2);
+  auto health = std::async(std::launch::async, [&] { return testing::get(r->port, "/health"); });
+  const bool answered = health.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  release.set_value();  // whatever happened, let both finish
+  EXPECT_TRUE(answered) << "/health waited for the engine";
+  EXPECT_EQ(health.get().status, 200);
+  const testing::Response res = embedding.get();
+  EXPECT_EQ(res.status, 200) << res.body;
+  // The wait's drain count is given back once the reply is written.
+  auto& open = r->server->context().open_generations;
+  for (int i = 0; i < 1000 && open.load() != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(open.load(), 0);
 }
 
 TEST(EmbeddingsServer, LastTokenPooling) {

@@ -30,6 +30,7 @@ ServerConfig server_config(const Options& o) {
   ServerConfig sc;
   sc.port = 0;
   sc.model_name = o.model_name;
+  sc.io_threads = o.io_threads;
   sc.pooling = o.pooling;
   sc.api_keys = o.keys;
   sc.max_queue = o.max_queue;

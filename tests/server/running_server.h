@@ -30,6 +30,7 @@ struct Options {
   std::string ssl_keyfile;
   std::string pooling;  // ServerConfig::pooling (empty: the GGUF's)
   std::string model_name = "tiny";
+  bool webui = true;  // false: --no-webui
 };
 
 // A running server with its own model (a Model runs one forward pass at a time).

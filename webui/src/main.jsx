@@ -68,7 +68,7 @@ function App() {
               data-testid={`tab-${v}`} onClick={() => setView(v)}>{t(v)}</button>
           ))}
         </nav>
-        <div class="tools">
+        <div class="top-tools">
           <label class="sr-only" for="lang">{t('language')}</label>
           <select id="lang" data-testid="lang" value={getLang()} onChange={(e) => { setLang(e.currentTarget.value); setLangState(e.currentTarget.value); }}>
             {Object.entries(languages).map(([k, v]) => <option key={k} value={k}>{v}</option>)}

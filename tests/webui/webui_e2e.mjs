@@ -6,6 +6,7 @@
 // and no console errors (besides the 401 that makes the page ask for the key).
 import puppeteer from 'puppeteer-core';
 import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
 
 const serve = process.env.CADENZA_SERVE_URL;
 const gateway = process.env.CADENZA_GATEWAY_URL;
@@ -82,7 +83,7 @@ try {
   if (artifacts) await page.screenshot({ path: `${artifacts}/chat.png` });
 
   // Stop: the button is clicked as soon as the first token shows; the server cancels the request.
-  await page.click('.settings summary');  // open the settings: max tokens 300 (context 512)
+  await page.click('.settings summary');  // open the settings: max tokens 300 (context 512: 48 + 300 + the prompts)
   await page.$eval('.settings input[type="number"]', (el) => { el.value = ''; });
   await page.type('.settings input[type="number"]', '300');
   await page.type('#prompt', 'The software is provided');
@@ -114,6 +115,22 @@ try {
   const titles = await page.$$eval('.convs .conv', (els) => els.map((e) => e.textContent));
   assert.ok(titles.includes('Permission is hereby granted'), `the sidebar lists the conversation: ${titles}`);
   step('the conversation survived a reload');
+
+  // Import a conversation: its answer's math is typeset (KaTeX) and its code highlighted.
+  const importPath = `${process.env.ARTIFACTS || '.'}/import.json`;
+  writeFileSync(importPath, JSON.stringify({ cadenza_conversations: 1, conversations: [{
+    id: 'imported-1', title: 'Imported math', model: '', updated: 1, messages: [
+      { role: 'user', content: 'Euler?' },
+      { role: 'assistant', content: 'It is $e^{i\\pi} + 1 = 0$.\n\n```python\ndef f(x):\n    return x\n```\n<script>alert(1)</script>' }] }] }));
+  const [chooser] = await Promise.all([page.waitForFileChooser(), page.click('.sidebar .row button:nth-child(2)')]);
+  await chooser.accept([importPath]);
+  await page.waitForFunction(() => [...document.querySelectorAll('.convs .conv')].some((b) => b.textContent === 'Imported math'));
+  await page.evaluate(() => [...document.querySelectorAll('.convs .conv')].find((b) => b.textContent === 'Imported math').click());
+  await page.waitForSelector('article[data-role="assistant"] .katex', { timeout: 5000 });
+  assert.ok(await page.$('article[data-role="assistant"] .hljs-keyword'), 'the code block is highlighted');
+  assert.equal(await page.$('article[data-role="assistant"] script'), null, 'markup from the model is sanitized');
+  step('imported a conversation: math typeset, code highlighted, HTML sanitized');
+  if (artifacts) await page.screenshot({ path: `${artifacts}/chat-math.png` });
 
   // Language: Chinese.
   await page.select('[data-testid="lang"]', 'zh');

@@ -27,6 +27,20 @@ await build({
   sourcemap: false,
   logLevel: 'warning',
   define: { 'process.env.NODE_ENV': '"production"' },
+  // KaTeX's fonts: only the woff2 files (every current browser reads them); the CSS's other
+  // formats (woff, ttf) are dropped so that they are not bundled.
+  loader: { '.woff2': 'file' },
+  assetNames: 'fonts/[name]-[hash]',
+  plugins: [{
+    name: 'woff2-only',
+    setup(b) {
+      b.onLoad({ filter: /katex\.min\.css$/ }, async (args) => {
+        const { readFile } = await import('node:fs/promises');
+        const css = (await readFile(args.path, 'utf8')).replace(/,url\([^)]*\.(?:woff|ttf)\) format\("(?:woff|truetype)"\)/g, '');
+        return { contents: css, loader: 'css' };
+      });
+    },
+  }],
 });
 for (const f of ['index.html', 'icon.svg']) copyFileSync(join(root, 'src', f), join(out, f));
-console.log(`webui: ${readdirSync(out).sort().join(', ')} -> ${out}`);
+console.log(`webui: ${readdirSync(out, { recursive: true }).sort().join(', ')} -> ${out}`);

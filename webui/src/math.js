@@ -1,5 +1,8 @@
-// Math typesetting. Plain fallback: the TeX source in a <code class="math"> (no KaTeX bundled yet).
-const esc = (s) => s.replace(/[&<>]/g, (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;' }[ch]));
+// Math typesetting with KaTeX (its fonts are bundled: webui/dist/fonts). A formula KaTeX cannot
+// parse is shown as its TeX source (throwOnError false renders it in the error colour).
+import katex from 'katex';
+import 'katex/dist/katex.min.css';
+
 export function renderMath(tex, display) {
-  return display ? `<pre class="math"><code>${esc(tex)}</code></pre>` : `<code class="math">${esc(tex)}</code>`;
+  return katex.renderToString(tex, { displayMode: display, throwOnError: false, output: 'html', strict: 'ignore' });
 }

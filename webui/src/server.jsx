@@ -65,7 +65,7 @@ export function ServerView({ models }) {
         <table class="table" data-testid="models">
           <thead><tr><th>{t('model')}</th><th>{t('status')}</th><th>{t('maxModelLen')}</th></tr></thead>
           <tbody>{models.map((m) => (
-            <tr key={m.id}><td>{m.id}</td><td>{m.status || 'loaded'}</td><td>{m.max_model_len || '–'}</td></tr>
+            <tr key={m.id}><td>{m.id}</td><td>{m.status || '–'}</td><td>{m.max_model_len || '–'}</td></tr>
           ))}</tbody>
         </table>
       </section>

@@ -10,7 +10,7 @@ cadenza=$1 src=$2 work=$3 shared=$4
 source "$(cd "$(dirname "$0")/.." && pwd)/e2e_lib.sh"
 
 model="$shared/models/licenses-tiny-f16.gguf"
-[ -f "$model" ] || { echo "SKIPPED: $model not found (../shared test data)"; exit 77; }
+[ -f "$model" ] || { echo "SKIPPED: ../shared test data not found ($model)"; exit 77; }
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
   { echo "SKIPPED: node and npm are needed for the browser test"; exit 77; }
 chromium=$(command -v chromium || command -v chromium-browser || true)

@@ -141,6 +141,16 @@ try {
   if (artifacts) await page.screenshot({ path: `${artifacts}/chat-zh.png` });
   await page.select('[data-testid="lang"]', 'en');
 
+  // The dark theme: the toggle switches it and the page's background follows.
+  const lightBg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  await page.click('[data-testid="theme"]');
+  const theme = await page.evaluate(() => document.documentElement.dataset.theme);
+  const darkBg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.notEqual(lightBg, darkBg, `the background changes with the theme (${lightBg})`);
+  if (artifacts) await page.screenshot({ path: `${artifacts}/chat-${theme}.png` });
+  await page.click('[data-testid="theme"]');
+  step(`theme toggled to ${theme} (${darkBg}) and back`);
+
   // The server view: the model, running 0, charts.
   await page.click('[data-testid="tab-server"]');
   await page.waitForFunction(() => document.querySelectorAll('.chart').length >= 4 &&

@@ -19,6 +19,7 @@ namespace {
 struct GatewayArgs {
   std::string config;
   bool check = false;
+  bool no_webui = false;
   std::string hash_key;
 };
 
@@ -48,6 +49,7 @@ int run_gateway(const GatewayArgs& a) {
     return 1;
   }
   (*gw)->handle_signals();
+  (*gw)->set_webui(!a.no_webui);
   auto started = (*gw)->start();
   if (!started) {
     spdlog::error("gateway: {}", started.error());
@@ -74,6 +76,8 @@ Command gateway_command() {
                    "(docs/gateway.md)");
     sub->add_option("-c,--config", args->config, "gateway.yaml (reloaded on SIGHUP)");
     sub->add_flag("--check", args->check, "Validate the configuration and exit");
+    sub->add_flag("--no-webui", args->no_webui,
+                  "No web console at / (docs/webui.md): / and /webui/* answer 404");
     sub->add_option("--hash-key", args->hash_key,
                     "Print the SHA-256 of an API key (for tenants[].key_sha256) and exit");
   };

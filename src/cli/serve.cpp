@@ -65,6 +65,7 @@ struct ServeArgs {
   std::string max_body_bytes = "8MiB";
   int64_t responses_store = 0;  // --responses-store: finished /v1/responses kept (LRU)
   bool no_warmup = false;
+  bool no_webui = false;
   std::string ssl_certfile;
   std::string ssl_keyfile;
   std::string config;        // --config FILE: options not given on the command line
@@ -138,6 +139,7 @@ server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> 
   sc.drain_timeout_s = a.drain_timeout;
   sc.max_body_bytes = static_cast<size_t>(body_limit);
   sc.warmup = !a.no_warmup;
+  sc.webui = !a.no_webui;
   sc.handle_signals = true;
   sc.heartbeat_timeout_s = a.parallel.timeout_s;
   sc.ssl_certfile = a.ssl_certfile;
@@ -515,6 +517,8 @@ Command serve_command() {
         ->capture_default_str()
         ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
     sub->add_flag("--no-warmup", args->no_warmup, "Skip the warm-up forward passes");
+    sub->add_flag("--no-webui", args->no_webui,
+                  "No web console at / (docs/webui.md): / and /webui/* answer 404");
     sub->add_option("--ssl-certfile", args->ssl_certfile,
                     "PEM certificate chain: serve HTTPS (with --ssl-keyfile)");
     sub->add_option("--ssl-keyfile", args->ssl_keyfile, "PEM private key (unencrypted) for HTTPS");

@@ -47,6 +47,9 @@ class Gateway {
   std::vector<uint16_t> ports() const { return ports_; }
   // SIGHUP: reload_from_file(); SIGTERM/SIGINT: stop(). Call before start().
   void handle_signals() { handle_signals_ = true; }
+  // The web console at / and /webui/* (docs/webui.md); on by default (--no-webui: off).
+  void set_webui(bool on) { webui_.store(on); }
+  bool webui() const { return webui_.load(); }
 
   Status reload(const GatewayConfig& cfg);
   Status reload_from_file();
@@ -79,6 +82,7 @@ class Gateway {
   std::vector<uint16_t> ports_;
   std::unique_ptr<boost::asio::signal_set> signals_;
   bool handle_signals_ = false;
+  std::atomic<bool> webui_{true};
 
   UpstreamRegistry registry_;
   GatewayMetrics metrics_;

@@ -15,6 +15,7 @@
 #include "gateway/gateway.h"
 #include "gateway/proxy.h"
 #include "gateway/responses.h"
+#include "webui/webui.h"
 #include "wire/process_metrics.h"
 
 namespace cadenza::gateway {
@@ -119,7 +120,15 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
       Reply r;
       std::string route = "other";
       auto st = gw.state();
-      if (get && target == "/health") {
+      if (gw.webui() && webui::is_console_path(target)) {
+        route = "webui";
+        const auto inm = req.find(http::field::if_none_match);
+        webui::Response w = webui::serve(
+            {req.method_string().data(), req.method_string().size()}, target,
+            inm == req.end() ? std::string_view{}
+                             : std::string_view{inm->value().data(), inm->value().size()});
+        r = Reply{w.status, std::move(w.content_type), std::string(w.body), std::move(w.headers)};
+      } else if (get && target == "/health") {
         route = "health";
         r.body = R"({"status":"ok"})";
       } else if (get && target == "/ready") {

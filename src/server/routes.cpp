@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "server/embeddings_routes.h"
+#include "webui/webui.h"
 
 namespace cadenza::server {
 
@@ -263,6 +264,15 @@ RouteResult Router::route(const HttpRequest& req, const ModelHandle& model) cons
   RouteResult r;
   std::string_view target = to_sv(req.target());
   if (auto q = target.find('?'); q != std::string_view::npos) target = target.substr(0, q);
+  if (ctx_.webui && webui::is_console_path(target)) {
+    // The web console: static files, no API key (the page asks for one when the API needs it).
+    r.route = "/webui";
+    const auto inm = req.find(http::field::if_none_match);
+    webui::Response w = webui::serve(to_sv(req.method_string()), target,
+                                     inm == req.end() ? std::string_view{} : to_sv(inm->value()));
+    r.reply = HttpReply{w.status, std::string(w.body), std::move(w.content_type), std::move(w.headers)};
+    return r;
+  }
   const RouteSpec* spec = nullptr;
   const std::string_view name = route_name(target);
   for (const auto& s : kRoutes)

@@ -168,6 +168,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   ctx.generates = generates;
   ctx.metrics = &impl->metrics;
   ctx.keys = ApiKeys(config.api_keys);
+  ctx.webui = config.webui;
   ctx.priority_scheduling = config.priority_scheduling;
   ctx.grammars = impl->grammars.get();
   if (config.responses_store > 0) {
@@ -229,6 +230,7 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config
   ctx.pool = impl->pool.get();
   ctx.metrics = &impl->metrics;
   ctx.keys = ApiKeys(config.api_keys);
+  ctx.webui = config.webui;
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

@@ -51,6 +51,8 @@ struct ServerConfig {
   // Finished /v1/responses kept for previous_response_id and GET/DELETE (LRU); 0: none.
   size_t responses_store = 0;
   bool warmup = true;
+  // The web console (docs/webui.md) at / and /webui/*; false (--no-webui): those answer 404.
+  bool webui = true;
   // `--scheduling-policy priority`: honour the requests' `priority` field (vLLM's option);
   // false (fcfs): a request with a non-zero priority is refused with 400.
   bool priority_scheduling = false;

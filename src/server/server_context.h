@@ -57,6 +57,8 @@ struct ServerContext : ModelContext {
   ApiKeys keys;
   // --scheduling-policy priority: requests may carry `priority` (else a non-zero one is a 400).
   bool priority_scheduling = false;
+  // The web console at / and /webui/* (ServerConfig::webui).
+  bool webui = true;
   std::atomic<bool> draining{false};
   // Generation responses accepted and not yet completely written (drain waits for them).
   std::atomic<int64_t> open_generations{0};

@@ -939,3 +939,33 @@ TEST(GatewayApiShapes, MessagesAndResponsesNativeAndConvertedAgree) {
 
 }  // namespace
 }  // namespace cadenza::gateway
+
+namespace cadenza::gateway {
+namespace {
+
+// The web console (src/webui): / is index.html with the security headers, its assets with
+// their types, an unknown one 404, and none of it once the console is turned off (--no-webui).
+TEST(GatewayWebUi, ServesTheConsoleUnlessTurnedOff) {
+  auto gw = start_gateway("models:\n  - name: tiny\n    upstreams: [127.0.0.1:1]\naccess_log: false\n");
+  ASSERT_NE(gw, nullptr);
+  Client c(gw->ports()[0]);
+  Response index = c.get("/");
+  ASSERT_EQ(index.status, 200);
+  EXPECT_EQ(index.header("content-type"), "text/html; charset=utf-8");
+  EXPECT_NE(index.header("content-security-policy").find("default-src 'none'"), std::string::npos);
+  EXPECT_EQ(index.header("x-content-type-options"), "nosniff");
+  EXPECT_NE(index.body.find("/webui/app.js"), std::string::npos);
+  Response js = c.get("/webui/app.js");
+  EXPECT_EQ(js.status, 200);
+  EXPECT_EQ(js.header("content-type"), "text/javascript; charset=utf-8");
+  EXPECT_EQ(c.get("/webui/missing.js").status, 404);
+  EXPECT_EQ(c.request("POST", "/", "{}").status, 405);
+  gw->set_webui(false);
+  Response off = c.get("/");
+  EXPECT_EQ(off.status, 404);
+  EXPECT_TRUE(off.header("content-security-policy").empty());
+  EXPECT_EQ(c.get("/webui/app.js").status, 404);
+}
+
+}  // namespace
+}  // namespace cadenza::gateway

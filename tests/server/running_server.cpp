@@ -33,6 +33,7 @@ ServerConfig server_config(const Options& o) {
   sc.io_threads = o.io_threads;
   sc.pooling = o.pooling;
   sc.api_keys = o.keys;
+  sc.webui = o.webui;
   sc.max_queue = o.max_queue;
   sc.priority_scheduling = o.priority_scheduling;
   sc.max_body_bytes = o.max_body_bytes;

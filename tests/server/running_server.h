@@ -31,6 +31,7 @@ struct Options {
   std::string pooling;  // ServerConfig::pooling (empty: the GGUF's)
   std::string model_name = "tiny";
   int io_threads = 2;
+  bool webui = true;  // false: --no-webui
 };
 
 // A running server with its own model (a Model runs one forward pass at a time).

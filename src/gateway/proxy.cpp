@@ -192,16 +192,16 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
                                            "invalid_request_error", "invalid_model"));
     requested = it->get<std::string>();
   }
+  // A model this tenant may not use is answered exactly like one that does not exist, so that
+  // a key never learns which other models are served (the hidden-model-name rule; /v1/models
+  // lists only the tenant's models too).
   VersionPool* vp = st->resolve(requested, gw.uniform());
+  if (vp && tenant && !tenant->allows(requested, vp->model(), vp->key())) vp = nullptr;
   if (!vp)
     co_return co_await reply(error_reply(
         404, fmt::format("the model '{}' does not exist", requested), "invalid_request_error",
         "model_not_found"));
   out.model = vp->key();
-  if (tenant && !tenant->allows(requested, vp->model(), vp->key()))
-    co_return co_await reply(error_reply(
-        403, fmt::format("this key may not use the model '{}'", requested),
-        "invalid_request_error", "model_not_allowed"));
 
   // Limits: one request and (prompt estimate + max_tokens) x n tokens, reserved up front.
   const double prompt_estimate =

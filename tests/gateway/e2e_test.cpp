@@ -277,9 +277,25 @@ TEST_F(ThreeReplicas, TenantsKeysModelsAndLimits) {
   body["temperature"] = 0;  // cached after the first: the limiter, not the model, sets the pace
   EXPECT_EQ(c.post("/v1/chat/completions", body).status, 401);
   EXPECT_EQ(c.post("/v1/chat/completions", body, {{"Authorization", "Bearer wrong"}}).status, 401);
-  Response denied = c.post("/v1/chat/completions", body, {{"Authorization", "Bearer sk-other"}});
-  EXPECT_EQ(denied.status, 403);
-  EXPECT_EQ(denied.json()["error"]["code"], "model_not_allowed");
+  // The hidden-model-name rule: a model this key may not use is answered exactly as a model that
+  // does not exist (status and body, the name aside), on every generation route and API shape.
+  for (const std::string route : {"/v1/chat/completions", "/v1/messages", "/v1/responses"}) {
+    json hidden = body, ghost = body;
+    ghost["model"] = "tiny-ghost";
+    Response denied = c.post(route, hidden, {{"Authorization", "Bearer sk-other"}});
+    Response missing = c.post(route, ghost, {{"Authorization", "Bearer sk-other"}});
+    EXPECT_EQ(denied.status, 404) << route << " " << denied.body;
+    EXPECT_EQ(missing.status, 404) << route << " " << missing.body;
+    std::string masked = denied.body;
+    if (auto at = masked.find("'tiny'"); at != std::string::npos)
+      masked.replace(at, 6, "'tiny-ghost'");
+    EXPECT_EQ(masked, missing.body) << route;
+    EXPECT_EQ(denied.body.find("allow"), std::string::npos) << denied.body;
+  }
+  {
+    Response denied = c.post("/v1/chat/completions", body, {{"Authorization", "Bearer sk-other"}});
+    EXPECT_EQ(denied.json()["error"]["code"], "model_not_found") << denied.body;
+  }
 
   // GET /v1/models needs a key too, and lists what that key's tenant may use.
   auto model_ids = [&](const std::map<std::string, std::string>& headers) {

@@ -189,7 +189,7 @@ GatewayConfig parse_root(const YAML::Node& root) {
   if (!root.IsMap()) fail("config", "expected a mapping at the top level");
   check_keys(root, "config",
              {"listeners", "io_threads", "default_model", "models", "routing", "health",
-              "dns_refresh_ms", "upstream_timeout_ms", "connect_timeout_ms", "max_body_bytes",
+              "dns_refresh_ms", "upstream_timeout_ms", "connect_timeout_ms", "max_body_bytes", "max_header_bytes",
               "default_max_tokens", "tenants", "tenants_file", "cache", "access_log"});
   if (const YAML::Node ls = root["listeners"]) {
     if (!ls.IsSequence()) fail("listeners", "expected a list");
@@ -212,6 +212,9 @@ GatewayConfig parse_root(const YAML::Node& root) {
   c.max_body_bytes = static_cast<size_t>(
       get_int(root, "max_body_bytes", "config", static_cast<int>(c.max_body_bytes), 1024,
               1 << 30));
+  c.max_header_bytes = static_cast<size_t>(
+      get_int(root, "max_header_bytes", "config", static_cast<int>(c.max_header_bytes), 1024,
+              1 << 20));
   c.default_max_tokens =
       get_int(root, "default_max_tokens", "config", c.default_max_tokens, 0, 1 << 24);
   c.access_log = get<bool>(root, "access_log", "config", c.access_log);

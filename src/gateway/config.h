@@ -100,6 +100,7 @@ struct GatewayConfig {
   int upstream_timeout_ms = 300000;  // a whole upstream exchange at most
   int connect_timeout_ms = 2000;
   size_t max_body_bytes = 8 << 20;   // client request bodies and buffered upstream bodies
+  size_t max_header_bytes = 16 << 10;  // a client request's start line and headers (431 above)
   int default_max_tokens = 256;      // token reservation when a request has no max_tokens
   std::vector<TenantConfig> tenants; // empty: no keys needed, no limits
   CacheConfig cache;

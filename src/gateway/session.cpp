@@ -58,10 +58,15 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
   beast::flat_buffer buf;
   error_code ec;
   for (;;) {
-    const size_t max_body = gw.state()->config.max_body_bytes;
+    size_t max_body = 0, max_header = 0;
+    {
+      const auto limits = gw.state();  // not held while the connection idles (reloads)
+      max_body = limits->config.max_body_bytes;
+      max_header = limits->config.max_header_bytes;
+    }
     http::request_parser<http::string_body> parser;
     parser.body_limit(max_body);
-    parser.header_limit(16 * 1024);
+    parser.header_limit(static_cast<uint32_t>(max_header));
     stream.expires_after(kIdleTimeout);
     co_await http::async_read_header(stream, buf, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));
@@ -85,10 +90,17 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
           ec == beast::error::timeout || ec == asio::error::connection_reset ||
           ec == asio::error::operation_aborted)
         break;
+      // Over a limit: the OpenAI error shape with 413 (body) or 431 (start line and headers),
+      // then the connection closes (the rest of the request is not read).
       Reply r = ec == http::error::body_limit
                     ? error_reply(413,
                                   fmt::format("the request body is larger than {} bytes", max_body),
                                   "invalid_request_error", "request_too_large")
+                : ec == http::error::header_limit
+                    ? error_reply(431,
+                                  fmt::format("the request headers are larger than {} bytes",
+                                              max_header),
+                                  "invalid_request_error", "request_headers_too_large")
                     : error_reply(400, fmt::format("malformed HTTP request: {}", ec.message()),
                                   "invalid_request_error", "bad_request");
       co_await asio::async_write(stream, asio::buffer(render_reply(r, request_id, false, false)),

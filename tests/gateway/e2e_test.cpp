@@ -721,6 +721,33 @@ TEST(GatewayStreams, ASlowClientGetsBackpressureNotUnboundedBuffering) {
             size_t{FakeUpstream::kFloodEvents} * (FakeUpstream::kFloodEventBytes + 8));
 }
 
+// Request size limits: a body over max_body_bytes gets 413, headers over max_header_bytes 431,
+// both in OpenAI's error shape; requests under the limits pass.
+TEST(GatewayLimits, OversizedBodiesAndHeadersGet413And431InTheOpenAIShape) {
+  FakeUpstream fake(FakeUpstream::Mode::flood);
+  auto gw = start_gateway(fmt::format(
+      "models:\n  - name: tiny\n    upstreams: [127.0.0.1:{}]\naccess_log: false\n"
+      "max_body_bytes: 4096\nmax_header_bytes: 2048\n",
+      fake.port()));
+  ASSERT_NE(gw, nullptr);
+  const uint16_t port = gw->ports()[0];
+  json body = chat("s", std::string(5000, 'x'), 2);
+  Response big = Client(port).post("/v1/chat/completions", body);
+  EXPECT_EQ(big.status, 413) << big.body;
+  EXPECT_EQ(big.json()["error"]["code"], "request_too_large") << big.body;
+  EXPECT_EQ(big.json()["error"]["type"], "invalid_request_error") << big.body;
+  EXPECT_TRUE(big.json()["error"].contains("param")) << big.body;
+
+  Response fat = Client(port).request("GET", "/health", "", {{"X-Padding", std::string(3000, 'p')}});
+  EXPECT_EQ(fat.status, 431) << fat.body;
+  EXPECT_EQ(fat.json()["error"]["code"], "request_headers_too_large") << fat.body;
+  EXPECT_EQ(fat.json()["error"]["type"], "invalid_request_error") << fat.body;
+
+  EXPECT_EQ(Client(port).request("GET", "/health", "", {{"X-Padding", std::string(1000, 'p')}}).status,
+            200);
+  EXPECT_FALSE(parse_config("models: [{name: a, upstreams: ['h:1']}]\nmax_header_bytes: 10\n").ok());
+}
+
 // A redis-server on a free port for the life of the test.
 class RedisServer {
  public:

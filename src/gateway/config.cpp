@@ -11,6 +11,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gateway/hashing.h"
+
 namespace cadenza::gateway {
 
 namespace {
@@ -190,7 +192,7 @@ GatewayConfig parse_root(const YAML::Node& root) {
   check_keys(root, "config",
              {"listeners", "io_threads", "default_model", "models", "routing", "health",
               "dns_refresh_ms", "upstream_timeout_ms", "connect_timeout_ms", "max_body_bytes", "max_header_bytes",
-              "default_max_tokens", "tenants", "tenants_file", "cache", "access_log"});
+              "default_max_tokens", "admin_key_sha256", "admin_key_env", "tenants", "tenants_file", "cache", "access_log"});
   if (const YAML::Node ls = root["listeners"]) {
     if (!ls.IsSequence()) fail("listeners", "expected a list");
     for (size_t i = 0; i < ls.size(); ++i) {
@@ -218,6 +220,19 @@ GatewayConfig parse_root(const YAML::Node& root) {
   c.default_max_tokens =
       get_int(root, "default_max_tokens", "config", c.default_max_tokens, 0, 1 << 24);
   c.access_log = get<bool>(root, "access_log", "config", c.access_log);
+  c.admin_key_sha256 = get<std::string>(root, "admin_key_sha256", "config", "");
+  for (char& ch : c.admin_key_sha256)
+    if (ch >= 'A' && ch <= 'F') ch = static_cast<char>(ch - 'A' + 'a');
+  if (!c.admin_key_sha256.empty() && !is_hex_sha256(c.admin_key_sha256))
+    fail("admin_key_sha256",
+         "expected 64 hex digits (the SHA-256 of the key: cadenza gateway --hash-key KEY)");
+  if (const std::string env = get<std::string>(root, "admin_key_env", "config", ""); !env.empty()) {
+    if (!c.admin_key_sha256.empty()) fail("config", "give either 'admin_key_sha256' or 'admin_key_env'");
+    const char* value = std::getenv(env.c_str());
+    if (!value || std::string_view(value).size() < 16)
+      fail("admin_key_env", "the environment variable " + env + " is not set or shorter than 16 characters");
+    c.admin_key_sha256 = sha256_hex(value);
+  }
 
   const YAML::Node models = root["models"];
   if (!models || !models.IsSequence() || models.size() == 0)

@@ -103,6 +103,10 @@ struct GatewayConfig {
   size_t max_header_bytes = 16 << 10;  // a client request's start line and headers (431 above)
   int default_max_tokens = 256;      // token reservation when a request has no max_tokens
   std::vector<TenantConfig> tenants; // empty: no keys needed, no limits
+  // The SHA-256 (lower-case hex) of the admin key for /admin/... (admin.h): `admin_key_sha256`,
+  // or the hash of the key in the environment variable `admin_key_env` names (read at load).
+  // Empty: the admin endpoints are off (403).
+  std::string admin_key_sha256;
   CacheConfig cache;
   bool access_log = true;
 };

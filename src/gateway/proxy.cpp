@@ -178,7 +178,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
 
   // Who is calling.
   {
-    Caller caller = identify_caller(*st->tenants, req.http);
+    Caller caller = identify_caller(*st->tenants, req.http, req.request_id);
     if (caller.refusal) co_return co_await reply(std::move(*caller.refusal));
     tenant = std::move(caller.tenant);
     if (tenant) out.tenant = tenant->name();

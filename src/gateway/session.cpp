@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gateway/admin.h"
 #include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "gateway/proxy.h"
@@ -146,8 +147,11 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
         wire::append_process_metrics(r.body);
       } else if (get && (target == "/v1/models")) {
         route = "models";
-        Caller caller = identify_caller(*st->tenants, req);
+        Caller caller = identify_caller(*st->tenants, req, cr.request_id);
         r = caller.refusal ? std::move(*caller.refusal) : models_reply(*st, caller.tenant.get());
+      } else if (is_admin_route(target)) {
+        route = "admin";
+        r = admin_reply(gw, req, target, cr.request_id);
       } else if (generation_route || target == "/health" || target == "/ready" || target == "/metrics" ||
                  target == "/v1/models") {
         r = error_reply(405, fmt::format("method {} not allowed on {}",

@@ -19,6 +19,7 @@
 #include <regex>
 #include <set>
 #include <spawn.h>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -746,6 +747,95 @@ TEST(GatewayLimits, OversizedBodiesAndHeadersGet413And431InTheOpenAIShape) {
   EXPECT_EQ(Client(port).request("GET", "/health", "", {{"X-Padding", std::string(1000, 'p')}}).status,
             200);
   EXPECT_FALSE(parse_config("models: [{name: a, upstreams: ['h:1']}]\nmax_header_bytes: 10\n").ok());
+}
+
+// The admin endpoints: behind the admin key (401 without one, 403 with a wrong one), reload and
+// the tenants' buckets; an audit line per refusal and per action, and no key anywhere in the log.
+TEST(GatewayAdmin, AdminKeyGuardsReloadAndTenantsAndTheAuditLogNeverHoldsAKey) {
+  FakeUpstream a(FakeUpstream::Mode::answer);
+  const std::string admin_key = "adm-9f8e7d6c5b4a39281706";
+  const std::string tenant_key = "sk-tenant-5b4a392817";
+  const std::string wrong_keys[] = {"sk-wrong-guess-aaaa11", "adm-wrong-guess-bbbb22"};
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("gateway-admin-" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  auto write_config = [&](int requests_per_minute) {
+    std::ofstream(path) << fmt::format(
+        "listeners: [{{host: 127.0.0.1, port: 0}}]\n"
+        "models:\n  - name: tiny\n    upstreams: [127.0.0.1:{}]\n"
+        "admin_key_sha256: {}\n"
+        "tenants:\n  - {{name: acme, key_sha256: {}, requests_per_minute: {}}}\n"
+        "cache: {{backend: off}}\n",
+        a.port(), sha256_hex(admin_key), sha256_hex(tenant_key), requests_per_minute);
+  };
+  write_config(60);
+  auto gw = GatewayProcess::start(path, "admin");
+  ASSERT_NE(gw, nullptr);
+  Client c(gw->port());
+  auto bearer = [](const std::string& k) {
+    return std::map<std::string, std::string>{{"Authorization", "Bearer " + k}};
+  };
+  EXPECT_EQ(c.post("/v1/chat/completions", chat("s", "admin", 1), bearer(tenant_key)).status, 200);
+  EXPECT_EQ(c.post("/v1/chat/completions", chat("s", "admin", 1), bearer(wrong_keys[0])).status,
+            401);
+  Response none = c.get("/admin/tenants");
+  EXPECT_EQ(none.status, 401) << none.body;
+  EXPECT_EQ(none.json()["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(c.request("GET", "/admin/tenants", "", bearer(wrong_keys[1])).status, 403);
+  // A tenant's key is not the admin key.
+  EXPECT_EQ(c.request("GET", "/admin/tenants", "", bearer(tenant_key)).status, 403);
+
+  Response tenants = c.request("GET", "/admin/tenants", "", bearer(admin_key));
+  ASSERT_EQ(tenants.status, 200) << tenants.body;
+  const json t = tenants.json()["tenants"];
+  ASSERT_EQ(t.size(), 1u) << tenants.body;
+  EXPECT_EQ(t[0]["name"], "acme");
+  EXPECT_EQ(t[0]["requests"]["per_minute"], 60);
+  EXPECT_LT(t[0]["requests"]["available"].get<double>(), 60);  // one request was taken
+  EXPECT_TRUE(t[0]["tokens"].is_null());                       // unlimited
+
+  write_config(120);
+  EXPECT_EQ(c.request("GET", "/admin/reload", "", bearer(admin_key)).status, 405);
+  Response reloaded = c.request("POST", "/admin/reload", "", bearer(admin_key));
+  EXPECT_EQ(reloaded.status, 200) << reloaded.body;
+  EXPECT_EQ(c.request("GET", "/admin/tenants", "", bearer(admin_key))
+                .json()["tenants"][0]["requests"]["per_minute"],
+            120);
+  EXPECT_EQ(c.request("GET", "/admin/nothing", "", bearer(admin_key)).status, 404);
+
+  // The audit lines: 1 tenant failure; 3 admin refusals (no key, a wrong key, a tenant's key);
+  // 3 admin actions (2 tenants reads, 1 reload; the 405 and the 404 are no actions).
+  std::string log;
+  ASSERT_TRUE(eventually([&] {
+    std::ifstream in(gw->log());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    log = ss.str();
+    return log.find("\"action\":\"reload\"") != std::string::npos &&
+           log.find("\"action\":\"tenants\"") != std::string::npos;
+  })) << log;
+  gw->signal(SIGTERM);
+  gw->wait_exit(10000);
+  {
+    std::ifstream in(gw->log());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    log = ss.str();
+  }
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("audit {\"event\":\"auth_failed\",\"scope\":\"tenant\""), 1u) << log;
+  EXPECT_EQ(count("audit {\"event\":\"auth_failed\",\"scope\":\"admin\""), 3u) << log;
+  EXPECT_EQ(count("audit {\"event\":\"admin_action\""), 3u) << log;
+  EXPECT_GT(count(sha256_hex(wrong_keys[0]).substr(0, 8)), 0u) << log;
+  for (const std::string& key : {admin_key, tenant_key, wrong_keys[0], wrong_keys[1]}) {
+    EXPECT_EQ(log.find(key), std::string::npos) << "a key in the log: " << key;
+    EXPECT_EQ(log.find(sha256_hex(key)), std::string::npos) << "a full key hash in the log";
+  }
+  std::filesystem::remove(path);
 }
 
 // A redis-server on a free port for the life of the test.

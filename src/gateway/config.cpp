@@ -97,6 +97,24 @@ VersionConfig parse_version(const YAML::Node& n, const std::string& where,
   v.upstreams = get_addrs(n, "upstreams", where);
   v.dns = get_addrs(n, "dns", where);
   if (v.upstreams.empty() && v.dns.empty()) fail(where, "needs 'upstreams' or 'dns'");
+  // TLS: every replica of a version speaks the same (https:// entries), with one set of settings.
+  size_t tls_entries = 0;
+  for (const auto* list : {&v.upstreams, &v.dns})
+    for (const auto& hp : *list) tls_entries += hp.tls;
+  if (tls_entries != 0 && tls_entries != v.upstreams.size() + v.dns.size())
+    fail(where, "mixes https:// and plain upstreams (give them separate versions)");
+  v.tls.enabled = tls_entries != 0;
+  v.tls.verify = get<bool>(n, "tls_verify", where, true);
+  v.tls.ca_file = get<std::string>(n, "ca_file", where, "");
+  v.tls.cert_file = get<std::string>(n, "client_cert_file", where, "");
+  v.tls.key_file = get<std::string>(n, "client_key_file", where, "");
+  v.tls.server_name = get<std::string>(n, "tls_server_name", where, "");
+  if (!v.tls.enabled)
+    for (const char* k : {"ca_file", "client_cert_file", "client_key_file", "tls_verify",
+                          "tls_server_name"})
+      if (n[k]) fail(where + "." + k, "only for https:// upstreams");
+  if (v.tls.cert_file.empty() != v.tls.key_file.empty())
+    fail(where, "give both 'client_cert_file' and 'client_key_file' (mutual TLS) or neither");
   const std::string api = get<std::string>(n, "api", where, "cadenza");
   if (api == "chat") v.api = UpstreamApi::chat;
   else if (api != "cadenza") fail(where + ".api", "expected 'cadenza' or 'chat'");
@@ -113,7 +131,8 @@ VersionConfig parse_version(const YAML::Node& n, const std::string& where,
 
 ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
   check_keys(n, where, {"name", "versions", "upstreams", "dns", "upstream_model", "weight", "api",
-                        "api_key", "api_key_env"});
+                        "api_key", "api_key_env", "ca_file", "client_cert_file",
+                        "client_key_file", "tls_verify", "tls_server_name"});
   ModelConfig m;
   m.name = get<std::string>(n, "name", where, "");
   if (m.name.empty()) fail(where + ".name", "required");
@@ -122,7 +141,8 @@ ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
   const YAML::Node versions = n["versions"];
   if (versions) {
     if (n["upstreams"] || n["dns"]) fail(where, "give either 'versions' or 'upstreams'/'dns'");
-    for (const char* k : {"api", "api_key", "api_key_env"})
+    for (const char* k : {"api", "api_key", "api_key_env", "ca_file", "client_cert_file",
+                          "client_key_file", "tls_verify", "tls_server_name"})
       if (n[k]) fail(where + "." + k, "with 'versions', give it per version");
     if (n["weight"]) fail(where + ".weight", "with 'versions', give each version its weight");
     // A model-level upstream_model is the default of every version that names none.
@@ -133,7 +153,8 @@ ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
     for (size_t i = 0; i < versions.size(); ++i) {
       const std::string w = where + ".versions[" + std::to_string(i) + "]";
       check_keys(versions[i], w, {"version", "weight", "upstream_model", "upstreams", "dns", "api",
-                                  "api_key", "api_key_env"});
+                                  "api_key", "api_key_env", "ca_file", "client_cert_file",
+                                  "client_key_file", "tls_verify", "tls_server_name"});
       VersionConfig v = parse_version(versions[i], w, default_upstream);
       if (v.version.empty()) fail(w + ".version", "required when a model has versions");
       if (!seen.insert(v.version).second) fail(w + ".version", "duplicate '" + v.version + "'");
@@ -332,6 +353,13 @@ GatewayConfig parse_root(const YAML::Node& root) {
 Result<HostPort> parse_host_port(const std::string& s) {
   HostPort hp;
   std::string_view rest = s;
+  if (rest.rfind("https://", 0) == 0) {
+    hp.tls = true;
+    rest.remove_prefix(8);
+  } else if (rest.rfind("http://", 0) == 0) {
+    rest.remove_prefix(7);
+  }
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (!rest.empty() && rest.front() == '[') {
     const size_t close = rest.find(']');
     if (close == std::string_view::npos) return make_error("'{}': bad IPv6 address", s);

@@ -20,10 +20,11 @@ struct ListenerConfig {
   uint16_t port = 8000;  // 0: any free port
 };
 
-// A "host:port" upstream address.
+// A "host:port" upstream address ("http://host:port" too; "https://host:port" sets tls).
 struct HostPort {
   std::string host;
   std::string port;
+  bool tls = false;
   std::string str() const { return host + ":" + port; }
 };
 
@@ -33,8 +34,25 @@ struct HostPort {
 // /v1/messages and /v1/responses to Chat Completions and the answers back (src/apishape).
 enum class UpstreamApi { cadenza, chat };
 
+// TLS to a version's replicas (its upstreams are `https://...`). Verification is on unless
+// `tls_verify: false`; the certificate must chain to `ca_file` (else the system's CA store) and
+// name `tls_server_name` (else the host written in the upstream entry).
+struct UpstreamTlsConfig {
+  bool enabled = false;
+  bool verify = true;
+  std::string ca_file;          // PEM trust anchors; empty: the system's default store
+  std::string cert_file;        // client certificate chain for mutual TLS (with key_file)
+  std::string key_file;
+  std::string server_name;      // SNI and the name checked; empty: the upstream's host
+  std::string id() const {
+    return ca_file + "|" + cert_file + "|" + key_file + "|" + (verify ? "v" : "n") + "|" +
+           server_name;
+  }
+};
+
 // One version of a model ("name@version"): the replicas that serve it.
 struct VersionConfig {
+  UpstreamTlsConfig tls;
   UpstreamApi api = UpstreamApi::cadenza;
   // Sent to the replicas as `Authorization: Bearer KEY` (replacing the client's key) when not
   // empty: `api_key`, or the environment variable named by `api_key_env` at load time.

@@ -284,6 +284,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
   const auto deadline = started + std::chrono::milliseconds(cfg.upstream_timeout_ms);
   std::set<std::string> tried;
   std::optional<Reply> saved_error;  // the last retryable answer (5xx, 429) of a replica
+  std::string tls_failure;           // the last TLS handshake failure, when that ended an attempt
   auto ex = gw.io().get_executor();
   for (int attempt = 0; attempt <= cfg.routing.max_retries; ++attempt) {
     auto set = vp->replicas();
@@ -317,6 +318,11 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
     };
     if (err != CallError::none) {
       fail(to_string(err));
+      if (err == CallError::tls) {
+        tls_failure = fmt::format("TLS to the replica {} failed: {}", up->address(),
+                                  call.error_text());
+        spdlog::warn("[{}] gateway: {}", req.request_id, tls_failure);
+      }
       continue;
     }
     gw.metrics().observe("cadenza_gateway_upstream_latency_seconds",
@@ -415,6 +421,8 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
   }
   used = 0;
   if (saved_error) co_return co_await reply(std::move(*saved_error));
+  if (!tls_failure.empty())
+    co_return co_await reply(error_reply(502, tls_failure, "server_error", "upstream_tls_error"));
   co_return co_await reply(error_reply(
       503,
       fmt::format("no replica of '{}' could take the request ({} tried)", vp->key(),

@@ -237,6 +237,38 @@ TEST(GatewayConfig, AdminKeyFromTheEnvironmentIsStoredHashed) {
   EXPECT_EQ(none->admin_key_sha256, "");
 }
 
+TEST(GatewayConfig, HttpsUpstreamsAndTheirTlsSettings) {
+  auto hp = parse_host_port("https://replica.example:8443/");
+  ASSERT_TRUE(hp.ok()) << hp.error();
+  EXPECT_TRUE(hp->tls);
+  EXPECT_EQ(hp->host, "replica.example");
+  EXPECT_EQ(hp->port, "8443");
+  auto plain = parse_host_port("http://127.0.0.1:80");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
+  auto c = parse_config(
+      "models:\n  - {name: a, upstreams: ['https://127.0.0.1:1'], ca_file: ca.pem, "
+      "client_cert_file: c.pem, client_key_file: c.key, tls_server_name: r.internal}\n"
+      "  - {name: b, upstreams: ['https://127.0.0.1:2'], tls_verify: false}\n"
+      "  - {name: c, upstreams: ['127.0.0.1:3']}\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  const UpstreamTlsConfig& a = c->models[0].versions[0].tls;
+  EXPECT_TRUE(a.enabled);
+  EXPECT_TRUE(a.verify);
+  EXPECT_EQ(a.ca_file, "ca.pem");
+  EXPECT_EQ(a.cert_file, "c.pem");
+  EXPECT_EQ(a.server_name, "r.internal");
+  EXPECT_FALSE(c->models[1].versions[0].tls.verify);
+  EXPECT_FALSE(c->models[2].versions[0].tls.enabled);
+  for (const char* bad : {
+           "models:\n  - {name: a, upstreams: ['https://h:1', 'h:2']}\n",  // mixed
+           "models:\n  - {name: a, upstreams: ['h:1'], ca_file: x}\n",      // TLS key, plain
+           "models:\n  - {name: a, upstreams: ['https://h:1'], client_cert_file: c}\n"}) {
+    auto r = parse_config(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
+}
+
 TEST(GatewayAuth, XApiKeyIsAKeyToo) {
   // identify_caller reads `x-api-key` when there is no Authorization header.
   TenantConfig t;

@@ -218,10 +218,17 @@ GatewayConfig parse_root(const YAML::Node& root) {
     if (!ls.IsSequence()) fail("listeners", "expected a list");
     for (size_t i = 0; i < ls.size(); ++i) {
       const std::string w = "listeners[" + std::to_string(i) + "]";
-      check_keys(ls[i], w, {"host", "port"});
+      check_keys(ls[i], w, {"host", "port", "ssl_certfile", "ssl_keyfile", "ssl_ca_certs"});
       ListenerConfig l;
       l.host = get<std::string>(ls[i], "host", w, l.host);
       l.port = static_cast<uint16_t>(get_int(ls[i], "port", w, l.port, 0, 65535));
+      l.ssl_certfile = get<std::string>(ls[i], "ssl_certfile", w, "");
+      l.ssl_keyfile = get<std::string>(ls[i], "ssl_keyfile", w, "");
+      l.ssl_ca_certs = get<std::string>(ls[i], "ssl_ca_certs", w, "");
+      if (l.ssl_certfile.empty() != l.ssl_keyfile.empty())
+        fail(w, "give both 'ssl_certfile' and 'ssl_keyfile' (HTTPS) or neither");
+      if (!l.ssl_ca_certs.empty() && l.ssl_certfile.empty())
+        fail(w + ".ssl_ca_certs", "needs 'ssl_certfile' and 'ssl_keyfile'");
       c.listeners.push_back(l);
     }
   }

@@ -18,6 +18,12 @@ namespace cadenza::gateway {
 struct ListenerConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: any free port
+  // HTTPS on this listener, as `cadenza serve --ssl-certfile/--ssl-keyfile/--ssl-ca-certs`
+  // (server/tls.h): certificate chain and key (both or neither); ssl_ca_certs: require client
+  // certificates signed by these CAs (mutual TLS).
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
+  std::string ssl_ca_certs;
 };
 
 // A "host:port" upstream address ("http://host:port" too; "https://host:port" sets tls).

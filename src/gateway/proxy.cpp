@@ -8,6 +8,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -126,7 +128,8 @@ struct Outcome {
 
 }  // namespace
 
-asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
+template <typename ClientStream>
+asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
                                        const ClientRequest& req) {
   const auto started = Clock::now();
   auto st = gw.state();  // this request keeps this configuration to its end
@@ -141,10 +144,10 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
 
   auto write = [&](std::string bytes) -> asio::awaitable<bool> {
     error_code ec;
-    client.expires_after(kClientWriteTimeout);
+    beast::get_lowest_layer(client).expires_after(kClientWriteTimeout);
     co_await asio::async_write(client, asio::buffer(bytes),
                                asio::redirect_error(asio::use_awaitable, ec));
-    client.expires_never();
+    beast::get_lowest_layer(client).expires_never();
     co_return !ec;
   };
   auto finish = [&](bool ok) {
@@ -429,5 +432,10 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
                   tried.size()),
       "service_unavailable", "no_healthy_upstream"));
 }
+
+template asio::awaitable<bool> proxy_generation(Gateway&, beast::tcp_stream&,
+                                                const ClientRequest&);
+template asio::awaitable<bool> proxy_generation(Gateway&, beast::ssl_stream<beast::tcp_stream>&,
+                                                const ClientRequest&);
 
 }  // namespace cadenza::gateway

@@ -6,6 +6,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <fmt/format.h>
@@ -29,6 +30,8 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
+constexpr auto kCloseTimeout = std::chrono::seconds(5);
 
 // Is some version of some model able to take a request now?
 bool any_ready(const GatewayState& st) {
@@ -54,8 +57,12 @@ Reply models_reply(const GatewayState& st, const Tenant* tenant) {
 
 }  // namespace
 
-asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
+namespace {
+
+// The HTTP/1.1 request loop over a plain or TLS stream.
+template <typename Stream>
+asio::awaitable<void> serve_http(Gateway& gw, Stream& stream) {
+  auto& tcp_layer = beast::get_lowest_layer(stream);
   beast::flat_buffer buf;
   error_code ec;
   for (;;) {
@@ -68,7 +75,7 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
     http::request_parser<http::string_body> parser;
     parser.body_limit(max_body);
     parser.header_limit(static_cast<uint32_t>(max_header));
-    stream.expires_after(kIdleTimeout);
+    tcp_layer.expires_after(kIdleTimeout);
     co_await http::async_read_header(stream, buf, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));
     if (!ec) {
@@ -84,7 +91,7 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
     if (!ec)
       co_await http::async_read(stream, buf, parser,
                                 asio::redirect_error(asio::use_awaitable, ec));
-    stream.expires_never();
+    tcp_layer.expires_never();
     const std::string request_id = new_request_id();
     if (ec) {
       if (ec == http::error::end_of_stream || ec == asio::error::eof ||
@@ -172,8 +179,33 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
     }
     if (!keep) break;
   }
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.close();
+}
+
+}  // namespace
+
+asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket,
+                                       std::shared_ptr<asio::ssl::context> tls) {
+  error_code ec;
+  if (!tls) {
+    beast::tcp_stream stream(std::move(socket));
+    co_await serve_http(gw, stream);
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.close();
+    co_return;
+  }
+  beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls);
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(kHandshakeTimeout);
+  co_await stream.async_handshake(asio::ssl::stream_base::server,
+                                  asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) {
+    lowest.expires_never();
+    co_await serve_http(gw, stream);
+    // close_notify, bounded: a client that stopped reading must not keep the coroutine.
+    lowest.expires_after(kCloseTimeout);
+    co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  lowest.close();
 }
 
 }  // namespace cadenza::gateway

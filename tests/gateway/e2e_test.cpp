@@ -948,6 +948,76 @@ TEST(GatewayTls, UpstreamsOverTlsAreVerifiedAndMutualTlsWorks) {
   EXPECT_FALSE(parse_config("models:\n  - {name: a, upstreams: ['https://h:1', 'h:2']}\n").ok());
 }
 
+// Runs a shell command; its stdout, and whether it exited 0.
+std::pair<bool, std::string> run_capture(const std::string& cmd) {
+  std::string out;
+  FILE* f = ::popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!f) return {false, out};
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  return {::pclose(f) == 0, out};
+}
+
+// HTTPS on the gateway's own listeners (curl as the client): one listener with a certificate,
+// one that also requires client certificates; plain HTTP to the TLS port gets nothing; a bad
+// certificate file is a start error naming the listener.
+TEST(GatewayTls, ListenersServeHttpsAndCanRequireClientCertificates) {
+  ASSERT_EQ(std::system("openssl version >/dev/null 2>&1"), 0)
+      << "the openssl command is missing (scripts/setup.sh --test installs it)";
+  ASSERT_EQ(std::system("curl --version >/dev/null 2>&1"), 0)
+      << "curl is missing (scripts/setup.sh --test installs it)";
+  TestPki pki;
+  ASSERT_TRUE(pki.ok) << "see " << pki("openssl.log");
+  FakeUpstream fake(FakeUpstream::Mode::answer);
+  auto gw = start_gateway(fmt::format(
+      "listeners:\n"
+      "  - {{host: 127.0.0.1, port: 0, ssl_certfile: '{0}', ssl_keyfile: '{1}'}}\n"
+      "  - {{host: 127.0.0.1, port: 0, ssl_certfile: '{0}', ssl_keyfile: '{1}', ssl_ca_certs: '{2}'}}\n"
+      "models:\n  - name: tiny\n    upstreams: [127.0.0.1:{3}]\naccess_log: false\n",
+      pki("server.pem"), pki("server.key"), pki("ca.pem"), fake.port()));
+  ASSERT_NE(gw, nullptr);
+  const uint16_t tls_port = gw->ports()[0], mtls_port = gw->ports()[1];
+  const std::string curl = "curl -sS --max-time 20 --cacert " + pki("ca.pem");
+  auto health = run_capture(fmt::format("{} https://127.0.0.1:{}/health", curl, tls_port));
+  EXPECT_TRUE(health.first);
+  EXPECT_EQ(health.second, R"({"status":"ok"})");
+  const std::string body = chat("s", "https", 1).dump();
+  auto post = run_capture(fmt::format(
+      "{} -H 'Content-Type: application/json' -d '{}' https://127.0.0.1:{}/v1/chat/completions",
+      curl, body, tls_port));
+  EXPECT_TRUE(post.first) << post.second;
+  EXPECT_NE(post.second.find("chat.completion"), std::string::npos) << post.second;
+  // The wrong CA: curl refuses the gateway's certificate.
+  EXPECT_FALSE(run_capture(fmt::format("curl -sS --max-time 20 --cacert {} https://127.0.0.1:{}/health",
+                                       pki("other-ca.pem"), tls_port))
+                   .first);
+  // Mutual TLS: no client certificate, no answer; with one, the answer.
+  EXPECT_FALSE(run_capture(fmt::format("{} https://127.0.0.1:{}/health", curl, mtls_port)).first);
+  auto with_cert = run_capture(fmt::format("{} --cert {} --key {} https://127.0.0.1:{}/health", curl,
+                                           pki("client.pem"), pki("client.key"), mtls_port));
+  EXPECT_TRUE(with_cert.first);
+  EXPECT_EQ(with_cert.second, R"({"status":"ok"})");
+  // Plain HTTP to the TLS port is not answered as HTTP.
+  EXPECT_FALSE(run_capture(fmt::format("curl -sS --max-time 5 -o /dev/null -w '%{{http_code}}' "
+                                       "http://127.0.0.1:{}/health | grep -q 200",
+                                       tls_port))
+                   .first);
+
+  auto bad = parse_config(fmt::format(
+      "listeners: [{{host: 127.0.0.1, port: 0, ssl_certfile: /nonexistent.pem, ssl_keyfile: '{}'}}]\n"
+      "models: [{{name: a, upstreams: ['127.0.0.1:1']}}]\n",
+      pki("server.key")));
+  ASSERT_TRUE(bad.ok()) << bad.error();
+  auto g = Gateway::create(*bad);
+  ASSERT_TRUE(g.ok()) << g.error();
+  auto started = (*g)->start();
+  ASSERT_FALSE(started.ok());
+  EXPECT_NE(started.error().find("listener 127.0.0.1:0"), std::string::npos) << started.error();
+  EXPECT_NE(started.error().find("/nonexistent.pem"), std::string::npos) << started.error();
+  EXPECT_FALSE(parse_config("listeners: [{port: 0, ssl_certfile: a.pem}]\nmodels: [{name: a, upstreams: ['h:1']}]\n").ok());
+}
+
 // A redis-server on a free port for the life of the test.
 class RedisServer {
  public:

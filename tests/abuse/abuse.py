@@ -13,7 +13,8 @@ Throughout, a prober asks GET /health on a new connection every 50 ms and record
 
 Fails (exit 1) when a /health probe fails or takes longer than --max-health-s (default 1 s: the
 promise is 100 ms, the limit is well above it because shared CI machines stall), when the server
-dies, or when, within 30 s of the end, the process's open descriptors, requests running and KV
+dies, when fewer than half the abandoned streams were aborted by the server (counted in
+cadenza_request_success_total{finished_reason="abort"}), or when, within 30 s of the end, the process's open descriptors, requests running and KV
 cache usage are not back at their idle values. Prints the p50/p99/max /health latency per phase
 and the leak check's numbers (stdout), writes WORK_DIR/report.json.
 
@@ -91,6 +92,9 @@ def metrics():
                       "kv": "cadenza_kv_cache_usage_ratio"}.items():
         m = re.search(r"^" + name + r"(?:\{[^}]*\})? ([0-9.eE+-]+)$", text.decode(), re.M)
         out[key] = float(m.group(1)) if m else float("nan")
+    m = re.search(r'^cadenza_request_success_total\{[^}]*finished_reason="abort"[^}]*\} ([0-9.eE+-]+)$',
+                  text.decode(), re.M)
+    out["aborted"] = float(m.group(1)) if m else float("nan")
     return out
 
 
@@ -237,6 +241,12 @@ for w in workers:
 for w in workers:
     w.join()
 log(f"{abandoned} streams abandoned in {time.time() - t0:.1f} s; statuses {answers}")
+aborted = metrics()["aborted"] - idle["aborted"]
+log(f"requests finished as aborted (client gone): {aborted:.0f}")
+# A stream abandoned after its first event has ~199 tokens to go: most must be aborted (the
+# disconnect seen), not generated to the end for nobody.
+if aborted < 0.5 * answers.get("200", 0):
+    failures.append(f"streams: only {aborted:.0f} of {answers.get('200', 0)} abandoned streams were aborted")
 if answers.get("200", 0) < args.streams * 0.9:
     failures.append(f"streams: only {answers.get('200', 0)} of {args.streams} got 200: {answers}")
 
@@ -260,7 +270,7 @@ if server.poll() is not None:
     failures.append(f"serve exited with {server.returncode}")
 
 # --- report --------------------------------------------------------------------------------------
-report = {"idle": idle, "fds_holding_idle_connections": held, "after": after,
+report = {"idle": idle, "fds_holding_idle_connections": held, "after": after, "aborted": aborted,
           "streams": answers, "phases": {}}
 print("| phase | probes | failed | p50 ms | p99 ms | max ms |")
 print("|---|---:|---:|---:|---:|---:|")
@@ -279,6 +289,8 @@ for name in ("baseline", "idle", "headers", "bodies", "streams", "after"):
         failures.append(f"{name}: {len(bad)} /health probes failed, e.g. {bad[0]}")
     if ok and ok[-1] > args.max_health_s:
         failures.append(f"{name}: /health took {ok[-1] * 1e3:.0f} ms (limit {args.max_health_s * 1e3:.0f})")
+print(f"abandoned streams: {abandoned}, of which the server aborted {aborted:.0f} (the rest had "
+      f"finished their 200 tokens before the disconnect was seen)")
 print(f"open fds: idle {idle['fds']:.0f}, holding {args.idle} idle connections {held:.0f}, "
       f"after {after['fds']:.0f}; requests running after {after['running']:.0f}, waiting "
       f"{after['waiting']:.0f}; KV usage idle {idle['kv']:.3f}, after {after['kv']:.3f}")

@@ -12,8 +12,8 @@ packages=(
 )
 if [ "${1:-}" = "--test" ]; then
   # clang + compiler-rt: the libFuzzer target; python3: the skipped-test report (scripts/skipped_tests.py); promtool: the metrics format; chromium: the bench
-  # report page and the dashboard preview; python3-yaml: the live monitoring test (tests/ops); curl: the Prometheus scrape test; redis-server: the gateway's Redis cache test; wrk: gateway load checks; systemd: systemd-analyze for the unit files (tests/ops). Node.js runs the OpenAI-SDK end-to-end test and the Kubernetes schema check; the image may ship its own build. kubectl (for `kubectl kustomize`) comes with the machine image, not from Debian (bookworm's kubernetes-client 1.20 predates the kustomize features used).
-  packages+=(clang libclang-rt-dev prometheus curl chromium redis-server wrk python3 python3-yaml iproute2 systemd)
+  # report page and the dashboard preview; python3-yaml: the live monitoring test (tests/ops); curl: the Prometheus scrape test; redis-server: the gateway's Redis cache test; wrk: gateway load checks; openssl: the gateway TLS test makes its certificates with it; systemd: systemd-analyze for the unit files (tests/ops). Node.js runs the OpenAI-SDK end-to-end test and the Kubernetes schema check; the image may ship its own build. kubectl (for `kubectl kustomize`) comes with the machine image, not from Debian (bookworm's kubernetes-client 1.20 predates the kustomize features used).
+  packages+=(clang libclang-rt-dev prometheus curl chromium redis-server wrk openssl python3 python3-yaml iproute2 systemd)
   command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 fi
 missing=()

@@ -57,7 +57,9 @@ int run_gateway(const GatewayArgs& a) {
   }
   const auto ports = (*gw)->ports();
   for (size_t i = 0; i < ports.size(); ++i)
-    fmt::print("cadenza gateway: listening on http://{}:{}\n", cfg->listeners[i].host, ports[i]);
+    fmt::print("cadenza gateway: listening on {}://{}:{}\n",
+               cfg->listeners[i].ssl_certfile.empty() ? "http" : "https", cfg->listeners[i].host,
+               ports[i]);
   std::fflush(stdout);
   (*gw)->wait();
   spdlog::info("gateway: stopped");

@@ -68,6 +68,7 @@ struct ServeArgs {
   bool no_webui = false;
   std::string ssl_certfile;
   std::string ssl_keyfile;
+  std::string ssl_ca_certs;
   std::string config;        // --config FILE: options not given on the command line
   CLI::App* app = nullptr;   // the subcommand, to apply --config after parsing
 };
@@ -144,6 +145,7 @@ server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> 
   sc.heartbeat_timeout_s = a.parallel.timeout_s;
   sc.ssl_certfile = a.ssl_certfile;
   sc.ssl_keyfile = a.ssl_keyfile;
+  sc.ssl_ca_certs = a.ssl_ca_certs;
   return sc;
 }
 
@@ -522,6 +524,8 @@ Command serve_command() {
     sub->add_option("--ssl-certfile", args->ssl_certfile,
                     "PEM certificate chain: serve HTTPS (with --ssl-keyfile)");
     sub->add_option("--ssl-keyfile", args->ssl_keyfile, "PEM private key (unencrypted) for HTTPS");
+    sub->add_option("--ssl-ca-certs", args->ssl_ca_certs,
+                    "PEM CA file: require client certificates signed by it (mutual TLS)");
   };
   c.run = [args] {
     if (!args->config.empty()) {

@@ -19,7 +19,13 @@ struct Caller {
   std::optional<Reply> refusal;    // set: answer with this (401 invalid_api_key) and stop
 };
 
-// From the request's Authorization header (absent, not "Bearer KEY", or an unknown key: 401).
-Caller identify_caller(const Tenants& tenants, const boost::beast::http::fields& headers);
+// The key a request presents: `Authorization: Bearer KEY`, else `x-api-key: KEY`; empty when
+// neither. Points into `headers`.
+std::string_view presented_key(const boost::beast::http::fields& headers);
+
+// From the request's key (absent, not "Bearer KEY", or an unknown key: 401, and an audit line
+// naming `request_id` and the key's fingerprint, audit.h).
+Caller identify_caller(const Tenants& tenants, const boost::beast::http::fields& headers,
+                       std::string_view request_id = {});
 
 }  // namespace cadenza::gateway

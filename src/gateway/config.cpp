@@ -11,6 +11,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "gateway/hashing.h"
+
 namespace cadenza::gateway {
 
 namespace {
@@ -95,6 +97,24 @@ VersionConfig parse_version(const YAML::Node& n, const std::string& where,
   v.upstreams = get_addrs(n, "upstreams", where);
   v.dns = get_addrs(n, "dns", where);
   if (v.upstreams.empty() && v.dns.empty()) fail(where, "needs 'upstreams' or 'dns'");
+  // TLS: every replica of a version speaks the same (https:// entries), with one set of settings.
+  size_t tls_entries = 0;
+  for (const auto* list : {&v.upstreams, &v.dns})
+    for (const auto& hp : *list) tls_entries += hp.tls;
+  if (tls_entries != 0 && tls_entries != v.upstreams.size() + v.dns.size())
+    fail(where, "mixes https:// and plain upstreams (give them separate versions)");
+  v.tls.enabled = tls_entries != 0;
+  v.tls.verify = get<bool>(n, "tls_verify", where, true);
+  v.tls.ca_file = get<std::string>(n, "ca_file", where, "");
+  v.tls.cert_file = get<std::string>(n, "client_cert_file", where, "");
+  v.tls.key_file = get<std::string>(n, "client_key_file", where, "");
+  v.tls.server_name = get<std::string>(n, "tls_server_name", where, "");
+  if (!v.tls.enabled)
+    for (const char* k : {"ca_file", "client_cert_file", "client_key_file", "tls_verify",
+                          "tls_server_name"})
+      if (n[k]) fail(where + "." + k, "only for https:// upstreams");
+  if (v.tls.cert_file.empty() != v.tls.key_file.empty())
+    fail(where, "give both 'client_cert_file' and 'client_key_file' (mutual TLS) or neither");
   const std::string api = get<std::string>(n, "api", where, "cadenza");
   if (api == "chat") v.api = UpstreamApi::chat;
   else if (api != "cadenza") fail(where + ".api", "expected 'cadenza' or 'chat'");
@@ -111,7 +131,8 @@ VersionConfig parse_version(const YAML::Node& n, const std::string& where,
 
 ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
   check_keys(n, where, {"name", "versions", "upstreams", "dns", "upstream_model", "weight", "api",
-                        "api_key", "api_key_env"});
+                        "api_key", "api_key_env", "ca_file", "client_cert_file",
+                        "client_key_file", "tls_verify", "tls_server_name"});
   ModelConfig m;
   m.name = get<std::string>(n, "name", where, "");
   if (m.name.empty()) fail(where + ".name", "required");
@@ -120,7 +141,8 @@ ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
   const YAML::Node versions = n["versions"];
   if (versions) {
     if (n["upstreams"] || n["dns"]) fail(where, "give either 'versions' or 'upstreams'/'dns'");
-    for (const char* k : {"api", "api_key", "api_key_env"})
+    for (const char* k : {"api", "api_key", "api_key_env", "ca_file", "client_cert_file",
+                          "client_key_file", "tls_verify", "tls_server_name"})
       if (n[k]) fail(where + "." + k, "with 'versions', give it per version");
     if (n["weight"]) fail(where + ".weight", "with 'versions', give each version its weight");
     // A model-level upstream_model is the default of every version that names none.
@@ -131,7 +153,8 @@ ModelConfig parse_model(const YAML::Node& n, const std::string& where) {
     for (size_t i = 0; i < versions.size(); ++i) {
       const std::string w = where + ".versions[" + std::to_string(i) + "]";
       check_keys(versions[i], w, {"version", "weight", "upstream_model", "upstreams", "dns", "api",
-                                  "api_key", "api_key_env"});
+                                  "api_key", "api_key_env", "ca_file", "client_cert_file",
+                                  "client_key_file", "tls_verify", "tls_server_name"});
       VersionConfig v = parse_version(versions[i], w, default_upstream);
       if (v.version.empty()) fail(w + ".version", "required when a model has versions");
       if (!seen.insert(v.version).second) fail(w + ".version", "duplicate '" + v.version + "'");
@@ -189,16 +212,23 @@ GatewayConfig parse_root(const YAML::Node& root) {
   if (!root.IsMap()) fail("config", "expected a mapping at the top level");
   check_keys(root, "config",
              {"listeners", "io_threads", "default_model", "models", "routing", "health",
-              "dns_refresh_ms", "upstream_timeout_ms", "connect_timeout_ms", "max_body_bytes",
-              "default_max_tokens", "tenants", "tenants_file", "cache", "access_log"});
+              "dns_refresh_ms", "upstream_timeout_ms", "connect_timeout_ms", "max_body_bytes", "max_header_bytes",
+              "default_max_tokens", "admin_key_sha256", "admin_key_env", "tenants", "tenants_file", "cache", "access_log"});
   if (const YAML::Node ls = root["listeners"]) {
     if (!ls.IsSequence()) fail("listeners", "expected a list");
     for (size_t i = 0; i < ls.size(); ++i) {
       const std::string w = "listeners[" + std::to_string(i) + "]";
-      check_keys(ls[i], w, {"host", "port"});
+      check_keys(ls[i], w, {"host", "port", "ssl_certfile", "ssl_keyfile", "ssl_ca_certs"});
       ListenerConfig l;
       l.host = get<std::string>(ls[i], "host", w, l.host);
       l.port = static_cast<uint16_t>(get_int(ls[i], "port", w, l.port, 0, 65535));
+      l.ssl_certfile = get<std::string>(ls[i], "ssl_certfile", w, "");
+      l.ssl_keyfile = get<std::string>(ls[i], "ssl_keyfile", w, "");
+      l.ssl_ca_certs = get<std::string>(ls[i], "ssl_ca_certs", w, "");
+      if (l.ssl_certfile.empty() != l.ssl_keyfile.empty())
+        fail(w, "give both 'ssl_certfile' and 'ssl_keyfile' (HTTPS) or neither");
+      if (!l.ssl_ca_certs.empty() && l.ssl_certfile.empty())
+        fail(w + ".ssl_ca_certs", "needs 'ssl_certfile' and 'ssl_keyfile'");
       c.listeners.push_back(l);
     }
   }
@@ -212,9 +242,25 @@ GatewayConfig parse_root(const YAML::Node& root) {
   c.max_body_bytes = static_cast<size_t>(
       get_int(root, "max_body_bytes", "config", static_cast<int>(c.max_body_bytes), 1024,
               1 << 30));
+  c.max_header_bytes = static_cast<size_t>(
+      get_int(root, "max_header_bytes", "config", static_cast<int>(c.max_header_bytes), 1024,
+              1 << 20));
   c.default_max_tokens =
       get_int(root, "default_max_tokens", "config", c.default_max_tokens, 0, 1 << 24);
   c.access_log = get<bool>(root, "access_log", "config", c.access_log);
+  c.admin_key_sha256 = get<std::string>(root, "admin_key_sha256", "config", "");
+  for (char& ch : c.admin_key_sha256)
+    if (ch >= 'A' && ch <= 'F') ch = static_cast<char>(ch - 'A' + 'a');
+  if (!c.admin_key_sha256.empty() && !is_hex_sha256(c.admin_key_sha256))
+    fail("admin_key_sha256",
+         "expected 64 hex digits (the SHA-256 of the key: cadenza gateway --hash-key KEY)");
+  if (const std::string env = get<std::string>(root, "admin_key_env", "config", ""); !env.empty()) {
+    if (!c.admin_key_sha256.empty()) fail("config", "give either 'admin_key_sha256' or 'admin_key_env'");
+    const char* value = std::getenv(env.c_str());
+    if (!value || std::string_view(value).size() < 16)
+      fail("admin_key_env", "the environment variable " + env + " is not set or shorter than 16 characters");
+    c.admin_key_sha256 = sha256_hex(value);
+  }
 
   const YAML::Node models = root["models"];
   if (!models || !models.IsSequence() || models.size() == 0)
@@ -314,6 +360,13 @@ GatewayConfig parse_root(const YAML::Node& root) {
 Result<HostPort> parse_host_port(const std::string& s) {
   HostPort hp;
   std::string_view rest = s;
+  if (rest.rfind("https://", 0) == 0) {
+    hp.tls = true;
+    rest.remove_prefix(8);
+  } else if (rest.rfind("http://", 0) == 0) {
+    rest.remove_prefix(7);
+  }
+  if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   if (!rest.empty() && rest.front() == '[') {
     const size_t close = rest.find(']');
     if (close == std::string_view::npos) return make_error("'{}': bad IPv6 address", s);

@@ -18,12 +18,19 @@ namespace cadenza::gateway {
 struct ListenerConfig {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: any free port
+  // HTTPS on this listener, as `cadenza serve --ssl-certfile/--ssl-keyfile/--ssl-ca-certs`
+  // (server/tls.h): certificate chain and key (both or neither); ssl_ca_certs: require client
+  // certificates signed by these CAs (mutual TLS).
+  std::string ssl_certfile;
+  std::string ssl_keyfile;
+  std::string ssl_ca_certs;
 };
 
-// A "host:port" upstream address.
+// A "host:port" upstream address ("http://host:port" too; "https://host:port" sets tls).
 struct HostPort {
   std::string host;
   std::string port;
+  bool tls = false;
   std::string str() const { return host + ":" + port; }
 };
 
@@ -33,8 +40,25 @@ struct HostPort {
 // /v1/messages and /v1/responses to Chat Completions and the answers back (src/apishape).
 enum class UpstreamApi { cadenza, chat };
 
+// TLS to a version's replicas (its upstreams are `https://...`). Verification is on unless
+// `tls_verify: false`; the certificate must chain to `ca_file` (else the system's CA store) and
+// name `tls_server_name` (else the host written in the upstream entry).
+struct UpstreamTlsConfig {
+  bool enabled = false;
+  bool verify = true;
+  std::string ca_file;          // PEM trust anchors; empty: the system's default store
+  std::string cert_file;        // client certificate chain for mutual TLS (with key_file)
+  std::string key_file;
+  std::string server_name;      // SNI and the name checked; empty: the upstream's host
+  std::string id() const {
+    return ca_file + "|" + cert_file + "|" + key_file + "|" + (verify ? "v" : "n") + "|" +
+           server_name;
+  }
+};
+
 // One version of a model ("name@version"): the replicas that serve it.
 struct VersionConfig {
+  UpstreamTlsConfig tls;
   UpstreamApi api = UpstreamApi::cadenza;
   // Sent to the replicas as `Authorization: Bearer KEY` (replacing the client's key) when not
   // empty: `api_key`, or the environment variable named by `api_key_env` at load time.
@@ -100,8 +124,13 @@ struct GatewayConfig {
   int upstream_timeout_ms = 300000;  // a whole upstream exchange at most
   int connect_timeout_ms = 2000;
   size_t max_body_bytes = 8 << 20;   // client request bodies and buffered upstream bodies
+  size_t max_header_bytes = 16 << 10;  // a client request's start line and headers (431 above)
   int default_max_tokens = 256;      // token reservation when a request has no max_tokens
   std::vector<TenantConfig> tenants; // empty: no keys needed, no limits
+  // The SHA-256 (lower-case hex) of the admin key for /admin/... (admin.h): `admin_key_sha256`,
+  // or the hash of the key in the environment variable `admin_key_env` names (read at load).
+  // Empty: the admin endpoints are off (403).
+  std::string admin_key_sha256;
   CacheConfig cache;
   bool access_log = true;
 };

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "gateway/session.h"
+#include "server/tls.h"
 
 namespace cadenza::gateway {
 
@@ -57,6 +58,12 @@ Status Gateway::start() {
     boost::system::error_code ec;
     const auto addr = asio::ip::make_address(l.host, ec);
     if (ec) return make_error("listener {}: not an IP address", l.host);
+    std::shared_ptr<asio::ssl::context> tls;
+    if (!l.ssl_certfile.empty()) {
+      auto made = server::make_tls_context(l.ssl_certfile, l.ssl_keyfile, l.ssl_ca_certs);
+      if (!made) return make_error("listener {}:{}: {}", l.host, l.port, made.error());
+      tls = std::move(*made);
+    }
     auto acc = std::make_shared<tcp::acceptor>(asio::make_strand(*io_));
     const tcp::endpoint ep(addr, l.port);
     acc->open(ep.protocol(), ec);
@@ -66,8 +73,9 @@ Status Gateway::start() {
     if (ec) return make_error("listener {}:{}: {}", l.host, l.port, ec.message());
     ports_.push_back(acc->local_endpoint().port());
     acceptors_.push_back(acc);
+    listener_tls_.push_back(std::move(tls));
   }
-  for (const auto& acc : acceptors_) accept_loop(acc);
+  for (size_t i = 0; i < acceptors_.size(); ++i) accept_loop(acceptors_[i], listener_tls_[i]);
   if (handle_signals_) {
     signals_ = std::make_unique<asio::signal_set>(*io_, SIGHUP, SIGTERM, SIGINT);
     signals_->async_wait([this](const boost::system::error_code& ec, int sig) { on_signal(ec, sig); });
@@ -93,18 +101,19 @@ void Gateway::on_signal(const boost::system::error_code& ec, int sig) {
   stopped_cv_.notify_all();
 }
 
-void Gateway::accept_loop(std::shared_ptr<tcp::acceptor> acc) {
-  acc->async_accept(asio::make_strand(*io_), [this, acc](boost::system::error_code ec,
-                                                         tcp::socket socket) {
+void Gateway::accept_loop(std::shared_ptr<tcp::acceptor> acc,
+                          std::shared_ptr<asio::ssl::context> tls) {
+  acc->async_accept(asio::make_strand(*io_), [this, acc, tls](boost::system::error_code ec,
+                                                              tcp::socket socket) {
     if (ec == asio::error::operation_aborted || !acc->is_open()) return;
     if (!ec) {
       socket.set_option(tcp::no_delay(true), ec);
       auto ex = socket.get_executor();
-      asio::co_spawn(ex, serve_connection(*this, std::move(socket)), asio::detached);
+      asio::co_spawn(ex, serve_connection(*this, std::move(socket), tls), asio::detached);
     } else {
       spdlog::warn("gateway: accept: {}", ec.message());
     }
-    accept_loop(acc);
+    accept_loop(acc, tls);
   });
 }
 

@@ -22,6 +22,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "gateway/config.h"
 #include "gateway/metrics.h"
@@ -68,7 +69,9 @@ class Gateway {
 
  private:
   Gateway(std::shared_ptr<GatewayState> st, std::string path, DnsLookup dns_lookup);
-  void accept_loop(std::shared_ptr<boost::asio::ip::tcp::acceptor> acc);
+  // `tls`: the listener's HTTPS context (null: plain HTTP).
+  void accept_loop(std::shared_ptr<boost::asio::ip::tcp::acceptor> acc,
+                   std::shared_ptr<boost::asio::ssl::context> tls);
   void start_maintenance();  // maintenance.cpp: health checks and DNS refresh
   void update_upstream_gauges();
   void on_signal(const boost::system::error_code& ec, int sig);
@@ -79,6 +82,7 @@ class Gateway {
   std::unique_ptr<boost::asio::io_context> io_ = std::make_unique<boost::asio::io_context>();
   std::vector<std::thread> threads_;
   std::vector<std::shared_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
+  std::vector<std::shared_ptr<boost::asio::ssl::context>> listener_tls_;  // per acceptor; null: plain
   std::vector<uint16_t> ports_;
   std::unique_ptr<boost::asio::signal_set> signals_;
   bool handle_signals_ = false;

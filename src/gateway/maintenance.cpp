@@ -30,8 +30,9 @@ asio::awaitable<void> check_one(Gateway& gw, std::shared_ptr<Upstream> up, int t
   req.set(http::field::user_agent, "cadenza-gateway-health");
   req.keep_alive(true);
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  bool ok = co_await call.start(req, deadline, std::chrono::milliseconds(timeout_ms)) ==
-            CallError::none;
+  const CallError started =
+      co_await call.start(req, deadline, std::chrono::milliseconds(timeout_ms));
+  bool ok = started == CallError::none;
   if (ok) {
     std::string body;
     ok = co_await call.read_all(body, 64 * 1024, deadline) == CallError::none &&
@@ -40,7 +41,8 @@ asio::awaitable<void> check_one(Gateway& gw, std::shared_ptr<Upstream> up, int t
   }
   const bool was = up->healthy.exchange(ok);
   if (was != ok)
-    spdlog::warn("gateway: upstream {} is {}", up->address(), ok ? "ready again" : "not ready");
+    spdlog::warn("gateway: upstream {} is {}{}", up->address(), ok ? "ready again" : "not ready",
+                 started == CallError::tls ? " (TLS: " + call.error_text() + ")" : "");
   gw.metrics().set("cadenza_gateway_upstream_healthy", {{"upstream", up->address()}}, ok ? 1 : 0);
 }
 
@@ -87,7 +89,7 @@ asio::awaitable<void> dns_loop(Gateway& gw, DnsLookup lookup) {
           answers.insert(answers.end(), found->begin(), found->end());
         }
         if (all_failed) continue;  // keep the last known replicas while DNS is down
-        auto fresh = replicas_for(v, answers, gw.registry());
+        auto fresh = replicas_for(v, answers, gw.registry(), vp->tls_context());
         auto current = vp->replicas();
         std::set<std::string> a, b;
         for (const auto& u : fresh) a.insert(u->address());

@@ -8,6 +8,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/string.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -126,7 +128,8 @@ struct Outcome {
 
 }  // namespace
 
-asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
+template <typename ClientStream>
+asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
                                        const ClientRequest& req) {
   const auto started = Clock::now();
   auto st = gw.state();  // this request keeps this configuration to its end
@@ -141,10 +144,10 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
 
   auto write = [&](std::string bytes) -> asio::awaitable<bool> {
     error_code ec;
-    client.expires_after(kClientWriteTimeout);
+    beast::get_lowest_layer(client).expires_after(kClientWriteTimeout);
     co_await asio::async_write(client, asio::buffer(bytes),
                                asio::redirect_error(asio::use_awaitable, ec));
-    client.expires_never();
+    beast::get_lowest_layer(client).expires_never();
     co_return !ec;
   };
   auto finish = [&](bool ok) {
@@ -178,7 +181,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
 
   // Who is calling.
   {
-    Caller caller = identify_caller(*st->tenants, req.http);
+    Caller caller = identify_caller(*st->tenants, req.http, req.request_id);
     if (caller.refusal) co_return co_await reply(std::move(*caller.refusal));
     tenant = std::move(caller.tenant);
     if (tenant) out.tenant = tenant->name();
@@ -192,16 +195,16 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
                                            "invalid_request_error", "invalid_model"));
     requested = it->get<std::string>();
   }
+  // A model this tenant may not use is answered exactly like one that does not exist, so that
+  // a key never learns which other models are served (the hidden-model-name rule; /v1/models
+  // lists only the tenant's models too).
   VersionPool* vp = st->resolve(requested, gw.uniform());
+  if (vp && tenant && !tenant->allows(requested, vp->model(), vp->key())) vp = nullptr;
   if (!vp)
     co_return co_await reply(error_reply(
         404, fmt::format("the model '{}' does not exist", requested), "invalid_request_error",
         "model_not_found"));
   out.model = vp->key();
-  if (tenant && !tenant->allows(requested, vp->model(), vp->key()))
-    co_return co_await reply(error_reply(
-        403, fmt::format("this key may not use the model '{}'", requested),
-        "invalid_request_error", "model_not_allowed"));
 
   // Limits: one request and (prompt estimate + max_tokens) x n tokens, reserved up front.
   const double prompt_estimate =
@@ -284,6 +287,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
   const auto deadline = started + std::chrono::milliseconds(cfg.upstream_timeout_ms);
   std::set<std::string> tried;
   std::optional<Reply> saved_error;  // the last retryable answer (5xx, 429) of a replica
+  std::string tls_failure;           // the last TLS handshake failure, when that ended an attempt
   auto ex = gw.io().get_executor();
   for (int attempt = 0; attempt <= cfg.routing.max_retries; ++attempt) {
     auto set = vp->replicas();
@@ -317,6 +321,11 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
     };
     if (err != CallError::none) {
       fail(to_string(err));
+      if (err == CallError::tls) {
+        tls_failure = fmt::format("TLS to the replica {} failed: {}", up->address(),
+                                  call.error_text());
+        spdlog::warn("[{}] gateway: {}", req.request_id, tls_failure);
+      }
       continue;
     }
     gw.metrics().observe("cadenza_gateway_upstream_latency_seconds",
@@ -415,11 +424,18 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, beast::tcp_stream& client,
   }
   used = 0;
   if (saved_error) co_return co_await reply(std::move(*saved_error));
+  if (!tls_failure.empty())
+    co_return co_await reply(error_reply(502, tls_failure, "server_error", "upstream_tls_error"));
   co_return co_await reply(error_reply(
       503,
       fmt::format("no replica of '{}' could take the request ({} tried)", vp->key(),
                   tried.size()),
       "service_unavailable", "no_healthy_upstream"));
 }
+
+template asio::awaitable<bool> proxy_generation(Gateway&, beast::tcp_stream&,
+                                                const ClientRequest&);
+template asio::awaitable<bool> proxy_generation(Gateway&, beast::ssl_stream<beast::tcp_stream>&,
+                                                const ClientRequest&);
 
 }  // namespace cadenza::gateway

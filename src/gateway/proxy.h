@@ -25,9 +25,11 @@ struct ClientRequest {
   bool keep_alive = true;
 };
 
-// Answers the request on `client`. Returns false when the connection must close (the client
-// went away or a write failed).
-boost::asio::awaitable<bool> proxy_generation(Gateway& gw, boost::beast::tcp_stream& client,
+// Answers the request on `client` (a beast::tcp_stream, or an ssl_stream over one: both are
+// instantiated in proxy.cpp). Returns false when the connection must close (the client went
+// away or a write failed).
+template <typename ClientStream>
+boost::asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
                                               const ClientRequest& req);
 
 }  // namespace cadenza::gateway

@@ -6,11 +6,13 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "gateway/admin.h"
 #include "gateway/auth.h"
 #include "gateway/gateway.h"
 #include "gateway/proxy.h"
@@ -29,6 +31,8 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
+constexpr auto kHandshakeTimeout = std::chrono::seconds(30);
+constexpr auto kCloseTimeout = std::chrono::seconds(5);
 
 // Is some version of some model able to take a request now?
 bool any_ready(const GatewayState& st) {
@@ -54,16 +58,25 @@ Reply models_reply(const GatewayState& st, const Tenant* tenant) {
 
 }  // namespace
 
-asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
+namespace {
+
+// The HTTP/1.1 request loop over a plain or TLS stream.
+template <typename Stream>
+asio::awaitable<void> serve_http(Gateway& gw, Stream& stream) {
+  auto& tcp_layer = beast::get_lowest_layer(stream);
   beast::flat_buffer buf;
   error_code ec;
   for (;;) {
-    const size_t max_body = gw.state()->config.max_body_bytes;
+    size_t max_body = 0, max_header = 0;
+    {
+      const auto limits = gw.state();  // not held while the connection idles (reloads)
+      max_body = limits->config.max_body_bytes;
+      max_header = limits->config.max_header_bytes;
+    }
     http::request_parser<http::string_body> parser;
     parser.body_limit(max_body);
-    parser.header_limit(16 * 1024);
-    stream.expires_after(kIdleTimeout);
+    parser.header_limit(static_cast<uint32_t>(max_header));
+    tcp_layer.expires_after(kIdleTimeout);
     co_await http::async_read_header(stream, buf, parser,
                                      asio::redirect_error(asio::use_awaitable, ec));
     if (!ec) {
@@ -79,17 +92,24 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
     if (!ec)
       co_await http::async_read(stream, buf, parser,
                                 asio::redirect_error(asio::use_awaitable, ec));
-    stream.expires_never();
+    tcp_layer.expires_never();
     const std::string request_id = new_request_id();
     if (ec) {
       if (ec == http::error::end_of_stream || ec == asio::error::eof ||
           ec == beast::error::timeout || ec == asio::error::connection_reset ||
           ec == asio::error::operation_aborted)
         break;
+      // Over a limit: the OpenAI error shape with 413 (body) or 431 (start line and headers),
+      // then the connection closes (the rest of the request is not read).
       Reply r = ec == http::error::body_limit
                     ? error_reply(413,
                                   fmt::format("the request body is larger than {} bytes", max_body),
                                   "invalid_request_error", "request_too_large")
+                : ec == http::error::header_limit
+                    ? error_reply(431,
+                                  fmt::format("the request headers are larger than {} bytes",
+                                              max_header),
+                                  "invalid_request_error", "request_headers_too_large")
                     : error_reply(400, fmt::format("malformed HTTP request: {}", ec.message()),
                                   "invalid_request_error", "bad_request");
       co_await asio::async_write(stream, asio::buffer(render_reply(r, request_id, false, false)),
@@ -143,8 +163,11 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
         wire::append_process_metrics(r.body);
       } else if (get && (target == "/v1/models")) {
         route = "models";
-        Caller caller = identify_caller(*st->tenants, req);
+        Caller caller = identify_caller(*st->tenants, req, cr.request_id);
         r = caller.refusal ? std::move(*caller.refusal) : models_reply(*st, caller.tenant.get());
+      } else if (is_admin_route(target)) {
+        route = "admin";
+        r = admin_reply(gw, req, target, cr.request_id);
       } else if (generation_route || target == "/health" || target == "/ready" || target == "/metrics" ||
                  target == "/v1/models") {
         r = error_reply(405, fmt::format("method {} not allowed on {}",
@@ -165,8 +188,33 @@ asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket) {
     }
     if (!keep) break;
   }
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
-  stream.close();
+}
+
+}  // namespace
+
+asio::awaitable<void> serve_connection(Gateway& gw, tcp::socket socket,
+                                       std::shared_ptr<asio::ssl::context> tls) {
+  error_code ec;
+  if (!tls) {
+    beast::tcp_stream stream(std::move(socket));
+    co_await serve_http(gw, stream);
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.close();
+    co_return;
+  }
+  beast::ssl_stream<beast::tcp_stream> stream(std::move(socket), *tls);
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(kHandshakeTimeout);
+  co_await stream.async_handshake(asio::ssl::stream_base::server,
+                                  asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) {
+    lowest.expires_never();
+    co_await serve_http(gw, stream);
+    // close_notify, bounded: a client that stopped reading must not keep the coroutine.
+    lowest.expires_after(kCloseTimeout);
+    co_await stream.async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  lowest.close();
 }
 
 }  // namespace cadenza::gateway

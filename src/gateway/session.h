@@ -6,13 +6,19 @@
 
 #include <utility>  // std::exchange, used by asio/awaitable.hpp without including it
 
+#include <memory>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 namespace cadenza::gateway {
 
 class Gateway;
 
-boost::asio::awaitable<void> serve_connection(Gateway& gw, boost::asio::ip::tcp::socket socket);
+// `tls` (null: plain HTTP): the listener's HTTPS context; the TLS handshake (30 s at most) comes
+// first, then the same HTTP code as a plain connection.
+boost::asio::awaitable<void> serve_connection(Gateway& gw, boost::asio::ip::tcp::socket socket,
+                                              std::shared_ptr<boost::asio::ssl::context> tls);
 
 }  // namespace cadenza::gateway

@@ -7,7 +7,10 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include "gateway/upstream_tls.h"
 
 namespace cadenza::gateway {
 
@@ -31,13 +34,16 @@ bool same_cache(const CacheConfig& a, const CacheConfig& b) {
 
 }  // namespace
 
-std::shared_ptr<Upstream> UpstreamRegistry::get(const tcp::endpoint& ep) {
+std::shared_ptr<Upstream> UpstreamRegistry::get(const tcp::endpoint& ep,
+                                                std::shared_ptr<const UpstreamTls> tls,
+                                                const std::string& tls_id) {
   const std::string addr = address_of(ep);
+  const std::string key = tls ? addr + "|tls|" + tls->server_name + "|" + tls_id : addr;
   std::lock_guard lock(mu_);
-  if (auto it = by_address_.find(addr); it != by_address_.end())
+  if (auto it = by_address_.find(key); it != by_address_.end())
     if (auto up = it->second.lock()) return up;
-  auto up = std::make_shared<Upstream>(addr, ep);
-  by_address_[addr] = up;
+  auto up = std::make_shared<Upstream>(addr, ep, std::move(tls));
+  by_address_[key] = up;
   return up;
 }
 
@@ -127,20 +133,27 @@ asio::awaitable<Result<std::vector<tcp::endpoint>>> resolve_async(const HostPort
   co_return out;
 }
 
-std::vector<std::shared_ptr<Upstream>> replicas_for(const VersionConfig& v,
-                                                    const std::vector<tcp::endpoint>& dns_answers,
-                                                    UpstreamRegistry& registry) {
+std::vector<std::shared_ptr<Upstream>> replicas_for(
+    const VersionConfig& v, const std::vector<tcp::endpoint>& dns_answers,
+    UpstreamRegistry& registry, const std::shared_ptr<boost::asio::ssl::context>& tls_ctx) {
   std::vector<std::shared_ptr<Upstream>> out;
   std::set<std::string> seen;
-  auto add = [&](const tcp::endpoint& ep) {
-    auto up = registry.get(ep);
+  // The name a replica's certificate must carry: tls_server_name, else the host written in the
+  // entry (for `dns` answers: the first dns name).
+  auto tls_for = [&](const std::string& host) -> std::shared_ptr<const UpstreamTls> {
+    if (!tls_ctx) return nullptr;
+    return std::make_shared<UpstreamTls>(
+        UpstreamTls{tls_ctx, v.tls.server_name.empty() ? host : v.tls.server_name, v.tls.verify});
+  };
+  auto add = [&](const tcp::endpoint& ep, const std::string& host) {
+    auto up = registry.get(ep, tls_for(host), v.tls.id());
     if (seen.insert(up->address()).second) out.push_back(std::move(up));
   };
   for (const auto& hp : v.upstreams) {
     auto eps = resolve_now(hp);
-    if (eps && !eps->empty()) add(eps->front());
+    if (eps && !eps->empty()) add(eps->front(), hp.host);
   }
-  for (const auto& ep : dns_answers) add(ep);
+  for (const auto& ep : dns_answers) add(ep, v.dns.empty() ? std::string() : v.dns.front().host);
   return out;
 }
 
@@ -168,8 +181,16 @@ Result<std::shared_ptr<GatewayState>> build_state(const GatewayConfig& cfg,
         }
         dns.insert(dns.end(), eps->begin(), eps->end());
       }
-      auto vp = std::make_shared<VersionPool>(m.name, v);
-      vp->set_replicas(replicas_for(v, dns, registry), cfg.routing.virtual_nodes);
+      std::shared_ptr<boost::asio::ssl::context> tls_ctx;
+      if (v.tls.enabled) {
+        auto made = make_upstream_tls_context(
+            v.tls, v.version.empty() ? fmt::format("models '{}'", m.name)
+                                     : fmt::format("models '{}@{}'", m.name, v.version));
+        if (!made) return made.error_value();
+        tls_ctx = std::move(*made);
+      }
+      auto vp = std::make_shared<VersionPool>(m.name, v, tls_ctx);
+      vp->set_replicas(replicas_for(v, dns, registry, tls_ctx), cfg.routing.virtual_nodes);
       pool->versions.push_back(std::move(vp));
     }
     st->models[m.name] = std::move(pool);

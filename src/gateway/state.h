@@ -29,7 +29,11 @@ namespace cadenza::gateway {
 
 class UpstreamRegistry {
  public:
-  std::shared_ptr<Upstream> get(const boost::asio::ip::tcp::endpoint& ep);
+  // `tls` (null: plain) is part of the identity: the same address over TLS with other settings
+  // is another Upstream. The first Upstream made for a key keeps its TLS context.
+  std::shared_ptr<Upstream> get(const boost::asio::ip::tcp::endpoint& ep,
+                                std::shared_ptr<const UpstreamTls> tls = nullptr,
+                                const std::string& tls_id = {});
   // Every live Upstream (referenced by some state).
   std::vector<std::shared_ptr<Upstream>> all();
 
@@ -74,8 +78,10 @@ Result<std::shared_ptr<GatewayState>> build_state(const GatewayConfig& cfg,
                                                   UpstreamRegistry& registry);
 
 // The replicas of `v` for the given DNS answers (static entries are resolved again, too).
+// `tls_ctx`: the version's TLS context (VersionPool::tls_context; null for plain upstreams).
 std::vector<std::shared_ptr<Upstream>> replicas_for(
     const VersionConfig& v, const std::vector<boost::asio::ip::tcp::endpoint>& dns_answers,
-    UpstreamRegistry& registry);
+    UpstreamRegistry& registry,
+    const std::shared_ptr<boost::asio::ssl::context>& tls_ctx = nullptr);
 
 }  // namespace cadenza::gateway

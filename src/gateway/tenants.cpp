@@ -55,6 +55,17 @@ bool Tenant::allows(const std::string& requested, const std::string& model,
   return false;
 }
 
+std::pair<double, double> Tenant::available(TokenBucket::Clock::time_point now) {
+  std::lock_guard lock(mu_);
+  return {requests_.available(now), tokens_.available(now)};
+}
+
+std::vector<std::shared_ptr<Tenant>> Tenants::all() const {
+  std::vector<std::shared_ptr<Tenant>> out;
+  for (const auto& [hash, t] : by_hash_) out.push_back(t);
+  return out;
+}
+
 Admission Tenant::admit(double tokens, TokenBucket::Clock::time_point now) {
   std::lock_guard lock(mu_);
   const double r = requests_.try_take(1, now);

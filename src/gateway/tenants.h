@@ -62,6 +62,8 @@ class Tenant {
   void reconcile(double reserved, double used, TokenBucket::Clock::time_point now);
   // Whether the bucket settings equal those of `c` (a reload keeps the bucket levels then).
   bool same_limits(const TenantConfig& c) const;
+  // What is left in the two buckets now (infinity for an unlimited one), for GET /admin/tenants.
+  std::pair<double, double> available(TokenBucket::Clock::time_point now);
 
  private:
   TenantConfig cfg_;
@@ -79,6 +81,7 @@ class Tenants {
   // The tenant whose key hashes to the stored SHA-256, or null.
   std::shared_ptr<Tenant> find_by_key(std::string_view key) const;
   std::shared_ptr<Tenant> find_by_name(const std::string& name) const;
+  std::vector<std::shared_ptr<Tenant>> all() const;  // in key-hash order
 
  private:
   std::map<std::string, std::shared_ptr<Tenant>> by_hash_;

@@ -4,8 +4,9 @@
 
 namespace cadenza::gateway {
 
-Upstream::Upstream(std::string address, boost::asio::ip::tcp::endpoint endpoint)
-    : address_(std::move(address)), endpoint_(std::move(endpoint)) {}
+Upstream::Upstream(std::string address, boost::asio::ip::tcp::endpoint endpoint,
+                   std::shared_ptr<const UpstreamTls> tls)
+    : address_(std::move(address)), endpoint_(std::move(endpoint)), tls_(std::move(tls)) {}
 
 bool Upstream::eligible(Clock::time_point now) const {
   if (!healthy.load()) return false;
@@ -54,7 +55,7 @@ bool Upstream::on_failure(Clock::time_point now, const BreakerSettings& s) {
   return true;
 }
 
-std::unique_ptr<boost::beast::tcp_stream> Upstream::take_idle() {
+std::unique_ptr<UpstreamStream> Upstream::take_idle() {
   std::lock_guard lock(mu_);
   if (idle_.empty()) return nullptr;
   auto s = std::move(idle_.back());
@@ -62,7 +63,7 @@ std::unique_ptr<boost::beast::tcp_stream> Upstream::take_idle() {
   return s;
 }
 
-void Upstream::put_idle(std::unique_ptr<boost::beast::tcp_stream> s) {
+void Upstream::put_idle(std::unique_ptr<UpstreamStream> s) {
   std::lock_guard lock(mu_);
   if (idle_.size() < kMaxIdle) idle_.push_back(std::move(s));
 }
@@ -72,10 +73,12 @@ void Upstream::drop_idle() {
   idle_.clear();
 }
 
-VersionPool::VersionPool(std::string model, VersionConfig cfg)
+VersionPool::VersionPool(std::string model, VersionConfig cfg,
+                         std::shared_ptr<boost::asio::ssl::context> tls_ctx)
     : model_(std::move(model)),
       key_(cfg.version.empty() ? model_ : model_ + "@" + cfg.version),
       cfg_(std::move(cfg)),
+      tls_ctx_(std::move(tls_ctx)),
       set_(std::make_shared<ReplicaSet>()) {}
 
 std::shared_ptr<const ReplicaSet> VersionPool::replicas() const {

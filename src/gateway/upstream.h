@@ -22,10 +22,11 @@
 #include <vector>
 
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/asio/ssl/context.hpp>
 
 #include "gateway/config.h"
 #include "gateway/router.h"
+#include "gateway/upstream_stream.h"
 
 namespace cadenza::gateway {
 
@@ -37,9 +38,18 @@ struct BreakerSettings {
   int max_eject_ms = 60000;
 };
 
+// How an Upstream is reached over TLS (null: plain TCP).
+struct UpstreamTls {
+  std::shared_ptr<boost::asio::ssl::context> ctx;
+  std::string server_name;  // SNI and the name the certificate must carry
+  bool verify = true;
+};
+
 class Upstream {
  public:
-  Upstream(std::string address, boost::asio::ip::tcp::endpoint endpoint);
+  Upstream(std::string address, boost::asio::ip::tcp::endpoint endpoint,
+           std::shared_ptr<const UpstreamTls> tls = nullptr);
+  const UpstreamTls* tls() const { return tls_.get(); }
   const std::string& address() const { return address_; }  // "ip:port", also the metrics label
   const boost::asio::ip::tcp::endpoint& endpoint() const { return endpoint_; }
 
@@ -58,8 +68,8 @@ class Upstream {
   bool breaker_open(Clock::time_point now) const;
 
   // Idle keep-alive connections (at most kMaxIdle kept).
-  std::unique_ptr<boost::beast::tcp_stream> take_idle();
-  void put_idle(std::unique_ptr<boost::beast::tcp_stream> s);
+  std::unique_ptr<UpstreamStream> take_idle();
+  void put_idle(std::unique_ptr<UpstreamStream> s);
   void drop_idle();
 
  private:
@@ -67,12 +77,13 @@ class Upstream {
   enum class State { closed, open, half_open };
   const std::string address_;
   const boost::asio::ip::tcp::endpoint endpoint_;
+  const std::shared_ptr<const UpstreamTls> tls_;
   mutable std::mutex mu_;
   State state_ = State::closed;
   int failures_ = 0;
   int open_ms_ = 0;
   Clock::time_point open_until_{};
-  std::vector<std::unique_ptr<boost::beast::tcp_stream>> idle_;
+  std::vector<std::unique_ptr<UpstreamStream>> idle_;
 };
 
 // An immutable set of replicas and their hash ring.
@@ -83,7 +94,10 @@ struct ReplicaSet {
 
 class VersionPool {
  public:
-  VersionPool(std::string model, VersionConfig cfg);
+  VersionPool(std::string model, VersionConfig cfg,
+              std::shared_ptr<boost::asio::ssl::context> tls_ctx = nullptr);
+  // The version's TLS client context (null: plain), made once per configuration load.
+  const std::shared_ptr<boost::asio::ssl::context>& tls_context() const { return tls_ctx_; }
   const std::string& key() const { return key_; }  // "name@version", or "name"
   const std::string& model() const { return model_; }
   const VersionConfig& config() const { return cfg_; }
@@ -94,6 +108,7 @@ class VersionPool {
   std::string model_;
   std::string key_;
   VersionConfig cfg_;
+  std::shared_ptr<boost::asio::ssl::context> tls_ctx_;
   mutable std::mutex mu_;
   std::shared_ptr<const ReplicaSet> set_;
 };

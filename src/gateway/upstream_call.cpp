@@ -7,6 +7,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 
+#include "gateway/upstream_tls.h"
+
 namespace cadenza::gateway {
 
 namespace asio = boost::asio;
@@ -28,6 +30,8 @@ const char* to_string(CallError e) {
       return "body_error";
     case CallError::timeout:
       return "timeout";
+    case CallError::tls:
+      return "tls_error";
   }
   return "error";
 }
@@ -55,25 +59,45 @@ UpstreamCall::~UpstreamCall() { abandon(); }
 asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_point deadline,
                                                std::chrono::milliseconds connect_timeout) {
   error_code ec;
+  error_text_.clear();
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool reused = false;
     if (attempt == 0) stream_ = up_->take_idle();
     if (stream_) {
       reused = true;
     } else {
-      stream_ = std::make_unique<beast::tcp_stream>(ex_);
-      stream_->expires_at(std::min(deadline, Clock::now() + connect_timeout));
-      co_await stream_->async_connect(up_->endpoint(),
-                                      asio::redirect_error(asio::use_awaitable, ec));
+      const UpstreamTls* tls = up_->tls();
+      stream_ = std::make_unique<UpstreamStream>(ex_, tls ? tls->ctx : nullptr);
+      auto& tcp = stream_->tcp();
+      tcp.expires_at(std::min(deadline, Clock::now() + connect_timeout));
+      co_await tcp.async_connect(up_->endpoint(), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         stream_.reset();
         co_return is_timeout(ec) ? CallError::timeout : CallError::connect;
       }
-      stream_->socket().set_option(asio::ip::tcp::no_delay(true), ec);
+      tcp.socket().set_option(asio::ip::tcp::no_delay(true), ec);
+      if (tls) {
+        // The handshake shares the connect timeout: a replica that accepts but never answers
+        // TLS is as dead as one that does not accept.
+        if (auto s = prepare_tls_connection(stream_->tls_stream(), tls->server_name, tls->verify);
+            !s) {
+          error_text_ = s.error();
+          stream_.reset();
+          co_return CallError::tls;
+        }
+        co_await stream_->tls_stream().async_handshake(
+            asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) {
+          error_text_ = is_timeout(ec) ? "the TLS handshake timed out" : tls_error_text(ec);
+          stream_.reset();
+          co_return CallError::tls;
+        }
+      }
     }
-    stream_->expires_at(deadline);
-    co_await http::async_write(*stream_, req,
-                               asio::redirect_error(asio::use_awaitable, ec));
+    stream_->tcp().expires_at(deadline);
+    co_await stream_->visit([&](auto& s) {
+      return http::async_write(s, req, asio::redirect_error(asio::use_awaitable, ec));
+    });
     if (ec) {
       stream_.reset();
       if (reused && !is_timeout(ec)) continue;
@@ -82,8 +106,10 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
     buf_.clear();
     parser_ = std::make_unique<http::response_parser<http::buffer_body>>();
     parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
-    co_await http::async_read_header(*stream_, buf_, *parser_,
+    co_await stream_->visit([&](auto& s) {
+      return http::async_read_header(s, buf_, *parser_,
                                      asio::redirect_error(asio::use_awaitable, ec));
+    });
     if (ec) {
       const bool stale = reused && !parser_->got_some() && is_stale(ec);
       stream_.reset();
@@ -109,10 +135,12 @@ asio::awaitable<CallError> UpstreamCall::read_piece(std::string& out, Clock::tim
   while (!parser_->is_done()) {
     parser_->get().body().data = out.data();
     parser_->get().body().size = out.size();
-    stream_->expires_at(deadline);
+    stream_->tcp().expires_at(deadline);
     error_code ec;
-    co_await http::async_read_some(*stream_, buf_, *parser_,
+    co_await stream_->visit([&](auto& s) {
+      return http::async_read_some(s, buf_, *parser_,
                                    asio::redirect_error(asio::use_awaitable, ec));
+    });
     if (ec == http::error::need_buffer) ec = {};
     const size_t n = out.size() - parser_->get().body().size;
     if (ec) {
@@ -143,7 +171,7 @@ asio::awaitable<CallError> UpstreamCall::read_all(std::string& out, size_t limit
 
 void UpstreamCall::finish() {
   if (stream_ && parser_ && parser_->is_done() && parser_->keep_alive()) {
-    stream_->expires_never();
+    stream_->tcp().expires_never();
     up_->put_idle(std::move(stream_));
   }
   abandon();
@@ -152,8 +180,10 @@ void UpstreamCall::finish() {
 void UpstreamCall::abandon() {
   if (stream_) {
     error_code ignored;
-    stream_->socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    stream_->close();
+    // No TLS close_notify: the replica treats a closed connection as the client gone, which is
+    // what abandon() means; a clean shutdown would only cost a round trip.
+    stream_->tcp().socket().shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    stream_->tcp().close();
     stream_.reset();
   }
 }

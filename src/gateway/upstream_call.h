@@ -26,7 +26,9 @@
 
 namespace cadenza::gateway {
 
-enum class CallError { none, connect, send, header, body, timeout };
+// tls: the TLS handshake failed (certificate not trusted, wrong name, client certificate
+// refused...); error_text() says why.
+enum class CallError { none, connect, send, header, body, timeout, tls };
 const char* to_string(CallError e);
 
 class UpstreamCall {
@@ -54,13 +56,16 @@ class UpstreamCall {
   // closes it otherwise. Called once at the end; the destructor closes it if finish() was not.
   void finish();
   void abandon();  // closes the connection now (the replica sees the client go away)
+  // Why the last start() failed in TLS (OpenSSL's reason); empty otherwise.
+  const std::string& error_text() const { return error_text_; }
 
   static constexpr size_t kPiece = 16384;
 
  private:
   boost::asio::any_io_executor ex_;
   std::shared_ptr<Upstream> up_;
-  std::unique_ptr<boost::beast::tcp_stream> stream_;
+  std::unique_ptr<UpstreamStream> stream_;
+  std::string error_text_;
   boost::beast::flat_buffer buf_;
   std::unique_ptr<boost::beast::http::response_parser<boost::beast::http::buffer_body>> parser_;
 };

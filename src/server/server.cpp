@@ -117,8 +117,10 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
   if (!(config.drain_timeout_s >= 0)) return Error("--drain-timeout must be >= 0");
   std::unique_ptr<net::ssl::context> tls;
+  if (!config.ssl_ca_certs.empty() && config.ssl_certfile.empty())
+    return Error("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile");
   if (!config.ssl_certfile.empty() || !config.ssl_keyfile.empty()) {
-    auto made = make_tls_context(config.ssl_certfile, config.ssl_keyfile);
+    auto made = make_tls_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_ca_certs);
     if (!made) return made.error_value();
     tls = std::move(*made);
   }
@@ -199,8 +201,10 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config
   if (auto f = resolve_output_formats(config.tool_call_parser, config.reasoning_parser, ""); !f)
     return f.error_value();
   std::unique_ptr<net::ssl::context> tls;
+  if (!config.ssl_ca_certs.empty() && config.ssl_certfile.empty())
+    return Error("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile");
   if (!config.ssl_certfile.empty() || !config.ssl_keyfile.empty()) {
-    auto made = make_tls_context(config.ssl_certfile, config.ssl_keyfile);
+    auto made = make_tls_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_ca_certs);
     if (!made) return made.error_value();
     tls = std::move(*made);
   }

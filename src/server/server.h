@@ -61,6 +61,8 @@ struct ServerConfig {
   // Empty: plain HTTP.
   std::string ssl_certfile;
   std::string ssl_keyfile;
+  // Mutual TLS: a PEM file of CAs that must have signed every client's certificate (empty: none).
+  std::string ssl_ca_certs;
   // A model split across processes (docs/distributed.md): the idle heartbeat and what to do
   // when a rank fails (BridgeConfig::on_fatal; /ready answers 503 from then on).
   // Tool calls and reasoning (docs/structured-output.md): a toolcall format name

@@ -36,7 +36,8 @@ Status check_readable(const char* option, const std::string& path) {
 }  // namespace
 
 Result<std::unique_ptr<ssl::context>> make_tls_context(const std::string& certfile,
-                                                       const std::string& keyfile) {
+                                                       const std::string& keyfile,
+                                                       const std::string& client_ca_file) {
   if (certfile.empty() || keyfile.empty())
     return Error("TLS needs both --ssl-certfile and --ssl-keyfile");
   if (auto s = check_readable("--ssl-certfile", certfile); !s) return s.error_value();
@@ -75,6 +76,15 @@ Result<std::unique_ptr<ssl::context>> make_tls_context(const std::string& certfi
     return make_error(
         "--ssl-keyfile '{}' does not match the certificate in --ssl-certfile '{}' ({})", keyfile,
         certfile, openssl_reason({}));
+  if (!client_ca_file.empty()) {
+    if (auto s = check_readable("--ssl-ca-certs", client_ca_file); !s) return s.error_value();
+    ERR_clear_error();
+    ctx->load_verify_file(client_ca_file, ec);
+    if (ec)
+      return make_error("--ssl-ca-certs '{}': not a PEM CA certificate file ({})", client_ca_file,
+                        openssl_reason(ec));
+    ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+  }
   return ctx;
 }
 

@@ -16,7 +16,10 @@
 
 namespace cadenza::server {
 
-Result<std::unique_ptr<boost::asio::ssl::context>> make_tls_context(const std::string& certfile,
-                                                                    const std::string& keyfile);
+// `client_ca_file` (--ssl-ca-certs; empty: none): mutual TLS: every client must present a
+// certificate signed by a CA in this PEM file, or the handshake fails.
+Result<std::unique_ptr<boost::asio::ssl::context>> make_tls_context(
+    const std::string& certfile, const std::string& keyfile,
+    const std::string& client_ca_file = {});
 
 }  // namespace cadenza::server

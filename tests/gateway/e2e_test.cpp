@@ -19,6 +19,7 @@
 #include <regex>
 #include <set>
 #include <spawn.h>
+#include <sstream>
 #include <thread>
 
 #include <fmt/format.h>
@@ -26,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fake_upstream.h"
+#include "gateway_test_util.h"
 #include "gateway/gateway.h"
 #include "gateway/hashing.h"
 #include "gateway/redis_cache.h"
@@ -44,37 +46,14 @@ using server::testing::sse_data;
 using testing::FakeUpstream;
 using testing::GatewayProcess;
 using testing::ReplicaProcess;
-
-// Starts a gateway for `yaml`; without listeners in it, on 127.0.0.1 and a free port.
-std::unique_ptr<Gateway> start_gateway(const std::string& yaml, std::string path = {},
-                                       DnsLookup dns_lookup = {}) {
-  const std::string text = yaml.find("listeners:") == std::string::npos
-                               ? "listeners: [{host: 127.0.0.1, port: 0}]\n" + yaml
-                               : yaml;
-  auto cfg = parse_config(text);
-  EXPECT_TRUE(cfg.ok()) << cfg.error();
-  if (!cfg) return nullptr;
-  auto gw = Gateway::create(*cfg, std::move(path), std::move(dns_lookup));
-  EXPECT_TRUE(gw.ok()) << gw.error();
-  if (!gw) return nullptr;
-  auto st = (*gw)->start();
-  EXPECT_TRUE(st.ok()) << st.error();
-  if (!st) return nullptr;
-  return std::move(*gw);
-}
+using testing::chat;
+using testing::eventually;
+using testing::start_gateway;
 
 std::string upstream_list(const std::vector<std::string>& addrs) {
   std::string s = "[";
   for (size_t i = 0; i < addrs.size(); ++i) s += (i ? ", " : "") + addrs[i];
   return s + "]";
-}
-
-json chat(const std::string& system, const std::string& user, int max_tokens = 4) {
-  return {{"model", "tiny"},
-          {"max_tokens", max_tokens},
-          {"temperature", 0.8},
-          {"messages",
-           {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", user}}}}};
 }
 
 // Metric sample with labels, e.g. name{a="b"}; 0 when absent.
@@ -84,17 +63,6 @@ double sample(const std::string& text, const std::string& line_prefix) {
   while (std::getline(in, line))
     if (line.rfind(line_prefix + " ", 0) == 0) return std::stod(line.substr(line_prefix.size() + 1));
   return 0;
-}
-
-// Polls `done` every 10 ms until it holds or `timeout` passes; whether it held.
-template <typename F>
-bool eventually(F done, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (done()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
 }
 
 double replica_metric(uint16_t port, const std::string& name) {
@@ -277,9 +245,25 @@ TEST_F(ThreeReplicas, TenantsKeysModelsAndLimits) {
   body["temperature"] = 0;  // cached after the first: the limiter, not the model, sets the pace
   EXPECT_EQ(c.post("/v1/chat/completions", body).status, 401);
   EXPECT_EQ(c.post("/v1/chat/completions", body, {{"Authorization", "Bearer wrong"}}).status, 401);
-  Response denied = c.post("/v1/chat/completions", body, {{"Authorization", "Bearer sk-other"}});
-  EXPECT_EQ(denied.status, 403);
-  EXPECT_EQ(denied.json()["error"]["code"], "model_not_allowed");
+  // The hidden-model-name rule: a model this key may not use is answered exactly as a model that
+  // does not exist (status and body, the name aside), on every generation route and API shape.
+  for (const std::string route : {"/v1/chat/completions", "/v1/messages", "/v1/responses"}) {
+    json hidden = body, ghost = body;
+    ghost["model"] = "tiny-ghost";
+    Response denied = c.post(route, hidden, {{"Authorization", "Bearer sk-other"}});
+    Response missing = c.post(route, ghost, {{"Authorization", "Bearer sk-other"}});
+    EXPECT_EQ(denied.status, 404) << route << " " << denied.body;
+    EXPECT_EQ(missing.status, 404) << route << " " << missing.body;
+    std::string masked = denied.body;
+    if (auto at = masked.find("'tiny'"); at != std::string::npos)
+      masked.replace(at, 6, "'tiny-ghost'");
+    EXPECT_EQ(masked, missing.body) << route;
+    EXPECT_EQ(denied.body.find("allow"), std::string::npos) << denied.body;
+  }
+  {
+    Response denied = c.post("/v1/chat/completions", body, {{"Authorization", "Bearer sk-other"}});
+    EXPECT_EQ(denied.json()["error"]["code"], "model_not_found") << denied.body;
+  }
 
   // GET /v1/models needs a key too, and lists what that key's tenant may use.
   auto model_ids = [&](const std::map<std::string, std::string>& headers) {

@@ -20,7 +20,8 @@ class ReplicaProcess {
  public:
   // Starts `cadenza serve` on 127.0.0.1, port 0, and waits (at most 60 s) for its "listening
   // on" line and then for /ready. Null on failure (with a gtest failure recorded).
-  // `extra`: more `cadenza serve` arguments (e.g. {"--api-key", "K"}).
+  // `extra`: more `cadenza serve` arguments (e.g. {"--api-key", "K"}). A replica serving HTTPS
+  // (--ssl-certfile) is returned once it listens, without waiting for /ready.
   static std::unique_ptr<ReplicaProcess> start(const std::string& name,
                                                const std::vector<std::string>& extra = {});
   ~ReplicaProcess();

@@ -188,6 +188,10 @@ TEST(GatewayConfig, BadFilesGiveErrorsNamingTheField) {
        "not set"},
       {"models:\n  - name: m\n    api: chat\n    versions:\n      - {version: a, upstreams: [h:1]}\n",
        "per version"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\nadmin_key_sha256: abc\n", "admin_key_sha256"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\nadmin_key_env: CADENZA_TEST_UNSET_VARIABLE\n",
+       "not set"},
+      {"models:\n  - name: m\n    upstreams: [h:1]\nmax_header_bytes: 10\n", "max_header_bytes"},
   };
   for (const auto& [yaml, needle] : cases) {
     auto c = parse_config(yaml, "test.yaml");
@@ -213,6 +217,56 @@ TEST(GatewayConfig, UpstreamApiAndKey) {
   EXPECT_EQ(c->models[1].versions[0].api_key, "sk-1");
   EXPECT_EQ(c->models[2].versions[0].api, UpstreamApi::chat);
   EXPECT_EQ(c->models[2].versions[0].api_key, "from-env");
+}
+
+TEST(GatewayConfig, AdminKeyFromTheEnvironmentIsStoredHashed) {
+  ::setenv("CADENZA_TEST_ADMIN_KEY", "admin-key-0123456789abcdef", 1);
+  ::setenv("CADENZA_TEST_SHORT_ADMIN_KEY", "short", 1);
+  auto c = parse_config("models: [{name: a, upstreams: ['h:1']}]\nadmin_key_env: CADENZA_TEST_ADMIN_KEY\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  EXPECT_EQ(c->admin_key_sha256, sha256_hex("admin-key-0123456789abcdef"));
+  auto short_key =
+      parse_config("models: [{name: a, upstreams: ['h:1']}]\nadmin_key_env: CADENZA_TEST_SHORT_ADMIN_KEY\n");
+  ASSERT_FALSE(short_key.ok());
+  EXPECT_NE(short_key.error().find("shorter than 16"), std::string::npos) << short_key.error();
+  EXPECT_FALSE(parse_config("models: [{name: a, upstreams: ['h:1']}]\nadmin_key_env: CADENZA_TEST_ADMIN_KEY\n"
+                            "admin_key_sha256: " + sha256_hex("x") + "\n")
+                   .ok());
+  auto none = parse_config("models: [{name: a, upstreams: ['h:1']}]\n");
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->admin_key_sha256, "");
+}
+
+TEST(GatewayConfig, HttpsUpstreamsAndTheirTlsSettings) {
+  auto hp = parse_host_port("https://replica.example:8443/");
+  ASSERT_TRUE(hp.ok()) << hp.error();
+  EXPECT_TRUE(hp->tls);
+  EXPECT_EQ(hp->host, "replica.example");
+  EXPECT_EQ(hp->port, "8443");
+  auto plain = parse_host_port("http://127.0.0.1:80");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->tls);
+  auto c = parse_config(
+      "models:\n  - {name: a, upstreams: ['https://127.0.0.1:1'], ca_file: ca.pem, "
+      "client_cert_file: c.pem, client_key_file: c.key, tls_server_name: r.internal}\n"
+      "  - {name: b, upstreams: ['https://127.0.0.1:2'], tls_verify: false}\n"
+      "  - {name: c, upstreams: ['127.0.0.1:3']}\n");
+  ASSERT_TRUE(c.ok()) << c.error();
+  const UpstreamTlsConfig& a = c->models[0].versions[0].tls;
+  EXPECT_TRUE(a.enabled);
+  EXPECT_TRUE(a.verify);
+  EXPECT_EQ(a.ca_file, "ca.pem");
+  EXPECT_EQ(a.cert_file, "c.pem");
+  EXPECT_EQ(a.server_name, "r.internal");
+  EXPECT_FALSE(c->models[1].versions[0].tls.verify);
+  EXPECT_FALSE(c->models[2].versions[0].tls.enabled);
+  for (const char* bad : {
+           "models:\n  - {name: a, upstreams: ['https://h:1', 'h:2']}\n",  // mixed
+           "models:\n  - {name: a, upstreams: ['h:1'], ca_file: x}\n",      // TLS key, plain
+           "models:\n  - {name: a, upstreams: ['https://h:1'], client_cert_file: c}\n"}) {
+    auto r = parse_config(bad);
+    EXPECT_FALSE(r.ok()) << bad;
+  }
 }
 
 TEST(GatewayAuth, XApiKeyIsAKeyToo) {

@@ -221,9 +221,11 @@ void Session<Stream>::await_model(const std::string& name) {
 template <class Stream>
 void Session<Stream>::await_deferred(DeferredReply work) {
   // Like a model load: no thread waits; the reply comes back on this connection's strand. The
-  // open_generations count lets a drain wait for it.
-  ctx_.open_generations.fetch_add(1);
-  awaiting_ = true;
+  // open_generations count lets a drain wait for it (already held after waiting for a model).
+  if (!awaiting_) {
+    ctx_.open_generations.fetch_add(1);
+    awaiting_ = true;
+  }
   auto self = this->shared_from_this();
   work([self](HttpReply reply) {
     net::post(self->stream_.get_executor(), [self, reply = std::move(reply)] {
@@ -265,6 +267,10 @@ void Session<Stream>::on_model(Result<ModelHandle> loaded) {
   route_ = routed.route;
   if (routed.reply) {
     reply(*routed.reply);
+    return;
+  }
+  if (routed.deferred) {
+    await_deferred(std::move(routed.deferred));
     return;
   }
   if (!routed.generation) {  // cannot happen with the model given; never leave the client hanging

@@ -11,6 +11,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
+#include "model/session.h"
 #include "synth/synth.h"
 #include "temp_dir.h"
 
@@ -110,6 +111,21 @@ TEST_F(Qwen35Test, SlotsAreIndependentAndACopiedStateContinuesTheSame) {
   auto chunked = run({a.begin() + 4, a.end()}, 4, 1, {1});
   ASSERT_TRUE(chunked.ok());
   EXPECT_EQ(*chunked, *la);
+}
+
+TEST_F(Qwen35Test, SessionRewindsOnlyToTheStart) {
+  auto session = Session::create(*model_, {.max_tokens = 64});
+  ASSERT_TRUE(session.ok()) << session.error();
+  const std::vector<int32_t> a = {5, 17, 42, 7};
+  auto first = (*session)->eval(a);
+  ASSERT_TRUE(first.ok()) << first.error();
+  Status st = (*session)->rewind(2);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().find("rewind only to 0"), std::string::npos) << st.error();
+  ASSERT_TRUE((*session)->rewind(0));
+  auto again = (*session)->eval(a);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*first, *again);
 }
 
 }  // namespace

@@ -55,7 +55,11 @@ kv::KvShape kv_shape(const model::ModelConfig& model, const engine::EngineConfig
   kv::KvElementType type = kv::KvElementType::kF32;
   if (engine.kv_type == DType::F16) type = kv::KvElementType::kF16;
   if (engine.kv_type == DType::Q8_0) type = kv::KvElementType::kQ8_0;
-  return {.n_layers = model.n_layers,
+  // A hybrid model's recurrent layers keep no K/V (model::KvCache): only its attention layers
+  // count per block.
+  int64_t layers = model.n_layers;
+  for (int64_t l = 0; l < model.n_layers; ++l) layers -= model.is_recurrent(l) ? 1 : 0;
+  return {.n_layers = layers,
           .n_kv_heads = model.n_kv_heads,
           .head_dim_k = model.head_dim_k,
           .head_dim_v = model.head_dim_v,
@@ -70,6 +74,14 @@ Result<int64_t> kv_block_bytes(const model::ModelConfig& model, const engine::En
   return kv::kv_bytes_per_block(kv_shape(model, engine));
 }
 
+int64_t recurrent_state_bytes(const model::ModelConfig& model, const engine::EngineConfig& engine) {
+  int64_t layers = 0;
+  for (int64_t l = 0; l < model.n_layers; ++l) layers += model.is_recurrent(l) ? 1 : 0;
+  const model::ModelConfig::RecurrentShape& r = model.recurrent;
+  return layers * (r.conv_state_floats() + r.delta_state_floats()) *
+         static_cast<int64_t>(sizeof(float)) * engine.max_num_seqs;
+}
+
 Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
                                      const engine::EngineConfig& engine, const std::string& text) {
   auto budget = parse_byte_size("--kv-cache-memory", text);
@@ -77,7 +89,14 @@ Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
   const kv::KvShape shape = kv_shape(model, engine);
   auto block_bytes = kv::kv_bytes_per_block(shape);
   if (!block_bytes) return block_bytes.error_value();
-  auto blocks = kv::kv_num_blocks_for_budget(shape, *budget);
+  // A hybrid model's recurrent states (one per running sequence, fixed size) come out of the
+  // budget first.
+  const int64_t state_bytes = recurrent_state_bytes(model, engine);
+  if (state_bytes >= *budget) {
+    return make_error("--kv-cache-memory {} does not hold the {} bytes of recurrent state of {} "
+                      "sequences", text, state_bytes, engine.max_num_seqs);
+  }
+  auto blocks = kv::kv_num_blocks_for_budget(shape, *budget - state_bytes);
   if (!blocks) return blocks.error_value();
   if (*blocks == 0)
     return make_error("--kv-cache-memory {} is smaller than one KV block ({} bytes)", text,

@@ -34,8 +34,13 @@ int resolve_threads(int requested);
 // Bytes of one KV block (all layers' K and V) for this model and engine configuration.
 Result<int64_t> kv_block_bytes(const model::ModelConfig& model, const engine::EngineConfig& engine);
 
+// Bytes of a hybrid model's recurrent states for engine.max_num_seqs sequences (0 for other
+// models): kv_blocks_for_memory takes them out of the budget before counting blocks.
+int64_t recurrent_state_bytes(const model::ModelConfig& model, const engine::EngineConfig& engine);
+
 // KV blocks that fit in the memory budget `text` (a size as above) for this model and engine
-// configuration (block size, KV element type). An error when the budget holds no block.
+// configuration (block size, KV element type; a hybrid model's recurrent states first). An
+// error when the budget holds no block.
 Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
                                      const engine::EngineConfig& engine, const std::string& text);
 

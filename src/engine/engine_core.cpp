@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include <spdlog/spdlog.h>
+
 #include "engine/grammar_mask.h"
 #include "request/validate_request.h"
 #include "spec/draft_model_proposer.h"
@@ -50,6 +52,21 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
     return make_error("engine: the tokenizer's vocabulary ({}) is larger than the model's ({})",
                       tokenizer.n_vocab(), model.config().n_vocab);
   if (Status st = validate(c.speculative); !st) return make_error("engine: {}", st.error());
+  if (model.config().hybrid()) {
+    // A recurrent state only moves forward: rejected drafts could not be rolled back, and a
+    // cached prefix's blocks carry no state to resume from (prefix caching would need state
+    // snapshots at block boundaries, not implemented).
+    if (c.speculative.enabled()) {
+      return make_error("engine: speculative decoding is not supported for the hybrid model {} "
+                        "(its linear-attention state cannot roll back rejected drafts)",
+                        model.config().architecture);
+    }
+    if (c.enable_prefix_caching) {
+      spdlog::info("engine: prefix caching is off for the hybrid model {} (its recurrent state "
+                   "is not snapshotted at block boundaries)", model.config().architecture);
+      c.enable_prefix_caching = false;
+    }
+  }
   std::unique_ptr<spec::Proposer> proposer;
   if (!c.speculative.enabled()) {
     // No speculation: a custom proposer is not used.
@@ -77,8 +94,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
     if (!p) return make_error("engine: speculative: {}", p.error());
     proposer = std::move(*p);
   }
-  auto kv = model.create_kv_cache(
-      {.num_blocks = c.num_kv_blocks, .block_size = c.block_size, .type = c.kv_type});
+  auto kv = model.create_kv_cache({.num_blocks = c.num_kv_blocks,
+                                   .block_size = c.block_size,
+                                   .type = c.kv_type,
+                                   .num_state_slots = c.max_num_seqs});
   if (!kv) return make_error("engine: KV cache: {}", kv.error());
   // Scratch for the largest step: the token budget, one logit row and one block table per running
   // request, tables as long as max_model_len. A speculating request wants a row per draft too
@@ -103,6 +122,7 @@ EngineCore::EngineCore(model::Model& model, const Tokenizer& tokenizer, const En
       kv::KvCacheConfig{.num_blocks = config_.num_kv_blocks,
                         .block_size = config_.block_size,
                         .enable_prefix_caching = config_.enable_prefix_caching});
+  if (model.config().hybrid()) state_slots_ = std::make_unique<kv::StateSlots>(config_.max_num_seqs);
   scheduler_ = std::make_unique<sched::Scheduler>(
       sched::SchedulerConfig{.max_num_batched_tokens = config_.max_num_batched_tokens,
                              .max_num_seqs = config_.max_num_seqs},
@@ -186,6 +206,7 @@ void EngineCore::finish(RequestId id, FinishReason reason, RequestOutput& out,
   out.finish_reason = reason;
   drop_stream(id, out);
   if (proposer_) proposer_->release(id);
+  if (state_slots_) state_slots_->release(id);
   if (r) {
     out.metrics.num_output_tokens = r->num_output_tokens();
     out.metrics.num_cached_prompt_tokens = std::max(r->num_cached_prompt_tokens, 0);
@@ -247,6 +268,8 @@ std::vector<RequestOutput> EngineCore::step() {
   sched::SchedulePlan plan = scheduler_->schedule();
   if (proposer_)  // a preempted request starts over (the proposer contract)
     for (RequestId id : plan.preempted) proposer_->release(id);
+  if (state_slots_)  // and so does its recurrent state (position 0 clears the slot it gets next)
+    for (RequestId id : plan.preempted) state_slots_->release(id);
 
   for (std::unique_ptr<Request>& r : plan.aborted) {
     const RequestId id = r->id;
@@ -263,6 +286,7 @@ std::vector<RequestOutput> EngineCore::step() {
   seq_index_.clear();
   logit_rows_.clear();
   tables_.clear();
+  batch_state_slots_.clear();
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const sched::ScheduledRequest& e = plan.scheduled[i];
@@ -273,6 +297,12 @@ std::vector<RequestOutput> EngineCore::step() {
       seq_index_.push_back(static_cast<int32_t>(i));
     }
     tables_.push_back(e.block_table);
+    if (state_slots_) {
+      // At most max_num_seqs requests run, each holding one of max_num_seqs slots.
+      const std::optional<int32_t> slot = state_slots_->acquire(r.id);
+      assert(slot && "more running requests than state slots");
+      batch_state_slots_.push_back(slot.value_or(0));
+    }
     // Drafts: the rows of the last real token and of every draft (each verifies the next).
     if (e.sample)
       for (int32_t d = e.num_draft_tokens; d >= 0; --d)
@@ -281,7 +311,7 @@ std::vector<RequestOutput> EngineCore::step() {
     if (!s.scheduled) mark_scheduled(r, s, now);
   }
   logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
-  model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_};
+  model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_, batch_state_slots_};
   const Clock::time_point forward_start = Clock::now();
   Status status = model_.forward(batch, *kv_cache_, logits_);
   // Adaptive speculation fits decode steps only (every position has a logit row, as drafts do):

@@ -63,6 +63,7 @@
 #include "engine/speculative.h"
 #include "engine/stop_strings.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/state_slots.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
 #include "request/request.h"
@@ -295,6 +296,9 @@ class EngineCore {
   int32_t n_vocab_ = 0;
   std::unique_ptr<model::KvCache> kv_cache_;
   std::unique_ptr<kv::KvCacheManager> kv_manager_;
+  // Hybrid models (ModelConfig::hybrid): each running request's recurrent-state slot in
+  // kv_cache_ (max_num_seqs of them); null for other models.
+  std::unique_ptr<kv::StateSlots> state_slots_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Stream>> streams_;  // by internal id
   // n > 1: public id -> internal ids of its live samples; parent internal id -> samples waiting
@@ -322,7 +326,7 @@ class EngineCore {
   EngineStats totals_;  // the cumulative counters; stats() adds the live ones
 
   // Batch buffers, reused from step to step.
-  std::vector<int32_t> tokens_, positions_, seq_index_, logit_rows_;
+  std::vector<int32_t> tokens_, positions_, seq_index_, logit_rows_, batch_state_slots_;
   std::vector<std::span<const int32_t>> tables_;
   std::vector<float> logits_;
   std::vector<float> processed_;    // one request's processed logits

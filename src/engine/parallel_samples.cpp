@@ -55,6 +55,19 @@ std::vector<Request*> EngineCore::release_pending(RequestId parent,
         continue;
       }
     }
+    if (state_slots_) {  // the child continues from the parent's state after the prompt
+      const std::optional<int32_t> from = state_slots_->find(parent);
+      const std::optional<int32_t> to = state_slots_->acquire(id);
+      Status st = from && to ? kv_cache_->copy_state(*from, *to)
+                             : Status(Error("engine: no recurrent-state slot for a forked sample"));
+      if (!st) {
+        RequestOutput out = new_output(id);  // a bug if it happens: slots match max_num_seqs
+        out.error = st.error();
+        finish(id, FinishReason::kError, out);
+        outputs.push_back(std::move(out));
+        continue;
+      }
+    }
     Request* child = scheduler_->find(id);
     mark_scheduled(*child, *streams_.at(id), Clock::now());  // it starts now: queue time ends
     forked.push_back(child);

@@ -21,6 +21,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -195,6 +196,27 @@ struct AttentionBatch {
   IndexMatrix block_tables;  // [n_seqs][max_blocks_per_seq]; entries past a sequence's end unused
 };
 
+// The sequences of a batch as linear-attention (recurrent) layers see them. Token t belongs to
+// the sequence whose recurrent state is row state_slots[t] of each state matrix; a token at
+// position 0 starts its sequence afresh (the row is cleared before it). A sequence's tokens come
+// in position order and continue the state (the caller's bookkeeping, as for the KV cache).
+struct RecurrentBatch {
+  IndexMatrix positions;    // [n_tokens][1]
+  IndexMatrix state_slots;  // [n_tokens][1]
+};
+
+// The gated delta rule of a batch (Gated DeltaNet, qwen35's linear layers): n_v_heads value
+// heads of dv, n_k_heads key heads of dk (value head h reads key head h % n_k_heads: the GGUF
+// layout, measured against the reference engine; not the grouped h / (n_v_heads / n_k_heads)). Per token and value head: decay = exp(a[h] * softplus(alpha + dt_bias[h])),
+// b = sigmoid(beta), q and k L2-normalised (x / sqrt(sum x^2 + l2_eps)), q times 1/sqrt(dk); then
+// simd/recurrent.h's step on the head's state. a and dt_bias: vectors of n_v_heads.
+struct DeltaRuleParams {
+  int32_t n_k_heads = 0, n_v_heads = 0, dk = 0, dv = 0;
+  const Weight* a = nullptr;
+  const Weight* dt_bias = nullptr;
+  float l2_eps = 1e-6f;
+};
+
 // How attention weighs the positions of AttentionBatch (beyond the query . key scores).
 //  - scale: multiplies q . k (usually 1/sqrt(head_dim_k)).
 //  - sinks (gpt-oss's attention sinks): a vector of n_heads learned logits (this call's heads);
@@ -264,6 +286,8 @@ class Backend {
   virtual int device_ordinal() const { return -1; }
   // Whether kv_write / attention accept a KV store of this element type.
   virtual bool supports_kv_type(DType type) const = 0;
+  // Whether short_conv and gated_delta_rule run here (hybrid models' linear-attention layers).
+  virtual bool supports_recurrent() const { return false; }
   // Whether kv_write / attention take a KvLayer with values_in_keys and these head sizes (the
   // compressed cache of multi-head latent attention).
   virtual bool supports_latent_kv(int32_t /*head_dim_k*/, int32_t /*head_dim_v*/) const {
@@ -338,6 +362,22 @@ class Backend {
   virtual void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
                          const AttentionParams& params, Matrix out) = 0;
 
+  // Short causal depthwise convolution with SiLU (simd/recurrent.h short_conv_step) per token in
+  // batch order. x: [n][C]; w: [C][K] (F32); state: [num_slots][(K-1)*C], each slot's previous
+  // K-1 inputs (oldest first), updated; out: [n][C]. A token's result depends on its own
+  // sequence only.
+  // Only on a backend whose supports_recurrent() is true (the model refuses a hybrid model on
+  // another at load); elsewhere the default aborts (a programming error).
+  virtual void short_conv(Matrix x, const Weight& w, Matrix state, const RecurrentBatch& batch,
+                          Matrix out);
+  // The gated delta rule (DeltaRuleParams) per token in batch order. q, k: [n][n_k_heads*dk];
+  // v: [n][n_v_heads*dv]; alpha, beta: [n][n_v_heads]; state: [num_slots][n_v_heads*dk*dv]
+  // (head h's [dk][dv] block at h*dk*dv), updated; out: [n][n_v_heads*dv]. q, k, v may be
+  // column views of one matrix.
+  virtual void gated_delta_rule(Matrix q, Matrix k, Matrix v, Matrix alpha, Matrix beta,
+                                Matrix state, const RecurrentBatch& batch,
+                                const DeltaRuleParams& params, Matrix out);
+
   // Mixture-of-experts routing (see RoutingParams). router_logits: [n][E]; expert_ids: [n][K];
   // expert_weights: [n][K].
   virtual void route_experts(Matrix router_logits, const RoutingParams& params,
@@ -346,5 +386,15 @@ class Backend {
   // slot_rows: [n*K][d]; weights: [n][K]; out: [n][d].
   virtual void weighted_sum_slots(Matrix slot_rows, Matrix weights, Matrix out) = 0;
 };
+
+inline void Backend::short_conv(Matrix, const Weight&, Matrix, const RecurrentBatch&, Matrix) {
+  assert(false && "short_conv on a backend without supports_recurrent()");
+  std::abort();
+}
+inline void Backend::gated_delta_rule(Matrix, Matrix, Matrix, Matrix, Matrix, Matrix,
+                                      const RecurrentBatch&, const DeltaRuleParams&, Matrix) {
+  assert(false && "gated_delta_rule on a backend without supports_recurrent()");
+  std::abort();
+}
 
 }  // namespace cadenza::kernels

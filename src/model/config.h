@@ -158,6 +158,28 @@ struct ModelConfig {
 
   bool tied_output = false;  // no output.weight: logits use token_embd.weight
 
+  // Hybrid models (qwen35): layers whose token mixer is a Gated DeltaNet linear-attention block
+  // with a fixed-size recurrent state per sequence (model::KvCache's state slots) instead of
+  // attention over a KV cache. recurrent_layers: [n_layers], true for those; empty: none.
+  struct RecurrentShape {
+    int64_t conv_kernel = 0;  // `ssm.conv_kernel`: taps of the short causal convolution
+    int64_t k_heads = 0;      // `ssm.group_count`
+    int64_t k_dim = 0;        // `ssm.state_size`: per key head (also q)
+    int64_t v_heads = 0;      // `ssm.time_step_rank`
+    int64_t v_dim = 0;        // `ssm.inner_size` / v_heads
+    int64_t conv_channels() const { return 2 * k_heads * k_dim + v_heads * v_dim; }
+    // Floats of one sequence's state in one layer: the convolution's last conv_kernel - 1
+    // inputs, and the delta rule's [v_heads][k_dim][v_dim].
+    int64_t conv_state_floats() const { return (conv_kernel - 1) * conv_channels(); }
+    int64_t delta_state_floats() const { return v_heads * k_dim * v_dim; }
+  } recurrent;
+  std::vector<bool> recurrent_layers;
+  bool hybrid() const { return !recurrent_layers.empty(); }
+  bool is_recurrent(int64_t layer) const {
+    return layer < static_cast<int64_t>(recurrent_layers.size()) &&
+           recurrent_layers[static_cast<size_t>(layer)];
+  }
+
   // Which part of the model this process holds (shard.h): the whole model unless Model::load
   // was given a distributed runtime. Not from the file.
   ModelShard shard;

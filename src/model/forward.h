@@ -25,6 +25,7 @@ struct StepInputs {
   kernels::IndexMatrix slots;       // [n_tokens][1] KV slot of each token
   kernels::IndexMatrix logit_rows;  // [n_logits][1]
   kernels::AttentionBatch attention;
+  kernels::RecurrentBatch recurrent;  // hybrid models only (positions shared with attention)
 };
 
 // Everything one step of a family's forward pass reads and writes besides its own weights and

@@ -61,10 +61,38 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
   cache->key_slot_bytes_ = static_cast<size_t>(key_slot);
   cache->value_slot_bytes_ = static_cast<size_t>(value_slot);
   cache->first_layer_ = config.shard.layer_begin;
+  cache->hybrid_ = config.hybrid();
+  if (cache->hybrid_ && options.num_state_slots <= 0) {
+    return make_error("kv cache: num_state_slots ({}) must be positive for a hybrid model",
+                      options.num_state_slots);
+  }
+  const int64_t conv_floats = config.recurrent.conv_state_floats();
+  const int64_t delta_floats = config.recurrent.delta_state_floats();
   for (int64_t l = config.shard.layer_begin; l < config.shard.layer_end; ++l) {
-    Result<std::unique_ptr<kernels::Buffer>> keys = backend.allocate(static_cast<size_t>(key_bytes));
+    KvCache::RecurrentLayer state;
+    if (config.is_recurrent(l)) {
+      const int64_t slots_n = options.num_state_slots;
+      Result<std::unique_ptr<kernels::Buffer>> conv =
+          backend.allocate(static_cast<size_t>(slots_n * conv_floats) * sizeof(float));
+      if (!conv) return make_error("kv cache: layer {} convolution state: {}", l, conv.error());
+      Result<std::unique_ptr<kernels::Buffer>> delta =
+          backend.allocate(static_cast<size_t>(slots_n * delta_floats) * sizeof(float));
+      if (!delta) return make_error("kv cache: layer {} recurrent state: {}", l, delta.error());
+      state.conv = kernels::Matrix::of((*conv)->data(), slots_n, conv_floats);
+      state.delta = kernels::Matrix::of((*delta)->data(), slots_n, delta_floats);
+      cache->state_slot_bytes_ += static_cast<size_t>(conv_floats + delta_floats) * sizeof(float);
+      cache->size_bytes_ += (*conv)->size_bytes() + (*delta)->size_bytes();
+      cache->state_buffers_.push_back(std::move(*conv));
+      cache->state_buffers_.push_back(std::move(*delta));
+    }
+    cache->recurrent_.push_back(state);
+    // A recurrent layer keeps no K/V: a token-sized placeholder keeps the layer indexing.
+    const bool kv_held = !config.is_recurrent(l);
+    Result<std::unique_ptr<kernels::Buffer>> keys =
+        backend.allocate(kv_held ? static_cast<size_t>(key_bytes) : 1);
     if (!keys) return make_error("kv cache: layer {} keys: {}", l, keys.error());
-    Result<std::unique_ptr<kernels::Buffer>> values = backend.allocate(static_cast<size_t>(value_bytes));
+    Result<std::unique_ptr<kernels::Buffer>> values =
+        backend.allocate(kv_held ? static_cast<size_t>(value_bytes) : 1);
     if (!values) return make_error("kv cache: layer {} values: {}", l, values.error());
     kernels::KvLayer layer;
     layer.keys = (*keys)->data();
@@ -79,7 +107,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
     cache->layers_.push_back(layer);
     cache->buffers_.push_back(std::move(*keys));
     cache->buffers_.push_back(std::move(*values));
-    cache->size_bytes_ += static_cast<size_t>(key_bytes + value_bytes);
+    if (kv_held) cache->size_bytes_ += static_cast<size_t>(key_bytes + value_bytes);
   }
   return cache;
 }
@@ -110,6 +138,7 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
   }
   const size_t block = static_cast<size_t>(block_size());
   for (size_t l = 0; l < layers_.size(); ++l) {
+    if (recurrent_[l].delta.data != nullptr) continue;  // no K/V in a recurrent layer
     backend_.copy(*buffers_[2 * l], static_cast<size_t>(dst) * block * key_slot_bytes_,
                   *buffers_[2 * l], static_cast<size_t>(src) * block * key_slot_bytes_,
                   static_cast<size_t>(num_tokens) * key_slot_bytes_);
@@ -117,6 +146,26 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
     backend_.copy(*buffers_[2 * l + 1], static_cast<size_t>(dst) * block * value_slot_bytes_,
                   *buffers_[2 * l + 1], static_cast<size_t>(src) * block * value_slot_bytes_,
                   static_cast<size_t>(num_tokens) * value_slot_bytes_);
+  }
+  return {};
+}
+
+Status KvCache::copy_state(int32_t src, int32_t dst) {
+  if (!hybrid_ || src < 0 || dst < 0 || src >= num_state_slots() || dst >= num_state_slots()) {
+    return make_error("kv cache: cannot copy state slot {} to {} ({} slots)", src, dst,
+                      num_state_slots());
+  }
+  if (mirror_ != nullptr) return Error("kv cache: recurrent states are not supported split");
+  if (src == dst) return {};
+  size_t b = 0;
+  for (const RecurrentLayer& r : recurrent_) {
+    if (r.delta.data == nullptr) continue;
+    for (const kernels::Matrix& m : {r.conv, r.delta}) {
+      const size_t row = static_cast<size_t>(m.cols) * sizeof(float);
+      backend_.copy(*state_buffers_[b], static_cast<size_t>(dst) * row, *state_buffers_[b],
+                    static_cast<size_t>(src) * row, row);
+      ++b;
+    }
   }
   return {};
 }

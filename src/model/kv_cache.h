@@ -29,6 +29,9 @@ struct KvCacheOptions {
   // head row quantized on its own, so head dims must be multiples of 32). The backend must
   // support it (Backend::supports_kv_type). K/V are computed in f32 and rounded when stored.
   DType type = DType::F16;
+  // Hybrid models (ModelConfig::hybrid): how many sequences' recurrent states are held at once
+  // (> 0; the caller gives each running sequence a slot, Batch::state_slots). Ignored otherwise.
+  int32_t num_state_slots = 8;
 };
 
 class KvCache {
@@ -51,6 +54,25 @@ class KvCache {
     return layers_[static_cast<size_t>(i - first_layer_)];
   }
   size_t size_bytes() const { return size_bytes_; }
+
+  // Hybrid models: the recurrent layers hold no K/V (their KvLayer has no memory; blocks are
+  // still handed out for the attention layers) but per state slot a fixed-size state, zeroed
+  // when a sequence starts at position 0 (kernels::RecurrentBatch). For recurrent layer `i`:
+  // conv [num_state_slots][conv_state_floats], delta [num_state_slots][delta_state_floats]
+  // (ModelConfig::RecurrentShape), f32 in backend memory. size_bytes() counts them.
+  int32_t num_state_slots() const { return hybrid_ ? options_.num_state_slots : 0; }
+  struct RecurrentLayer {
+    kernels::Matrix conv, delta;
+  };
+  const RecurrentLayer& recurrent(int64_t i) const {
+    assert(i >= first_layer_ && i - first_layer_ < num_layers());
+    return recurrent_[static_cast<size_t>(i - first_layer_)];
+  }
+  // Bytes of one state slot over all held layers.
+  size_t state_slot_bytes() const { return state_slot_bytes_; }
+  // Copies slot `src`'s state to slot `dst` in every recurrent layer (a forked sequence continues
+  // from its parent's state). Errors: slot ids out of range, not a hybrid model's cache.
+  Status copy_state(int32_t src, int32_t dst);
 
   // Copies the K/V of slots [0, num_tokens) of block `src` to the same slots of block `dst`, in
   // every layer (copy-on-write of a partially filled block when a sequence is forked).
@@ -78,6 +100,10 @@ class KvCache {
   std::vector<kernels::KvLayer> layers_;
   size_t size_bytes_ = 0;
   int64_t first_layer_ = 0;
+  bool hybrid_ = false;
+  std::vector<RecurrentLayer> recurrent_;  // per held layer; empty views for attention layers
+  std::vector<std::unique_ptr<kernels::Buffer>> state_buffers_;  // conv, delta per recurrent layer
+  size_t state_slot_bytes_ = 0;
   Distributed* mirror_ = nullptr;
   int64_t mirror_id_ = 0;
 };

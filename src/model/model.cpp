@@ -70,6 +70,18 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const gguf::GgufFile>
     }
     config->n_experts_used = options.experts_per_token;
   }
+  if (config->hybrid()) {
+    // The recurrent layers' ops exist on the CPU backend only, and their per-sequence state is
+    // not mirrored to other processes.
+    if (!backend.supports_recurrent()) {
+      return make_error("{}: the {} backend does not run the linear-attention layers of {} (use "
+                        "--device cpu)", file->name(), backend.name(), config->architecture);
+    }
+    if (options.world != nullptr && options.world->size() > 1) {
+      return make_error("{}: a hybrid ({}) model cannot be split across processes", file->name(),
+                        config->architecture);
+    }
+  }
   if (options.expert_offload.backend != nullptr) {
     if (options.world != nullptr && options.world->size() > 1) {
       return make_error("{}: keeping experts on another backend (--cpu-moe, --n-cpu-moe) is not "
@@ -201,7 +213,7 @@ Status Model::reserve_here(const StepCapacity& requested) {
   const StepCapacity cap = capacity_.merged(requested);
   const int64_t n = cap.max_tokens;
   Status st = network_->reserve(backend_, cap);
-  for (ScratchIndices* per_token : {&tokens_, &positions_, &seq_index_, &slots_}) {
+  for (ScratchIndices* per_token : {&tokens_, &positions_, &seq_index_, &slots_, &state_slots_}) {
     if (st) st = per_token->reserve(backend_, n, 1);
   }
   if (st) st = logit_rows_.reserve(backend_, cap.max_logit_rows, 1);
@@ -218,6 +230,7 @@ Status Model::reserve_here(const StepCapacity& requested) {
   host_slots_.reserve(static_cast<size_t>(n));
   sorted_slots_.reserve(static_cast<size_t>(n));
   max_position_.reserve(static_cast<size_t>(cap.max_sequences));
+  host_state_slots_.reserve(static_cast<size_t>(std::max(n, cap.max_sequences)));
   host_tables_.reserve(static_cast<size_t>(cap.max_sequences * cap.max_blocks_per_sequence));
   capacity_ = cap;
   return {};
@@ -297,10 +310,49 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) {
   if (std::adjacent_find(sorted_slots_.begin(), sorted_slots_.end()) != sorted_slots_.end()) {
     return Error("forward: two tokens of the batch map to the same KV slot");
   }
+  if (config_.hybrid()) {
+    if (Status st = validate_recurrent(b, kv); !st) return st;
+  }
   for (size_t i = 0; i < b.logit_rows.size(); ++i) {
     if (b.logit_rows[i] < 0 || static_cast<size_t>(b.logit_rows[i]) >= n) {
       return make_error("forward: logit row {} is out of range ({} tokens)", b.logit_rows[i], n);
     }
+  }
+  return {};
+}
+
+// The recurrent layers' contract (Batch::state_slots): a slot per sequence, in range and
+// distinct among the sequences with tokens here, and each sequence's tokens at consecutive
+// positions in batch order (a state advances one token at a time).
+Status Model::validate_recurrent(const Batch& b, const KvCache& kv) {
+  const size_t n_seqs = b.block_tables.size();
+  if (!b.state_slots.empty() && b.state_slots.size() != n_seqs) {
+    return make_error("forward: {} state slots for {} sequences", b.state_slots.size(), n_seqs);
+  }
+  host_state_slots_.assign(n_seqs, -1);  // here: the last position seen per sequence
+  std::vector<int32_t>& last = host_state_slots_;
+  for (size_t t = 0; t < b.tokens.size(); ++t) {
+    const size_t seq = static_cast<size_t>(b.seq_index[t]);
+    if (last[seq] >= 0 && b.positions[t] != last[seq] + 1) {
+      return make_error("forward: sequence {} of a hybrid model has position {} after {} (its "
+                        "tokens must come in order of consecutive positions)",
+                        seq, b.positions[t], last[seq]);
+    }
+    last[seq] = b.positions[t];
+  }
+  sorted_slots_.clear();
+  for (size_t seq = 0; seq < n_seqs; ++seq) {
+    if (last[seq] < 0) continue;  // no token in this step
+    const int32_t slot = b.state_slots.empty() ? static_cast<int32_t>(seq) : b.state_slots[seq];
+    if (slot < 0 || slot >= kv.num_state_slots()) {
+      return make_error("forward: state slot {} of sequence {} is out of range ({} slots)", slot,
+                        seq, kv.num_state_slots());
+    }
+    sorted_slots_.push_back(slot);
+  }
+  std::sort(sorted_slots_.begin(), sorted_slots_.end());
+  if (std::adjacent_find(sorted_slots_.begin(), sorted_slots_.end()) != sorted_slots_.end()) {
+    return Error("forward: two sequences of the batch share a state slot");
   }
   return {};
 }
@@ -337,6 +389,15 @@ void Model::upload(const Batch& b, int32_t block_size, StepInputs& in) {
       write(block_tables_, block_tables_.shaped(n_seqs, max_blocks), host_tables_.data());
   in.slots = write(slots_, slots_.rows(n), host_slots_.data());
   in.logit_rows = write(logit_rows_, logit_rows_.rows(n_logits), b.logit_rows.data());
+  if (config_.hybrid()) {
+    host_state_slots_.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t seq = b.seq_index[t];
+      host_state_slots_[t] = b.state_slots.empty() ? seq : b.state_slots[static_cast<size_t>(seq)];
+    }
+    in.recurrent.positions = in.attention.positions;
+    in.recurrent.state_slots = write(state_slots_, state_slots_.rows(n), host_state_slots_.data());
+  }
 }
 
 Status Model::forward(const Batch& b, KvCache& kv, std::span<float> logits) {

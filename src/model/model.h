@@ -60,6 +60,11 @@ struct Batch {
   std::span<const std::span<const int32_t>> block_tables;
   // Tokens whose logits are wanted, in the order the logits are returned.
   std::span<const int32_t> logit_rows;
+  // Hybrid models (ModelConfig::hybrid): per sequence, its recurrent-state slot in the KV cache
+  // (< kv.num_state_slots(), distinct among the batch's sequences); empty: sequence i uses slot
+  // i. A sequence's tokens must come in order of consecutive positions; the state continues
+  // from its last step (position 0 starts afresh). Ignored for other models.
+  std::span<const int32_t> state_slots = {};
 };
 
 class ArchitectureRegistry;
@@ -158,6 +163,7 @@ class Model {
   Model(std::shared_ptr<const gguf::GgufFile> file, kernels::Backend& backend, ModelConfig config);
   // `logits_size` is checked unless it is SIZE_MAX (a worker, which returns no logits).
   Status validate(const Batch& batch, const KvCache& kv, size_t logits_size);
+  Status validate_recurrent(const Batch& batch, const KvCache& kv);
   void upload(const Batch& batch, int32_t block_size, StepInputs& inputs);
   Status reserve_here(const StepCapacity& capacity);
   // This rank's part of a validated step; `logits` is empty on workers.
@@ -179,9 +185,10 @@ class Model {
   // The batch in backend memory: [tokens][1] ids, positions, sequence indices and KV slots,
   // [logit rows][1], [sequences][blocks per sequence]; and the logits [logit rows][n_vocab].
   ScratchIndices tokens_, positions_, seq_index_, slots_, logit_rows_, block_tables_;
+  ScratchIndices state_slots_;  // [n][1] hybrid models: each token's state slot
   ScratchMatrix logits_;
   // Host-side work of validate/upload, reserved with the rest.
-  std::vector<int32_t> host_slots_, host_tables_, max_position_;
+  std::vector<int32_t> host_slots_, host_tables_, max_position_, host_state_slots_;
   std::vector<int64_t> sorted_slots_;
   std::unique_ptr<std::atomic<uint64_t>[]> expert_counts_;  // [n_layers * n_experts]
   std::unique_ptr<Distributed> distributed_;  // null in one process

@@ -18,7 +18,8 @@ namespace cadenza::model {
   CADENZA_FAMILY(gemma3)                         \
   CADENZA_FAMILY(phi3)                           \
   CADENZA_FAMILY(mistral3)                       \
-  CADENZA_FAMILY(granite)
+  CADENZA_FAMILY(granite)                        \
+  CADENZA_FAMILY(qwen35)
 
 namespace arch {
 #define CADENZA_DECLARE_FAMILY(x) extern const ArchitectureFamily x##_family;

@@ -54,6 +54,12 @@ Status Session::rewind(int32_t n) {
   if (n < 0 || n > n_past_) {
     return make_error("session: cannot rewind to {} tokens (the sequence has {})", n, n_past_);
   }
+  // A hybrid model's recurrent state holds every token so far and cannot be cut back; starting
+  // over (0) clears it.
+  if (model_.config().hybrid() && n != 0 && n != n_past_) {
+    return make_error("session: a hybrid ({}) model can rewind only to 0 tokens (the recurrent "
+                      "state cannot drop the last {})", model_.config().architecture, n_past_ - n);
+  }
   n_past_ = n;
   return {};
 }

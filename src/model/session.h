@@ -48,7 +48,8 @@ class Session {
 
   int32_t n_past() const { return n_past_; }      // tokens in the sequence so far
   int32_t capacity() const { return capacity_; }  // tokens it can hold
-  // Keeps the first n tokens and forgets the rest (0 <= n <= n_past()).
+  // Keeps the first n tokens and forgets the rest (0 <= n <= n_past(); a hybrid model: 0 or
+  // n_past() only, an error otherwise).
   Status rewind(int32_t n);
   void reset() { n_past_ = 0; }
 

@@ -14,7 +14,8 @@
 
 namespace cadenza::synth {
 
-enum class Init { kNormal, kOnes, kSmall };
+// kNegative: -(|normal(1/sqrt(row))| + 0.1), a decay rate (qwen35's ssm_a, which must be < 0).
+enum class Init { kNormal, kOnes, kSmall, kNegative };
 
 struct TensorPlan {
   std::string name;
@@ -80,6 +81,12 @@ void set_gpt_oss_metadata(gguf::GgufWriter& w, const ModelShape& m);
 std::vector<TensorPlan> plan_gemma3(const ModelShape& m, const TypeScheme& scheme,
                                     int64_t n_vocab);
 void set_gemma3_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
+// qwen35 (plan_qwen35.cpp): the hybrid's linear-attention and gated full-attention layers and
+// their `qwen35.*` keys.
+std::vector<TensorPlan> plan_qwen35(const ModelShape& m, const TypeScheme& scheme,
+                                    int64_t n_vocab);
+void set_qwen35_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
 // phi3 (plan_phi3.cpp): fused QKV and gate/up, optional LongRoPE factor tensors; their keys.
 std::vector<TensorPlan> plan_phi3(const ModelShape& m, const TypeScheme& scheme, int64_t n_vocab);

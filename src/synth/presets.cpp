@@ -234,6 +234,26 @@ std::vector<ModelShape> make_presets() {
   out.push_back(gemma3_small);
   out.push_back(gemma3("gemma-3-1b", "Gemma-3-1B", 262144, 1152, 26, 4, 1, 256, 6912, 512));
 
+  // Qwen3.5 (qwen35 architecture, the hybrid): Gated DeltaNet linear-attention layers with a
+  // gated full-attention layer every third (Qwen3.5 has every fourth), Q/K norms, NeoX RoPE on a
+  // quarter of each head (multi-section), tied output. small: for tests (6 layers: 4 linear, 2
+  // attention; 2 key heads shared by 4 value heads in the linear layers).
+  {
+    ModelShape s = dense("qwen35-small", "Qwen3.5-style hybrid (small)", "qwen35", 151936, 262144,
+                         128, 6, 4, 2, 256, 1e7, 1e-6, true);
+    s.head_dim = 64;
+    s.rope_dims = 16;
+    s.qk_norm = true;
+    s.full_attention_interval = 3;
+    s.ssm_conv_kernel = 4;
+    s.ssm_k_heads = 2;
+    s.ssm_k_dim = 32;
+    s.ssm_v_heads = 4;
+    s.ssm_v_dim = 32;
+    s.vocab_style = "Qwen byte-level BPE (152k)";
+    out.push_back(s);
+  }
+
   // Phi-3 / Phi-4 (phi3 architecture): fused QKV and gate/up, NeoX RoPE on 3/4 of each head,
   // LongRoPE factor tensors (short ones used up to the original 4096 context), tied output.
   // small: for tests; phi-4-mini: Phi-4-mini-instruct's shape (200k vocabulary).

@@ -71,6 +71,17 @@ struct ModelShape {
   // 6th layer; phi3: on every layer.
   int64_t sliding_window = 0;
 
+  // qwen35 (synth/plan_qwen35.cpp): Gated DeltaNet linear-attention layers, every
+  // full_attention_interval-th layer (layers interval-1, 2*interval-1, ...) gated full attention.
+  // ssm_*: the linear layers' short-conv kernel, key heads (`ssm.group_count`) of ssm_k_dim
+  // (`ssm.state_size`), value heads (`ssm.time_step_rank`) of ssm_v_dim (`ssm.inner_size` =
+  // ssm_v_heads * ssm_v_dim).
+  int64_t full_attention_interval = 0;
+  int64_t ssm_conv_kernel = 0;
+  int64_t ssm_k_heads = 0;
+  int64_t ssm_k_dim = 0;
+  int64_t ssm_v_heads = 0;
+  int64_t ssm_v_dim = 0;
   // gemma3 (synth/plan_gemma3.cpp): the windowed layers' RoPE base, and linear RoPE scaling of
   // the global layers (factor 0: none).
   double rope_base_swa = 10000.0;

@@ -101,6 +101,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
   if (m.arch == "gpt-oss") return plan_gpt_oss(m, scheme, n_vocab);
   if (m.arch == "gemma3") return plan_gemma3(m, scheme, n_vocab);
   if (m.arch == "phi3") return plan_phi3(m, scheme, n_vocab);
+  if (m.arch == "qwen35") return plan_qwen35(m, scheme, n_vocab);
   if (m.arch == "bert") return plan_bert(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
@@ -263,6 +264,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   if (m.arch == "gpt-oss") set_gpt_oss_metadata(w, m);
   if (m.arch == "gemma3") set_gemma3_metadata(w, m);
   if (m.arch == "phi3") set_phi3_metadata(w, m);
+  if (m.arch == "qwen35") set_qwen35_metadata(w, m);
   if (m.arch == "bert") set_bert_metadata(w, m);
   if (m.arch == "mistral3" || m.arch == "granite") set_llama_variant_metadata(w, m);
   if (m.n_expert > 0) {
@@ -356,6 +358,8 @@ Result<SynthSummary> write_synthetic_model(const SynthOptions& options, const st
           } else {
             const float sd = plan.init == Init::kSmall ? 0.02f : 1.0f / std::sqrt(float(row));
             fill_normal(rng, sd, buf.data(), row);
+            if (plan.init == Init::kNegative)
+              for (float& v : buf) v = -(std::fabs(v) + 0.1f);
           }
           quantize_row(plan.type, buf.data(), out.data() + r * row_size, row);
         }

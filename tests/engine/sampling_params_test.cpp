@@ -45,34 +45,6 @@ std::vector<double> log_softmax(std::span<const float> x) {
   return out;
 }
 
-// Outputs keyed by (request id, sample index).
-using Key = std::pair<RequestId, int32_t>;
-
-std::map<Key, Generation> run_all(EngineCore& e, std::map<Key, std::vector<TokenLogprob>>* lp = nullptr) {
-  std::map<Key, Generation> g;
-  for (int steps = 0; e.has_work(); ++steps) {
-    if (steps > 100000) {
-      ADD_FAILURE() << "engine does not finish";
-      break;
-    }
-    for (RequestOutput& out : e.step()) {
-      Generation& r = g[{out.id, out.index}];
-      EXPECT_EQ(r.reason, FinishReason::kNone) << "output after the final one";
-      r.tokens.insert(r.tokens.end(), out.new_token_ids.begin(), out.new_token_ids.end());
-      r.text += out.text;
-      if (lp) {
-        auto& v = (*lp)[{out.id, out.index}];
-        v.insert(v.end(), out.logprobs.begin(), out.logprobs.end());
-      }
-      if (out.finished) {
-        r.reason = out.finish_reason;
-        r.metrics = out.metrics;
-      }
-    }
-  }
-  return g;
-}
-
 TEST(LogitsProcessor, AppliesBiasThenPenaltiesThenMinTokens) {
   SamplingParams p;
   p.logit_bias = {{0, 1.0f}, {3, 0.5f}};

@@ -67,6 +67,8 @@ struct Allowance {
   double topk_fraction;
   int greedy_mismatches;
   double bound = kF16Bound;
+  // FirstPositionMatchesWithEmulatedReferenceRounding's bound.
+  double emulated_bound = 2e-3;
 };
 constexpr Allowance kAllowances[] = {
     // 3 layers, f16: top-k all within the bound (max 0.0089); greedy: the fib case flips an
@@ -90,6 +92,13 @@ constexpr Allowance kAllowances[] = {
     // differently at a near-tie of the router gives; a wrong formula would show everywhere. The
     // f16 file's larger share comes on top of that from the reference's f16 rounding.
     {"gpt-oss-small-f32", 0.005, 0},
+    // The qwen35 hybrid (4 Gated DeltaNet layers, 2 gated attention layers, f16): top-k max 0.0039
+    // (0 over the bound), greedy 6 of 6. The emulated rounding does not bring position 0 closer
+    // here (0.016 emulated; 0.0045 with the linear layers' attn_qkv input left unrounded): the
+    // reference rounds differently around its linear-attention layers, which the emulation does
+    // not model. Measured with the value heads sharing key heads h % group_count; the grouped
+    // h / ratio mapping gives 6.7 (and 0.0020 with as many key heads as value heads).
+    {"qwen35-small", 0.0, 0, kF16Bound, 0.02},
     // Strict files, for the record: glm4moe-small (3 decoder layers + the skipped nextn layer,
     // f16): top-k max 0.0059 at every level, 0 over the bound, greedy 6 of 6; position 0 with the
     // emulated rounding 4e-4 (avx2) to 1.1e-3 (scalar), from the expert layers (the dense layer
@@ -232,7 +241,7 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchReference) {
 
 TEST_P(FamilyGoldenTest, FirstPositionMatchesWithEmulatedReferenceRounding) {
   CADENZA_REQUIRE_SHARED();
-  constexpr double kBound = 2e-3;
+  const double kBound = allowance_of(GetParam()).emulated_bound;
   const nlohmann::json golden = read_golden(GetParam());
   const std::string path = synthesize(GetParam(), golden["recipe"]);
   ASSERT_FALSE(path.empty());

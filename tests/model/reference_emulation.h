@@ -41,6 +41,17 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->copy(dst, dst_off, src, src_off, n);
   }
   bool supports_kv_type(DType t) const override { return inner_->supports_kv_type(t); }
+  bool supports_recurrent() const override { return inner_->supports_recurrent(); }
+  void short_conv(kernels::Matrix x, const kernels::Weight& w, kernels::Matrix state,
+                  const kernels::RecurrentBatch& b, kernels::Matrix out) override {
+    inner_->short_conv(x, w, state, b, out);
+  }
+  void gated_delta_rule(kernels::Matrix q, kernels::Matrix k, kernels::Matrix v,
+                        kernels::Matrix alpha, kernels::Matrix beta, kernels::Matrix state,
+                        const kernels::RecurrentBatch& b, const kernels::DeltaRuleParams& p,
+                        kernels::Matrix out) override {
+    inner_->gated_delta_rule(q, k, v, alpha, beta, state, b, p, out);
+  }
   bool supports_latent_kv(int32_t dk, int32_t dv) const override {
     return inner_->supports_latent_kv(dk, dv);
   }

@@ -210,6 +210,19 @@ class CpuBackend final : public Backend {
   void weighted_sum_slots(Matrix slot_rows, Matrix weights, Matrix out) override {
     cpu::weighted_sum_slots(pool_, slot_rows, weights, out);
   }
+  bool supports_recurrent() const override { return true; }
+  void short_conv(Matrix x, const Weight& w, Matrix state, const RecurrentBatch& batch,
+                  Matrix out) override {
+    cpu::short_conv(x, cpu_weight(w), state, batch, out);
+  }
+  void gated_delta_rule(Matrix q, Matrix k, Matrix v, Matrix alpha, Matrix beta, Matrix state,
+                        const RecurrentBatch& batch, const DeltaRuleParams& params,
+                        Matrix out) override {
+    assert(params.a && params.a->cols() == params.n_v_heads);
+    assert(params.dt_bias && params.dt_bias->cols() == params.n_v_heads);
+    cpu::gated_delta_rule(pool_, q, k, v, alpha, beta, state, batch, params,
+                          vector_values(*params.a), vector_values(*params.dt_bias), out);
+  }
 
  private:
   ThreadPool pool_;

@@ -126,6 +126,13 @@ void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& 
                    const float* bias, IndexMatrix expert_ids, Matrix expert_weights);
 void weighted_sum_slots(ThreadPool& pool, Matrix slot_rows, Matrix weights, Matrix out);
 
+// Linear-attention ops (recurrent.cpp). w: an F32 [C][K] matrix; a, dt_bias: n_v_heads values.
+void short_conv(Matrix x, const CpuWeight& w, Matrix state, const RecurrentBatch& batch,
+                Matrix out);
+void gated_delta_rule(ThreadPool& pool, Matrix q, Matrix k, Matrix v, Matrix alpha, Matrix beta,
+                      Matrix state, const RecurrentBatch& batch, const DeltaRuleParams& params,
+                      const float* a, const float* dt_bias, Matrix out);
+
 // KV stores of F32, F16 or Q8_0 (kv_type_supported; Q8_0 needs head dims that are multiples of
 // 32, which model::KvCache checks). kv_write converts the f32 rows to the store's type (F16:
 // round to nearest even; Q8_0: quantize_row per block of 32, so each head row on its own);

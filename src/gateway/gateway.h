@@ -24,6 +24,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/ssl/context.hpp>
 
+#include "gateway/response_affinity.h"
 #include "gateway/config.h"
 #include "gateway/metrics.h"
 #include "gateway/state.h"
@@ -62,6 +63,8 @@ class Gateway {
   std::shared_ptr<const GatewayState> state() const;
   GatewayMetrics& metrics() { return metrics_; }
   UpstreamRegistry& registry() { return registry_; }
+  // Which replica stored each Responses API response (kept across reloads).
+  ResponseAffinity& response_affinity() { return response_affinity_; }
   boost::asio::io_context& io() { return *io_; }
   // A uniform number in [0, 1) (thread-safe), for canary weights.
   double uniform();
@@ -87,6 +90,7 @@ class Gateway {
   std::unique_ptr<boost::asio::signal_set> signals_;
   bool handle_signals_ = false;
   std::atomic<bool> webui_{true};
+  ResponseAffinity response_affinity_;
 
   UpstreamRegistry registry_;
   GatewayMetrics metrics_;

@@ -258,6 +258,22 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
     out.cache = "miss";
   }
 
+  // Responses API: a request that continues a stored response goes to the replica that stored it
+  // (each keeps its own, response_affinity.h); answers are remembered below.
+  const bool tracks_responses =
+      req.route == "responses" && vp->config().api == UpstreamApi::cadenza;
+  std::optional<std::string> pinned;
+  if (tracks_responses) {
+    if (auto it = body.find("previous_response_id"); it != body.end() && it->is_string())
+      pinned = gw.response_affinity().find(it->get<std::string>(), out.tenant);
+  }
+  auto remember_response = [&](std::string_view text, const std::string& upstream) {
+    if (!tracks_responses) return false;
+    auto id = find_response_id(text);
+    if (id) gw.response_affinity().remember(*id, upstream, out.tenant);
+    return id.has_value();
+  };
+
   // The request the replicas get (ordered again: schemas keep the client's property order), in
   // their API (converted to Chat Completions for `api: chat` upstreams).
   auto ordered = nlohmann::ordered_json::parse(req.http.body(), nullptr, false);
@@ -295,8 +311,14 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
     std::vector<Candidate> cands;
     for (const auto& u : set->replicas)
       cands.push_back({u->outstanding.load(), u->eligible(now) && !tried.count(u->address())});
-    const Pick pick = pick_replica(set->ring, cands, prefix_hash,
-                                   cfg.routing.affinity_max_outstanding, gw.next_rotation());
+    Pick pick = pick_replica(set->ring, cands, prefix_hash,
+                             cfg.routing.affinity_max_outstanding, gw.next_rotation());
+    if (pinned) {
+      // The replica holding the previous response, while it can take requests; else any (which
+      // answers 404 for the unknown id, in the Responses shape).
+      for (size_t i = 0; i < set->replicas.size(); ++i)
+        if (set->replicas[i]->address() == *pinned && cands[i].eligible) pick.index = static_cast<int>(i);
+    }
     if (pick.index < 0) break;
     auto up = set->replicas[static_cast<size_t>(pick.index)];
     tried.insert(up->address());
@@ -365,6 +387,7 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
       gw.metrics().inc("cadenza_gateway_upstream_requests_total",
                        {{"upstream", up->address()}, {"outcome", std::to_string(status)}});
       r = shape.finish_reply(std::move(r));
+      if (status == 200) remember_response(r.body, up->address());
       if (status == 200) {
         const double u = usage_tokens(r.body);
         used = u >= 0 ? u : reserved;
@@ -387,8 +410,16 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
     out.status = 200;
     UsageScanner usage;
     std::string bytes = render_stream_head(req.request_id, up->address(), req.keep_alive);
+    // The id is in the first event (response.created); a piece may end inside it, so the scan
+    // looks at what came so far, up to a bound.
+    std::string head_of_stream;
+    bool id_seen = !tracks_responses;
     while (!piece.empty()) {
       usage.feed(piece);
+      if (!id_seen) {
+        head_of_stream += piece;
+        id_seen = remember_response(head_of_stream, up->address()) || head_of_stream.size() > 65536;
+      }
       if (const std::string client_bytes = shape.stream_piece(piece); !client_bytes.empty())
         bytes += wire::http_chunk(client_bytes);
       if (!co_await write(std::move(bytes))) {

@@ -929,6 +929,50 @@ namespace {
 
 // The web console (src/webui): / is index.html with the security headers, its assets with
 // their types, an unknown one 404, and none of it once the console is turned off (--no-webui).
+// Each replica keeps its own stored responses (--responses-store): a request naming
+// previous_response_id goes to the replica that made it (gateway/response_affinity.h), streamed
+// or not, so every continuation finds its previous response among three replicas.
+TEST(GatewayApiShapes, PreviousResponseIdReachesTheReplicaThatStoredIt) {
+  std::vector<std::unique_ptr<ReplicaProcess>> replicas;
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 3; ++i) {
+    replicas.push_back(ReplicaProcess::start(fmt::format("store{}", i), {"--responses-store", "64"}));
+    ASSERT_NE(replicas.back(), nullptr);
+    addrs.push_back(replicas.back()->address());
+  }
+  auto gw = start_gateway("models:\n  - name: tiny\n    upstreams: " + upstream_list(addrs) +
+                          "\naccess_log: false\n");
+  ASSERT_NE(gw, nullptr);
+  Client c(gw->ports()[0]);
+  std::set<std::string> upstreams;
+  for (int round = 0; round < 6; ++round) {
+    const bool stream = round % 2 == 1;
+    json first = {{"model", "tiny"}, {"input", "Tell me a story"}, {"max_output_tokens", 4},
+                  {"stream", stream}};
+    Response a = c.post("/v1/responses", first);
+    ASSERT_EQ(a.status, 200) << a.body;
+    upstreams.insert(a.header("x-cadenza-upstream"));
+    std::string id;
+    if (stream) {
+      for (const auto& [name, data] : named_events(a.body))
+        if (name == "response.created") id = data["response"]["id"].get<std::string>();
+    } else {
+      id = a.json()["id"].get<std::string>();
+    }
+    ASSERT_FALSE(id.empty()) << a.body;
+    json next = {{"model", "tiny"}, {"input", "And then?"}, {"max_output_tokens", 4},
+                 {"previous_response_id", id}};
+    Response b = c.post("/v1/responses", next);
+    EXPECT_EQ(b.status, 200) << "round " << round << ": " << b.body;
+    EXPECT_EQ(b.header("x-cadenza-upstream"), a.header("x-cadenza-upstream")) << round;
+  }
+  // The rounds were spread over the replicas (least outstanding, rotating), so the pinning was
+  // needed: a continuation sent elsewhere gets 404.
+  EXPECT_GE(upstreams.size(), 2u);
+  json unknown = {{"model", "tiny"}, {"input", "x"}, {"previous_response_id", "resp_nope"}};
+  EXPECT_EQ(c.post("/v1/responses", unknown).status, 404);
+}
+
 TEST(GatewayWebUi, ServesTheConsoleUnlessTurnedOff) {
   auto gw = start_gateway("models:\n  - name: tiny\n    upstreams: [127.0.0.1:1]\naccess_log: false\n");
   ASSERT_NE(gw, nullptr);

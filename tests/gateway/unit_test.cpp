@@ -17,6 +17,7 @@
 #include "gateway/config.h"
 #include "gateway/hashing.h"
 #include "gateway/metrics.h"
+#include "gateway/response_affinity.h"
 #include "gateway/router.h"
 #include "gateway/state.h"
 #include "gateway/tenants.h"
@@ -675,6 +676,40 @@ TEST(GatewayMetricsText, CountersAndHistogramsInPrometheusFormat) {
   EXPECT_NE(t.find("cadenza_gateway_upstream_latency_seconds_count{upstream=\"u:1\"} 2\n"),
             std::string::npos);
   EXPECT_NE(t.find("cadenza_gateway_cache_hits_total 0\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace cadenza::gateway
+
+namespace cadenza::gateway {
+namespace {
+
+TEST(GatewayResponseAffinity, RemembersPerTenantAndForgetsTheOldestBeyondCapacity) {
+  ResponseAffinity a(2);
+  a.remember("resp_1", "10.0.0.1:8080", "");
+  a.remember("resp_2", "10.0.0.2:8080", "acme");
+  EXPECT_EQ(a.find("resp_1", ""), "10.0.0.1:8080");
+  EXPECT_EQ(a.find("resp_2", "acme"), "10.0.0.2:8080");
+  EXPECT_EQ(a.find("resp_2", "other"), std::nullopt);  // another tenant's response
+  EXPECT_EQ(a.find("resp_9", ""), std::nullopt);
+  a.remember("resp_3", "10.0.0.3:8080", "");  // over capacity: resp_1 goes
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_EQ(a.find("resp_1", ""), std::nullopt);
+  EXPECT_EQ(a.find("resp_3", ""), "10.0.0.3:8080");
+  a.remember("resp_2", "10.0.0.4:8080", "acme");  // again: moved, not duplicated
+  EXPECT_EQ(a.size(), 2u);
+  EXPECT_EQ(a.find("resp_2", "acme"), "10.0.0.4:8080");
+}
+
+TEST(GatewayResponseAffinity, FindsTheIdInABodyOrAStreamsFirstEvent) {
+  EXPECT_EQ(find_response_id(R"({"id":"resp_ab12-x_Y","object":"response"})"), "resp_ab12-x_Y");
+  EXPECT_EQ(find_response_id("event: response.created\ndata: {\"type\":\"response.created\","
+                             "\"response\":{\"id\":\"resp_0f\",\"object\":\"response\"}}\n\n"),
+            "resp_0f");
+  EXPECT_EQ(find_response_id(R"({"id":"resp_ab)"), std::nullopt);  // cut inside the id
+  EXPECT_EQ(find_response_id(R"({"id":"resp_"})"), std::nullopt);
+  EXPECT_EQ(find_response_id(R"({"id":"msg_1"})"), std::nullopt);
+  EXPECT_EQ(find_response_id(""), std::nullopt);
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ struct ServeArgs {
   int32_t max_queue = 256;
   std::string scheduling_policy = "fcfs";
   double drain_timeout = 30;
+  double request_timeout = 0;
   std::string max_body_bytes = "8MiB";
   int64_t responses_store = 0;  // --responses-store: finished /v1/responses kept (LRU)
   bool no_warmup = false;
@@ -138,6 +139,7 @@ server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> 
   sc.reasoning_parser = a.reasoning_parser;
   sc.pooling = a.pooling;
   sc.drain_timeout_s = a.drain_timeout;
+  sc.request_timeout_s = a.request_timeout;
   sc.max_body_bytes = static_cast<size_t>(body_limit);
   sc.warmup = !a.no_warmup;
   sc.webui = !a.no_webui;
@@ -510,6 +512,11 @@ Command serve_command() {
         ->capture_default_str();
     sub->add_option("--drain-timeout", args->drain_timeout,
                     "Seconds running requests get to finish on SIGTERM/SIGINT")
+        ->capture_default_str();
+    sub->add_option("--request-timeout", args->request_timeout,
+                    "Seconds a generation may take from its request's arrival: later it is "
+                    "aborted (HTTP 504, or an error event mid-stream); a request's "
+                    "X-Request-Timeout header may ask for less; 0: no limit")
         ->capture_default_str();
     sub->add_option("--max-body-bytes", args->max_body_bytes, "Largest request body (HTTP 413)")
         ->capture_default_str();

@@ -1,6 +1,8 @@
 #include "gateway/proxy.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <set>
 
 #include <boost/asio/redirect_error.hpp>
@@ -300,7 +302,29 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
     if (!p.empty()) prefix_hash = hash64(p);
   }
 
-  const auto deadline = started + std::chrono::milliseconds(cfg.upstream_timeout_ms);
+  // The replica is told the time the request has left (X-Request-Timeout, seconds), so that
+  // it aborts the generation and frees its KV when the gateway would give up anyway: the
+  // client's own X-Request-Timeout, capped by upstream_timeout_ms. The gateway waits a little
+  // longer than a client's limit (kReplicaGrace) for the replica's 504 to come back. A
+  // malformed client value is passed on as it is: the replica answers it 400.
+  constexpr auto kReplicaGrace = std::chrono::seconds(1);
+  auto deadline = started + std::chrono::milliseconds(cfg.upstream_timeout_ms);
+  auto request_deadline = deadline;
+  std::string raw_timeout;
+  if (auto it = req.http.find("X-Request-Timeout"); it != req.http.end()) {
+    raw_timeout = std::string(sv(it->value()));
+    char* end = nullptr;
+    const double t = std::strtod(raw_timeout.c_str(), &end);
+    if (!raw_timeout.empty() && end == raw_timeout.c_str() + raw_timeout.size() &&
+        std::isfinite(t) && t > 0) {
+      if (t * 1000 < cfg.upstream_timeout_ms) {
+        request_deadline = started + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(t));
+        deadline = std::min(deadline, request_deadline + kReplicaGrace);
+      }
+      raw_timeout.clear();
+    }
+  }
   std::set<std::string> tried;
   std::optional<Reply> saved_error;  // the last retryable answer (5xx, 429) of a replica
   std::string tls_failure;           // the last TLS handshake failure, when that ended an attempt
@@ -330,6 +354,13 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
     UpstreamCall call(ex, up);
     ureq.set(http::field::host, up->address());
     const auto sent = Clock::now();
+    if (!raw_timeout.empty()) {
+      ureq.set("X-Request-Timeout", raw_timeout);
+    } else {
+      const double left = std::chrono::duration<double>(request_deadline - sent).count();
+      if (left <= 0) break;  // out of time: no further attempt
+      ureq.set("X-Request-Timeout", fmt::format("{:.3f}", left));
+    }
     CallError err = co_await call.start(ureq, deadline,
                                         std::chrono::milliseconds(cfg.connect_timeout_ms));
     auto fail = [&](const std::string& what) {
@@ -371,7 +402,9 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
         r.headers.emplace_back("Retry-After", sv(it->value()));
       r.headers.emplace_back("X-Cadenza-Upstream", up->address());
       call.finish();
-      if (status >= 500 || status == 429) {
+      // 504 is the replica's answer to the request's own time limit (above): the replica is
+      // healthy and no other one could answer in time.
+      if ((status >= 500 && status != 504) || status == 429) {
         // The replica is failing (5xx) or full (429): try another one.
         if (status >= 500) {
           fail(std::to_string(status));

@@ -1,5 +1,10 @@
 #include "server/http_session.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
@@ -29,6 +34,21 @@ bool acceptable_request_id(std::string_view id) {
   for (char c : id)
     if (c < 0x21 || c > 0x7e) return false;
   return true;
+}
+
+// The request's time limit: the server's --request-timeout, lowered by a valid X-Request-Timeout
+// header (seconds, > 0). A malformed header is an error (the caller answers 400).
+Result<double> request_timeout(const HttpRequest& req, double server_limit) {
+  auto it = req.find("X-Request-Timeout");
+  if (it == req.end()) return server_limit;
+  const std::string v(to_sv(it->value()));
+  char* end = nullptr;
+  errno = 0;
+  const double t = v.empty() ? 0 : std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || errno != 0 || !std::isfinite(t) || t <= 0)
+    return make_error("X-Request-Timeout must be a positive number of seconds, got '{}'",
+                      v.substr(0, 64));
+  return server_limit > 0 ? std::min(server_limit, t) : t;
 }
 
 std::string head_lines(int status, const std::string& request_id) {
@@ -163,6 +183,13 @@ template <class Stream>
 void Session<Stream>::handle_request() {
   lowest().expires_never();
   if (ctx_.draining.load()) req_.keep_alive(false);  // connections end with their response
+  Result<double> limit = request_timeout(req_, ctx_.request_timeout_s);
+  if (!limit) {
+    route_ = "other";
+    reply(error_reply(api_error(400, limit.error(), "invalid_request_error", "invalid_timeout")));
+    return;
+  }
+  timeout_s_ = *limit;
   RouteResult routed = router_.handle(req_);
   route_ = routed.route;
   if (!routed.await_model.empty()) {
@@ -317,7 +344,32 @@ void Session<Stream>::start_generation(RouteResult routed) {
     return;
   }
   ticket_ = sub.ticket;
+  arm_deadline(seq);
   watch();
+}
+
+template <class Stream>
+void Session<Stream>::arm_deadline(uint64_t seq) {
+  if (timeout_s_ <= 0) return;
+  // From the request's arrival: time spent waiting for a model to load counts too.
+  deadline_.expires_at(started_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      std::chrono::duration<double>(timeout_s_)));
+  std::weak_ptr<Session> weak = this->shared_from_this();
+  deadline_.async_wait([weak, seq](beast::error_code ec) {
+    if (ec) return;  // cancelled: the response ended first
+    if (auto self = weak.lock()) self->on_deadline(seq);
+  });
+}
+
+template <class Stream>
+void Session<Stream>::on_deadline(uint64_t seq) {
+  // Only the generation the timer was armed for, and only while nothing has ended its response.
+  if (seq != gen_seq_ || !job_ || !in_generation()) return;
+  spdlog::info("[{}] request timeout ({} s): aborting the generation", request_id_, timeout_s_);
+  fail_generation(api_error(
+      504, fmt::format("the request did not finish within its time limit of {} s", timeout_s_),
+      "timeout_error", "request_timeout"));
+  job_.reset();  // the aborted generation's late events are dropped
 }
 
 template <class Stream>
@@ -482,6 +534,7 @@ void Session<Stream>::response_done() {
   // dropped (job_ is gone).
   const bool watch_pending = state_ == State::kFinishing;
   job_.reset();
+  deadline_.cancel();
   if (watch_pending) {
     enter(req_.keep_alive() ? State::kStoppingWatchThenRead : State::kStoppingWatchThenClose);
     lowest().socket().cancel();

@@ -18,6 +18,7 @@
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -48,7 +49,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // `stream_args` construct the Stream: (socket) for PlainStream, (socket, ssl_context) for TLS.
   template <class... StreamArgs>
   explicit Session(ServerContext& ctx, StreamArgs&&... stream_args)
-      : stream_(std::forward<StreamArgs>(stream_args)...), ctx_(ctx), router_(ctx) {}
+      : stream_(std::forward<StreamArgs>(stream_args)...),
+        deadline_(stream_.get_executor()),
+        ctx_(ctx),
+        router_(ctx) {}
   void start();
 
  private:
@@ -67,6 +71,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void start_generation(RouteResult routed);
   void on_gen_event(uint64_t seq, GenEvent e);
   void fail_generation(const ApiError& e);
+  // The request's deadline (--request-timeout, X-Request-Timeout): arms deadline_ for the
+  // generation `seq`; when it fires while that generation still runs, it is aborted and answered
+  // 504 (an error event mid-stream).
+  void arm_deadline(uint64_t seq);
+  void on_deadline(uint64_t seq);
   void watch();
   void on_watch(boost::beast::error_code ec, size_t bytes);
   void client_gone();
@@ -85,6 +94,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   void log_access(int status);
 
   Stream stream_;
+  // The current generation's deadline (on the session's strand; its handler holds a weak_ptr, so
+  // a pending deadline keeps nothing alive).
+  boost::asio::steady_timer deadline_;
   ServerContext& ctx_;
   Router router_;
   boost::beast::flat_buffer buffer_;
@@ -138,6 +150,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   std::string route_;
   int status_ = 0;
   std::chrono::steady_clock::time_point started_;
+  // Seconds the current request may run from started_ (0: no limit): the server's
+  // --request-timeout, or less when the request's X-Request-Timeout header asks.
+  double timeout_s_ = 0;
 
   // The current generation, if any.
   std::unique_ptr<GenerationJob> job_;

@@ -1,5 +1,7 @@
 #include "server/server.h"
 
+#include <cmath>
+
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -116,6 +118,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   if (config.max_queue < 0) return Error("--max-queue must be >= 0");
   if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
   if (!(config.drain_timeout_s >= 0)) return Error("--drain-timeout must be >= 0");
+  if (!(config.request_timeout_s >= 0) || !std::isfinite(config.request_timeout_s))
+    return Error("--request-timeout must be a finite number of seconds >= 0 (0: no limit)");
   std::unique_ptr<net::ssl::context> tls;
   if (!config.ssl_ca_certs.empty() && config.ssl_certfile.empty())
     return Error("--ssl-ca-certs needs --ssl-certfile and --ssl-keyfile");
@@ -163,6 +167,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
                     .count();
   ctx.max_model_len = max_model_len;
   ctx.max_body_bytes = config.max_body_bytes;
+  ctx.request_timeout_s = config.request_timeout_s;
   ctx.tokenizer = &tokenizer;
   ctx.chat = impl->chat.get();
   ctx.bridge = impl->bridge.get();
@@ -189,6 +194,8 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config
   if (config.max_queue < 0) return Error("--max-queue must be >= 0");
   if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
   if (!(config.drain_timeout_s >= 0)) return Error("--drain-timeout must be >= 0");
+  if (!(config.request_timeout_s >= 0) || !std::isfinite(config.request_timeout_s))
+    return Error("--request-timeout must be a finite number of seconds >= 0 (0: no limit)");
   if (catalog.empty()) return Error("router mode needs at least one model");
   if (router.max_loaded < 0) return Error("--models-max must be >= 0");
   if (!(router.idle_unload_s >= 0)) return Error("--idle-unload must be >= 0");
@@ -231,6 +238,7 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config
                     std::chrono::system_clock::now().time_since_epoch())
                     .count();
   ctx.max_body_bytes = config.max_body_bytes;
+  ctx.request_timeout_s = config.request_timeout_s;
   ctx.pool = impl->pool.get();
   ctx.metrics = &impl->metrics;
   ctx.keys = ApiKeys(config.api_keys);

@@ -47,6 +47,9 @@ struct ServerConfig {
   std::vector<std::string> api_keys;
   int32_t max_queue = 256;
   double drain_timeout_s = 30;
+  // Seconds a generation may run from its request's arrival before it is aborted (HTTP 504, or
+  // an error event mid-stream); 0: no limit (ServerContext::request_timeout_s).
+  double request_timeout_s = 0;
   size_t max_body_bytes = size_t{8} << 20;
   // Finished /v1/responses kept for previous_response_id and GET/DELETE (LRU); 0: none.
   size_t responses_store = 0;

@@ -59,6 +59,10 @@ struct ServerContext : ModelContext {
   bool priority_scheduling = false;
   // The web console at / and /webui/* (ServerConfig::webui).
   bool webui = true;
+  // --request-timeout: a generation still running this many seconds after its request arrived
+  // is aborted (its KV freed) and answered 504; 0: no limit. A request's X-Request-Timeout
+  // header may ask for less (never more).
+  double request_timeout_s = 0;
   std::atomic<bool> draining{false};
   // Generation responses accepted and not yet completely written (drain waits for them).
   std::atomic<int64_t> open_generations{0};

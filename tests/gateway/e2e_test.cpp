@@ -459,6 +459,59 @@ TEST_F(ThreeReplicas, DnsUpstreamsAreResolvedAndRefreshed) {
   EXPECT_EQ(replica_addresses(), std::set<std::string>{addrs[2]});
 }
 
+// Per-request deadlines: the replica is told the time the request has left (X-Request-Timeout):
+// the client's own header, else the gateway's upstream_timeout_ms; a malformed client value is
+// passed on for the replica to refuse. A replica's 504 (its deadline passed) is the answer: not a
+// failure, not retried on another replica.
+TEST(GatewayTimeout, TheRequestsTimeLimitReachesTheReplicaAnd504IsFinal) {
+  FakeUpstream a(FakeUpstream::Mode::answer);
+  auto gw = start_gateway(fmt::format(
+      "models:\n  - name: tiny\n    upstreams: [127.0.0.1:{}]\n"
+      "upstream_timeout_ms: 60000\ncache: {{backend: off}}\naccess_log: false\n",
+      a.port()));
+  ASSERT_NE(gw, nullptr);
+  Client c(gw->ports()[0]);
+  auto sent_timeout = [&]() -> double {
+    const std::string head = a.last_head();
+    const std::smatch m = [&] {
+      std::smatch mm;
+      std::regex_search(head, mm, std::regex("X-Request-Timeout: ([^\r]+)", std::regex::icase));
+      return mm;
+    }();
+    return m.empty() ? -1 : std::atof(m[1].str().c_str());
+  };
+  ASSERT_EQ(c.post("/v1/chat/completions", chat("s", "t", 1), {{"X-Request-Timeout", "2.5"}}).status,
+            200);
+  EXPECT_GT(sent_timeout(), 2.0);
+  EXPECT_LE(sent_timeout(), 2.5);
+  ASSERT_EQ(c.post("/v1/chat/completions", chat("s", "t", 1)).status, 200);
+  EXPECT_GT(sent_timeout(), 55.0);  // the gateway's own limit
+  EXPECT_LE(sent_timeout(), 60.0);
+  ASSERT_EQ(c.post("/v1/chat/completions", chat("s", "t", 1), {{"X-Request-Timeout", "999"}}).status,
+            200);
+  EXPECT_LE(sent_timeout(), 60.0);  // capped by upstream_timeout_ms
+  ASSERT_EQ(c.post("/v1/chat/completions", chat("s", "t", 1), {{"X-Request-Timeout", "soon"}}).status,
+            200);
+  EXPECT_NE(a.last_head().find("X-Request-Timeout: soon"), std::string::npos) << a.last_head();
+
+  FakeUpstream t1(FakeUpstream::Mode::timeout_504), t2(FakeUpstream::Mode::timeout_504);
+  auto gw2 = start_gateway(fmt::format(
+      "models:\n  - name: tiny\n    upstreams: [127.0.0.1:{}, 127.0.0.1:{}]\n"
+      "routing: {{prefix_affinity_chars: 0, max_retries: 2}}\nhealth: {{eject_after_failures: 1}}\n"
+      "cache: {{backend: off}}\naccess_log: false\n",
+      t1.port(), t2.port()));
+  ASSERT_NE(gw2, nullptr);
+  Client c2(gw2->ports()[0]);
+  for (int i = 0; i < 4; ++i) {
+    Response r = c2.post("/v1/chat/completions", chat("s", "t", 1), {{"X-Request-Timeout", "1"}});
+    EXPECT_EQ(r.status, 504) << r.body;
+    EXPECT_EQ(r.json()["error"]["code"], "request_timeout") << r.body;
+  }
+  EXPECT_EQ(t1.generations() + t2.generations(), 4);  // one attempt each, no retry
+  EXPECT_GT(t1.generations(), 0);  // neither was ejected
+  EXPECT_GT(t2.generations(), 0);
+}
+
 // Active /ready checks: a replica whose /ready fails leaves the rotation (it still answers
 // requests, so only the check can tell), and comes back once /ready passes again.
 TEST(GatewayHealth, AReplicaFailingReadyLeavesTheRotationAndReturnsWhenItRecovers) {

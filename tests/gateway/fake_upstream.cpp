@@ -46,7 +46,7 @@ std::string read_request(int fd) {
     if (n <= 0) return {};
     data.append(buf, static_cast<size_t>(n));
   }
-  return data.substr(0, data.find("\r\n"));
+  return data.substr(0, head_end);  // the request line and headers
 }
 
 }  // namespace
@@ -92,8 +92,9 @@ void FakeUpstream::accept_loop() {
 }
 
 void FakeUpstream::handle(int fd) {
-  const std::string line = read_request(fd);
-  if (line.empty()) return;
+  const std::string head = read_request(fd);
+  if (head.empty()) return;
+  const std::string line = head.substr(0, head.find("\r\n"));
   auto json_response = [&](const char* status, const std::string& body) {
     write_all(fd, fmt::format("HTTP/1.1 {}\r\nContent-Type: application/json\r\n"
                               "Content-Length: {}\r\nConnection: close\r\n\r\n{}",
@@ -108,6 +109,16 @@ void FakeUpstream::handle(int fd) {
     return;
   }
   generations_++;
+  {
+    std::lock_guard lock(mu_);
+    last_head_ = head;
+  }
+  if (mode_ == Mode::timeout_504) {
+    json_response("504 Gateway Timeout",
+                  R"({"error":{"message":"the request did not finish within its time limit",)"
+                  R"("type":"timeout_error","param":null,"code":"request_timeout"}})");
+    return;
+  }
   if (mode_ == Mode::answer) {
     json_response("200 OK",
                   R"({"id":"x","object":"chat.completion","choices":[{"index":0,)"

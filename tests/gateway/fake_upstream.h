@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -20,6 +21,7 @@ class FakeUpstream {
     gated,                    // SSE head, one event, then waits for open_gate(), then the rest
     flood,                    // kFloodEvents large events as fast as the socket takes them
     answer,                   // a small non-streamed chat.completion JSON (200) for any POST
+    timeout_504,              // a 504 request_timeout error (a replica's --request-timeout)
   };
   static constexpr int kFloodEvents = 4096;
   static constexpr size_t kFloodEventBytes = 16384;  // so 64 MiB in all
@@ -31,6 +33,11 @@ class FakeUpstream {
   void set_ready(bool ready) { ready_ = ready; }
   int ready_checks() const { return ready_checks_.load(); }
   int generations() const { return generations_.load(); }
+  // The request line and headers of the last generation request (not /ready).
+  std::string last_head() {
+    std::lock_guard lock(mu_);
+    return last_head_;
+  }
   // Body bytes the socket has accepted so far (flood mode).
   size_t bytes_sent() const { return bytes_sent_.load(); }
 
@@ -49,6 +56,7 @@ class FakeUpstream {
   std::mutex mu_;
   std::condition_variable cv_;
   bool gate_open_ = false;
+  std::string last_head_;  // guarded by mu_
   std::thread acceptor_;
   std::vector<std::thread> workers_;
 };

@@ -38,6 +38,7 @@ ServerConfig server_config(const Options& o) {
   sc.priority_scheduling = o.priority_scheduling;
   sc.max_body_bytes = o.max_body_bytes;
   sc.drain_timeout_s = o.drain_timeout_s;
+  sc.request_timeout_s = o.request_timeout_s;
   sc.responses_store = o.responses_store;
   sc.ssl_certfile = o.ssl_certfile;
   sc.ssl_keyfile = o.ssl_keyfile;

@@ -25,6 +25,7 @@ struct Options {
   size_t max_body_bytes = 64 * 1024;
   std::vector<std::string> keys;
   double drain_timeout_s = 30;
+  double request_timeout_s = 0;  // --request-timeout
   size_t responses_store = 0;  // --responses-store
   std::string ssl_certfile;  // both set: HTTPS
   std::string ssl_keyfile;

@@ -29,7 +29,7 @@ Writes WORK_DIR/report.md; prints it.
 import argparse, http.client, json, os, re, signal, statistics, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
-from cadenza_serve import start_listening  # noqa: E402
+from cadenza_serve import http_get, start_listening, wait_ready  # noqa: E402
 
 p = argparse.ArgumentParser()
 p.add_argument("cadenza")
@@ -68,24 +68,10 @@ if port is None:
 
 
 def get(path, timeout=10):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        c.request("GET", path)
-        r = c.getresponse()
-        return r.status, r.read().decode()
-    finally:
-        c.close()
+    return http_get(port, path, timeout)
 
 
-deadline = time.time() + 120
-while time.time() < deadline:
-    try:
-        if get("/ready")[0] == 200:
-            break
-    except OSError:
-        pass
-    time.sleep(0.2)
-else:
+if not wait_ready(port):
     sys.exit("serve never got ready")
 
 METRICS = {"rss": "process_resident_memory_bytes", "kv": "cadenza_kv_cache_usage_ratio",

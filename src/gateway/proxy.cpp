@@ -267,12 +267,13 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
   std::optional<std::string> pinned;
   if (tracks_responses) {
     if (auto it = body.find("previous_response_id"); it != body.end() && it->is_string())
-      pinned = gw.response_affinity().find(it->get<std::string>(), out.tenant);
+      if (auto home = gw.response_affinity().find(it->get<std::string>(), out.tenant))
+        pinned = home->upstream;
   }
   auto remember_response = [&](std::string_view text, const std::string& upstream) {
     if (!tracks_responses) return false;
     auto id = find_response_id(text);
-    if (id) gw.response_affinity().remember(*id, upstream, out.tenant);
+    if (id) gw.response_affinity().remember(*id, {upstream, vp->key()}, out.tenant);
     return id.has_value();
   };
 

@@ -1,10 +1,11 @@
 #include "gateway/response_affinity.h"
 
 #include <cctype>
+#include <utility>
 
 namespace cadenza::gateway {
 
-void ResponseAffinity::remember(const std::string& id, const std::string& upstream,
+void ResponseAffinity::remember(const std::string& id, ResponseHome home,
                                 const std::string& tenant) {
   if (capacity_ == 0) return;
   std::lock_guard lock(mu_);
@@ -17,15 +18,23 @@ void ResponseAffinity::remember(const std::string& id, const std::string& upstre
     order_.pop_front();
   }
   order_.push_back(id);
-  entries_.emplace(id, Entry{upstream, tenant, std::prev(order_.end())});
+  entries_.emplace(id, Entry{std::move(home), tenant, std::prev(order_.end())});
 }
 
-std::optional<std::string> ResponseAffinity::find(const std::string& id,
-                                                  const std::string& tenant) const {
+std::optional<ResponseHome> ResponseAffinity::find(const std::string& id,
+                                                   const std::string& tenant) const {
   std::lock_guard lock(mu_);
   auto it = entries_.find(id);
   if (it == entries_.end() || it->second.tenant != tenant) return std::nullopt;
-  return it->second.upstream;
+  return it->second.home;
+}
+
+void ResponseAffinity::forget(const std::string& id, const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end() || it->second.tenant != tenant) return;
+  order_.erase(it->second.order);
+  entries_.erase(it);
 }
 
 size_t ResponseAffinity::size() const {

@@ -5,6 +5,7 @@
 // Bounded: at most `capacity` ids, the least recently remembered forgotten first (a replica's
 // own store is bounded too). The tenant that made a response is kept with it: another tenant's
 // lookup finds nothing (the hidden-name rule, applied to response ids).
+// GET/DELETE/cancel of a stored response (stored_responses.h) use the same record.
 // Thread-safety: every method may be called from any thread.
 #pragma once
 
@@ -18,18 +19,28 @@
 
 namespace cadenza::gateway {
 
+// Where a stored response lives: the replica's address (Upstream::address()) and the model
+// version whose replica it is (VersionPool::key(): its configuration holds the replica's key).
+struct ResponseHome {
+  std::string upstream;
+  std::string version;
+  bool operator==(const ResponseHome&) const = default;
+};
+
 class ResponseAffinity {
  public:
   explicit ResponseAffinity(size_t capacity = 65536) : capacity_(capacity) {}
-  // `upstream`: the replica's address (Upstream::address()); `tenant`: "" without tenants.
-  void remember(const std::string& id, const std::string& upstream, const std::string& tenant);
-  // The replica that stored `id` for `tenant`, or nullopt.
-  std::optional<std::string> find(const std::string& id, const std::string& tenant) const;
+  // `tenant`: "" without tenants.
+  void remember(const std::string& id, ResponseHome home, const std::string& tenant);
+  // Where `id` was stored for `tenant`, or nullopt.
+  std::optional<ResponseHome> find(const std::string& id, const std::string& tenant) const;
+  // Drops `id` (after its replica deleted it); another tenant's id is left alone.
+  void forget(const std::string& id, const std::string& tenant);
   size_t size() const;
 
  private:
   struct Entry {
-    std::string upstream;
+    ResponseHome home;
     std::string tenant;
     std::list<std::string>::iterator order;
   };

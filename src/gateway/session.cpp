@@ -17,6 +17,7 @@
 #include "gateway/gateway.h"
 #include "gateway/proxy.h"
 #include "gateway/responses.h"
+#include "gateway/stored_responses.h"
 #include "webui/webui.h"
 #include "wire/process_metrics.h"
 
@@ -165,6 +166,9 @@ asio::awaitable<void> serve_http(Gateway& gw, Stream& stream) {
         route = "models";
         Caller caller = identify_caller(*st->tenants, req, cr.request_id);
         r = caller.refusal ? std::move(*caller.refusal) : models_reply(*st, caller.tenant.get());
+      } else if (is_stored_response_route(target)) {
+        route = "responses_stored";
+        r = co_await stored_response_reply(gw, req, target, cr.request_id);
       } else if (is_admin_route(target)) {
         route = "admin";
         r = admin_reply(gw, req, target, cr.request_id);

@@ -998,6 +998,7 @@ TEST(GatewayApiShapes, PreviousResponseIdReachesTheReplicaThatStoredIt) {
   ASSERT_NE(gw, nullptr);
   Client c(gw->ports()[0]);
   std::set<std::string> upstreams;
+  std::vector<std::pair<std::string, std::string>> stored;  // id, replica
   for (int round = 0; round < 6; ++round) {
     const bool stream = round % 2 == 1;
     json first = {{"model", "tiny"}, {"input", "Tell me a story"}, {"max_output_tokens", 4},
@@ -1018,7 +1019,28 @@ TEST(GatewayApiShapes, PreviousResponseIdReachesTheReplicaThatStoredIt) {
     Response b = c.post("/v1/responses", next);
     EXPECT_EQ(b.status, 200) << "round " << round << ": " << b.body;
     EXPECT_EQ(b.header("x-cadenza-upstream"), a.header("x-cadenza-upstream")) << round;
+    stored.emplace_back(id, a.header("x-cadenza-upstream"));
   }
+  // GET, cancel and DELETE of a stored response reach the replica that holds it, too
+  // (gateway/stored_responses.h); once deleted it is 404 everywhere.
+  for (const auto& [id, replica] : stored) {
+    Response got = c.get("/v1/responses/" + id);
+    ASSERT_EQ(got.status, 200) << got.body;
+    EXPECT_EQ(got.json()["id"], id);
+    EXPECT_EQ(got.header("x-cadenza-upstream"), replica);
+    Response cancel = c.request("POST", "/v1/responses/" + id + "/cancel", "");
+    EXPECT_EQ(cancel.status, 400) << cancel.body;  // the replica's answer: it has finished
+    EXPECT_NE(cancel.body.find("Cannot cancel"), std::string::npos) << cancel.body;
+    Response del = c.request("DELETE", "/v1/responses/" + id, "");
+    ASSERT_EQ(del.status, 200) << del.body;
+    EXPECT_EQ(del.json()["deleted"], true);
+    EXPECT_EQ(c.get("/v1/responses/" + id).status, 404);
+  }
+  Response never = c.get("/v1/responses/resp_neverseen");
+  EXPECT_EQ(never.status, 404);
+  EXPECT_TRUE(never.header("x-cadenza-upstream").empty());  // no replica was asked
+  EXPECT_EQ(c.request("PUT", "/v1/responses/resp_x", "").status, 405);
+  EXPECT_EQ(c.get("/v1/responses/resp_x/other").status, 404);
   // The rounds were spread over the replicas (least outstanding, rotating), so the pinning was
   // needed: a continuation sent elsewhere gets 404.
   EXPECT_GE(upstreams.size(), 2u);

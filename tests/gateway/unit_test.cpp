@@ -686,19 +686,24 @@ namespace {
 
 TEST(GatewayResponseAffinity, RemembersPerTenantAndForgetsTheOldestBeyondCapacity) {
   ResponseAffinity a(2);
-  a.remember("resp_1", "10.0.0.1:8080", "");
-  a.remember("resp_2", "10.0.0.2:8080", "acme");
-  EXPECT_EQ(a.find("resp_1", ""), "10.0.0.1:8080");
-  EXPECT_EQ(a.find("resp_2", "acme"), "10.0.0.2:8080");
+  a.remember("resp_1", {"10.0.0.1:8080", "tiny"}, "");
+  a.remember("resp_2", {"10.0.0.2:8080", "tiny"}, "acme");
+  EXPECT_EQ(a.find("resp_1", ""), (ResponseHome{"10.0.0.1:8080", "tiny"}));
+  EXPECT_EQ(a.find("resp_2", "acme"), (ResponseHome{"10.0.0.2:8080", "tiny"}));
   EXPECT_EQ(a.find("resp_2", "other"), std::nullopt);  // another tenant's response
   EXPECT_EQ(a.find("resp_9", ""), std::nullopt);
-  a.remember("resp_3", "10.0.0.3:8080", "");  // over capacity: resp_1 goes
+  a.remember("resp_3", {"10.0.0.3:8080", "tiny"}, "");  // over capacity: resp_1 goes
   EXPECT_EQ(a.size(), 2u);
   EXPECT_EQ(a.find("resp_1", ""), std::nullopt);
-  EXPECT_EQ(a.find("resp_3", ""), "10.0.0.3:8080");
-  a.remember("resp_2", "10.0.0.4:8080", "acme");  // again: moved, not duplicated
+  EXPECT_EQ(a.find("resp_3", ""), (ResponseHome{"10.0.0.3:8080", "tiny"}));
+  a.remember("resp_2", {"10.0.0.4:8080", "tiny"}, "acme");  // again: moved, not duplicated
   EXPECT_EQ(a.size(), 2u);
-  EXPECT_EQ(a.find("resp_2", "acme"), "10.0.0.4:8080");
+  EXPECT_EQ(a.find("resp_2", "acme"), (ResponseHome{"10.0.0.4:8080", "tiny"}));
+  a.forget("resp_2", "other");  // not that tenant's
+  EXPECT_EQ(a.size(), 2u);
+  a.forget("resp_2", "acme");
+  EXPECT_EQ(a.find("resp_2", "acme"), std::nullopt);
+  EXPECT_EQ(a.size(), 1u);
 }
 
 TEST(GatewayResponseAffinity, FindsTheIdInABodyOrAStreamsFirstEvent) {

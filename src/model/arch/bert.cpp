@@ -91,8 +91,14 @@ class BertEncoder final : public Encoder {
   };
   Status reserve(int64_t n);
   Status load_norm(const std::string& prefix, Norm& norm);
-  // Host attention over q_h/k_h/v_h into a_h, sequence by sequence (`starts`, `lengths`).
+  // Host attention over q_h/k_h/v_h into a_h, sequence by sequence (`starts`, `lengths`): for a
+  // backend without an F32 KV store (the backend's own attention is used otherwise, forward()).
   void attention(const std::vector<int64_t>& starts, const std::vector<int64_t>& lengths);
+  // The backend's paged attention made bidirectional: K and V are the [n][d] projections seen as
+  // an F32 KV store of n one-token blocks, sequence s's block table lists its own rows, and every
+  // token sits at its sequence's last position, so it attends to all of its sequence.
+  kernels::AttentionBatch bidirectional_batch(const std::vector<int64_t>& starts,
+                                              const std::vector<int64_t>& lengths, int64_t n);
   // Reads a view into host memory / writes it back.
   void to_host(Matrix m, std::vector<float>& h) {
     h.resize(static_cast<size_t>(m.rows * m.cols));
@@ -110,6 +116,7 @@ class BertEncoder final : public Encoder {
   int64_t reserved_ = 0;
   ScratchMatrix x_, t_, q_, k_, v_, a_, up_;
   ScratchIndices ids_, pos_, types_;
+  ScratchIndices attn_pos_, attn_seq_, attn_tables_;  // bidirectional_batch: [n][1], [n][1], [seqs][max_len]
   std::vector<float> x_h_, q_h_, k_h_, v_h_, a_h_, up_h_;  // host copies
 };
 
@@ -170,7 +177,7 @@ Status BertEncoder::reserve(int64_t n) {
   for (ScratchMatrix* m : {&x_, &t_, &q_, &k_, &v_, &a_})
     if (st) st = m->reserve(backend_, n, c_.n_embd);
   if (st) st = up_.reserve(backend_, n, c_.n_ff);
-  for (ScratchIndices* m : {&ids_, &pos_, &types_})
+  for (ScratchIndices* m : {&ids_, &pos_, &types_, &attn_pos_, &attn_seq_})
     if (st) st = m->reserve(backend_, n, 1);
   if (!st) return make_error("bert: scratch for {} tokens: {}", n, st.error());
   reserved_ = n;
@@ -235,6 +242,31 @@ void BertEncoder::attention(const std::vector<int64_t>& starts,
   for (auto& t : pool) t.join();
 }
 
+kernels::AttentionBatch BertEncoder::bidirectional_batch(const std::vector<int64_t>& starts,
+                                                        const std::vector<int64_t>& lengths,
+                                                        int64_t n) {
+  const int64_t seqs = static_cast<int64_t>(starts.size());
+  const int64_t max_len = *std::max_element(lengths.begin(), lengths.end());
+  std::vector<int32_t> last(static_cast<size_t>(n)), seq(static_cast<size_t>(n));
+  std::vector<int32_t> tables(static_cast<size_t>(seqs * max_len), 0);
+  for (int64_t s = 0; s < seqs; ++s)
+    for (int64_t i = 0; i < lengths[s]; ++i) {
+      const auto t = static_cast<size_t>(starts[s] + i);
+      last[t] = static_cast<int32_t>(lengths[s] - 1);
+      seq[t] = static_cast<int32_t>(s);
+      tables[static_cast<size_t>(s * max_len + i)] = static_cast<int32_t>(starts[s] + i);
+    }
+  auto write = [&](ScratchIndices& dst, kernels::IndexMatrix view, const std::vector<int32_t>& src) {
+    backend_.write(dst.buffer(), 0, src.data(), src.size() * sizeof(int32_t));
+    return view;
+  };
+  kernels::AttentionBatch b;
+  b.positions = write(attn_pos_, attn_pos_.rows(n), last);
+  b.seq_index = write(attn_seq_, attn_seq_.rows(n), seq);
+  b.block_tables = write(attn_tables_, attn_tables_.shaped(seqs, max_len), tables);
+  return b;
+}
+
 Result<std::vector<float>> BertEncoder::forward(std::span<const EncoderInput> inputs) {
   if (inputs.empty()) return Error("bert: no input");
   std::vector<int64_t> starts, lengths;
@@ -282,6 +314,19 @@ Result<std::vector<float>> BertEncoder::forward(std::span<const EncoderInput> in
     be.write_view(x_h_.data(), x);
   };
   norm_in_place(embd_norm_);
+  const bool on_backend = be.supports_kv_type(DType::F32);
+  kernels::AttentionBatch batch;
+  kernels::KvLayer kv;
+  kernels::AttentionParams params;
+  if (on_backend) {
+    const int64_t cells = static_cast<int64_t>(starts.size()) *
+                          *std::max_element(lengths.begin(), lengths.end());
+    if (Status st = attn_tables_.reserve(be, cells, 1); !st) return st.error_value();
+    batch = bidirectional_batch(starts, lengths, n);
+    kv = {k.data, v.data, DType::F32, static_cast<int32_t>(n), 1, static_cast<int32_t>(c_.n_heads),
+          static_cast<int32_t>(c_.head_dim), static_cast<int32_t>(c_.head_dim), false};
+    params.scale = 1.0f / std::sqrt(static_cast<float>(c_.head_dim));
+  }
   for (const Layer& L : layers_) {
     be.matmul(*L.wq, x, q);
     be.add_bias(q, *L.bq, q);
@@ -289,12 +334,16 @@ Result<std::vector<float>> BertEncoder::forward(std::span<const EncoderInput> in
     be.add_bias(k, *L.bk, k);
     be.matmul(*L.wv, x, v);
     be.add_bias(v, *L.bv, v);
-    to_host(q, q_h_);
-    to_host(k, k_h_);
-    to_host(v, v_h_);
-    a_h_.resize(q_h_.size());
-    attention(starts, lengths);
-    be.write_view(a_h_.data(), a);
+    if (on_backend) {
+      be.attention(q, kv, batch, static_cast<int32_t>(c_.n_heads), params, a);
+    } else {
+      to_host(q, q_h_);
+      to_host(k, k_h_);
+      to_host(v, v_h_);
+      a_h_.resize(q_h_.size());
+      attention(starts, lengths);
+      be.write_view(a_h_.data(), a);
+    }
     be.matmul(*L.wo, a, t);
     be.add_bias(t, *L.bo, t);
     be.add(x, t, x);

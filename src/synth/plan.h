@@ -60,6 +60,13 @@ struct PlanBuilder {
   }
 };
 
+// A layer's routed experts (`ffn_gate_inp`, `ffn_{gate,up,down}_exps`) and, with
+// m.n_ff_shared_expert > 0, its sigmoid-gated shared expert (`ffn_{gate,up,down}_shexp`,
+// `ffn_gate_inp_shexp`), as qwen2moe, qwen3moe and qwen35moe name them; `prefix` is "blk.N.",
+// `more` the *_M mixture's extra bits for this layer (synth.cpp).
+void plan_routed_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
+                     const std::string& prefix, bool more);
+
 // deepseek2 (plan_deepseek2.cpp): its tensors and its `deepseek2.*` keys beyond the common ones.
 std::vector<TensorPlan> plan_deepseek2(const ModelShape& m, const TypeScheme& scheme,
                                        int64_t n_vocab);
@@ -82,8 +89,8 @@ std::vector<TensorPlan> plan_gemma3(const ModelShape& m, const TypeScheme& schem
                                     int64_t n_vocab);
 void set_gemma3_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
-// qwen35 (plan_qwen35.cpp): the hybrid's linear-attention and gated full-attention layers and
-// their `qwen35.*` keys.
+// qwen35 and qwen35moe (plan_qwen35.cpp): the hybrid's linear-attention and gated full-attention
+// layers (a dense FFN, or routed experts with a shared expert when m.n_expert > 0) and their keys.
 std::vector<TensorPlan> plan_qwen35(const ModelShape& m, const TypeScheme& scheme,
                                     int64_t n_vocab);
 void set_qwen35_metadata(gguf::GgufWriter& w, const ModelShape& m);

@@ -1,7 +1,8 @@
 // The qwen35 tensors and keys of a synthetic model (Qwen3.5's hybrid: Gated DeltaNet
 // linear-attention layers with gated full-attention layers every full_attention_interval-th).
 // Names and shapes as the reference engine reads a qwen35 file:
-//  - every layer: attn_norm, post_attention_norm (the FFN's pre-norm), ffn_{gate,up,down};
+//  - every layer: attn_norm, post_attention_norm (the FFN's pre-norm), ffn_{gate,up,down}
+//    (qwen35moe: routed experts and a gated shared expert instead, plan_routed_ffn);
 //  - linear layers: attn_qkv ([d] -> q, k of ssm_k_heads x ssm_k_dim, v of ssm_v_heads x
 //    ssm_v_dim), attn_gate (the output gate z, [d] -> v width), ssm_beta and ssm_alpha ([d] ->
 //    ssm_v_heads), ssm_conv1d ([kernel] x conv channels, f32), ssm_dt.bias and ssm_a
@@ -50,9 +51,13 @@ std::vector<TensorPlan> plan_qwen35(const ModelShape& m, const TypeScheme& schem
       b.matrix(p + "ssm_out.weight", v_width, d, scheme.base);
     }
     b.vec(p + "post_attention_norm.weight", d, Init::kOnes);
-    b.matrix(p + "ffn_gate.weight", d, m.n_ff, scheme.base);
-    b.matrix(p + "ffn_up.weight", d, m.n_ff, scheme.base);
-    b.matrix(p + "ffn_down.weight", m.n_ff, d, scheme.base);
+    if (m.n_expert > 0) {  // qwen35moe
+      plan_routed_ffn(t, m, scheme, p, false);
+    } else {
+      b.matrix(p + "ffn_gate.weight", d, m.n_ff, scheme.base);
+      b.matrix(p + "ffn_up.weight", d, m.n_ff, scheme.base);
+      b.matrix(p + "ffn_down.weight", m.n_ff, d, scheme.base);
+    }
   }
   b.vec("output_norm.weight", d, Init::kOnes);
   if (!m.tied_output) b.matrix("output.weight", d, n_vocab, output_type(scheme));

@@ -252,6 +252,18 @@ std::vector<ModelShape> make_presets() {
     s.ssm_v_dim = 32;
     s.vocab_style = "Qwen byte-level BPE (152k)";
     out.push_back(s);
+    // qwen35moe (Qwen3.5's MoE models): the same hybrid layers with routed experts (softmax top-k,
+    // renormalised) and a sigmoid-gated shared expert in every layer. small: 16 experts of width
+    // 64, 4 used, shared width 64 (Qwen3.5-35B-A3B: 256 experts, 8 used, both widths 512).
+    ModelShape moe = s;
+    moe.preset = "qwen35moe-small";
+    moe.display_name = "Qwen3.5-MoE-style hybrid (small)";
+    moe.arch = "qwen35moe";
+    moe.n_expert = 16;
+    moe.n_expert_used = 4;
+    moe.n_ff_expert = 64;
+    moe.n_ff_shared_expert = 64;
+    out.push_back(moe);
   }
 
   // Phi-3 / Phi-4 (phi3 architecture): fused QKV and gate/up, NeoX RoPE on 3/4 of each head,

@@ -94,6 +94,30 @@ Result<TypeScheme> parse_scheme(const std::string& name) {
                     "iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, mxfp4_moe or mxfp4_moe_f16)", name);
 }
 
+}  // namespace
+
+void plan_routed_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
+                     const std::string& p, bool more) {
+  PlanBuilder b{t};
+  t.push_back({p + "ffn_gate_inp.weight", {m.n_embd, m.n_expert}, DType::F32, Init::kNormal});
+  const DType e = expert_type(scheme);
+  t.push_back({p + "ffn_gate_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
+               fit_row(e, m.n_embd), Init::kNormal});
+  t.push_back({p + "ffn_up_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
+               fit_row(e, m.n_embd), Init::kNormal});
+  t.push_back({p + "ffn_down_exps.weight", {m.n_ff_expert, m.n_embd, m.n_expert},
+               fit_row(more ? DType::Q6_K : e, m.n_ff_expert), Init::kNormal});
+  if (m.n_ff_shared_expert > 0) {
+    b.matrix(p + "ffn_gate_shexp.weight", m.n_embd, m.n_ff_shared_expert, scheme.base);
+    b.matrix(p + "ffn_up_shexp.weight", m.n_embd, m.n_ff_shared_expert, scheme.base);
+    b.matrix(p + "ffn_down_shexp.weight", m.n_ff_shared_expert, m.n_embd,
+             more ? DType::Q6_K : scheme.base);
+    b.vec(p + "ffn_gate_inp_shexp.weight", m.n_embd, Init::kSmall);
+  }
+}
+
+namespace {
+
 std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,
                                      int64_t n_vocab) {
   if (m.arch == "deepseek2") return plan_deepseek2(m, scheme, n_vocab);
@@ -101,7 +125,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
   if (m.arch == "gpt-oss") return plan_gpt_oss(m, scheme, n_vocab);
   if (m.arch == "gemma3") return plan_gemma3(m, scheme, n_vocab);
   if (m.arch == "phi3") return plan_phi3(m, scheme, n_vocab);
-  if (m.arch == "qwen35") return plan_qwen35(m, scheme, n_vocab);
+  if (m.arch == "qwen35" || m.arch == "qwen35moe") return plan_qwen35(m, scheme, n_vocab);
   if (m.arch == "bert") return plan_bert(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
@@ -133,21 +157,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
     matrix(p + "attn_output.weight", q_dim, m.n_embd, scheme.base);
     vec(p + "ffn_norm.weight", m.n_embd, Init::kOnes);
     if (m.n_expert > 0) {
-      t.push_back({p + "ffn_gate_inp.weight", {m.n_embd, m.n_expert}, DType::F32, Init::kNormal});
-      const DType e = expert_type(scheme);
-      t.push_back({p + "ffn_gate_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
-                   fit_row(e, m.n_embd), Init::kNormal});
-      t.push_back({p + "ffn_up_exps.weight", {m.n_embd, m.n_ff_expert, m.n_expert},
-                   fit_row(e, m.n_embd), Init::kNormal});
-      t.push_back({p + "ffn_down_exps.weight", {m.n_ff_expert, m.n_embd, m.n_expert},
-                   fit_row(more ? DType::Q6_K : e, m.n_ff_expert), Init::kNormal});
-      if (m.n_ff_shared_expert > 0) {
-        matrix(p + "ffn_gate_shexp.weight", m.n_embd, m.n_ff_shared_expert, scheme.base);
-        matrix(p + "ffn_up_shexp.weight", m.n_embd, m.n_ff_shared_expert, scheme.base);
-        matrix(p + "ffn_down_shexp.weight", m.n_ff_shared_expert, m.n_embd,
-               more ? DType::Q6_K : scheme.base);
-        vec(p + "ffn_gate_inp_shexp.weight", m.n_embd, Init::kSmall);
-      }
+      plan_routed_ffn(t, m, scheme, p, more);
     } else {
       matrix(p + "ffn_gate.weight", m.n_embd, m.n_ff, scheme.base);
       matrix(p + "ffn_up.weight", m.n_embd, m.n_ff, scheme.base);
@@ -264,7 +274,7 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   if (m.arch == "gpt-oss") set_gpt_oss_metadata(w, m);
   if (m.arch == "gemma3") set_gemma3_metadata(w, m);
   if (m.arch == "phi3") set_phi3_metadata(w, m);
-  if (m.arch == "qwen35") set_qwen35_metadata(w, m);
+  if (m.arch == "qwen35" || m.arch == "qwen35moe") set_qwen35_metadata(w, m);
   if (m.arch == "bert") set_bert_metadata(w, m);
   if (m.arch == "mistral3" || m.arch == "granite") set_llama_variant_metadata(w, m);
   if (m.n_expert > 0) {

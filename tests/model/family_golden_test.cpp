@@ -99,6 +99,16 @@ constexpr Allowance kAllowances[] = {
     // not model. Measured with the value heads sharing key heads h % group_count; the grouped
     // h / ratio mapping gives 6.7 (and 0.0020 with as many key heads as value heads).
     {"qwen35-small", 0.0, 0, kF16Bound, 0.02},
+    // qwen35moe: the same hybrid layers with 16 routed experts (4 used, renormalised) and a gated
+    // shared expert, f16: 72 of 2352 top-k logits (3.1%) over the bound, all in one case (24
+    // tokens) from position 16 on (0.45 there, 0.09-0.54 after; every other position of every
+    // case at most 0.015): a router near-tie at position 16 that later positions inherit through
+    // attention and the recurrent state; greedy: that case differs, the other 5 match. Without
+    // the renormalisation every position is off (2333 of 2352, max 4.0). Position 0 emulated:
+    // 0.096, worse than unemulated (at most 0.012): the emulated rounding does not model the
+    // reference around the linear-attention and expert layers (see qwen35-small), so the strict
+    // first positions of every case carry the check here.
+    {"qwen35moe-small", 0.035, 1, kF16Bound, 0.1},
     // Strict files, for the record: glm4moe-small (3 decoder layers + the skipped nextn layer,
     // f16): top-k max 0.0059 at every level, 0 over the bound, greedy 6 of 6; position 0 with the
     // emulated rounding 4e-4 (avx2) to 1.1e-3 (scalar), from the expert layers (the dense layer

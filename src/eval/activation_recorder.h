@@ -102,8 +102,8 @@ class ActivationRecorder final : public kernels::Backend {
     inner_.softcap(x, cap, out);
   }
   void scale_by_position(kernels::Matrix x, kernels::IndexMatrix pos, float beta, int32_t length,
-                         kernels::Matrix out) override {
-    inner_.scale_by_position(x, pos, beta, length, out);
+                         int32_t offset, kernels::Matrix out) override {
+    inner_.scale_by_position(x, pos, beta, length, offset, out);
   }
   void rope(kernels::Matrix x, int32_t n_heads, int32_t head_dim, kernels::IndexMatrix positions,
             const kernels::RopeParams& p) override {

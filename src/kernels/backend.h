@@ -225,10 +225,14 @@ struct DeltaRuleParams {
 //    m = max(max_p s_p, sink_h). Null: none (the plain softmax, bit for bit as before).
 //  - window > 0 (sliding-window attention): a token at position p attends to positions
 //    max(0, p - window + 1) .. p only (the last `window` positions, itself included); 0: all.
+//  - chunk > 0 (chunked attention): positions p - p % chunk .. p only.
 struct AttentionParams {
   float scale = 1.0f;
   const Weight* sinks = nullptr;
   int32_t window = 0;
+  // chunk > 0 (Llama 4's chunked attention): a token at position p attends only within its chunk,
+  // positions p - p % chunk .. p (and within the window when both are set).
+  int32_t chunk = 0;
 };
 
 // Softmax: over all E router logits; Sigmoid: per expert; SoftmaxTopK: experts chosen by their
@@ -339,10 +343,10 @@ class Backend {
   // Soft-capping, elementwise: out = cap * tanh(x / cap), cap > 0. out may alias x.
   virtual void softcap(Matrix x, float cap, Matrix out) = 0;
   // Position-dependent scaling of each row (the attention temperature of Ministral 3 / Llama 4):
-  // out[t] = x[t] * (1 + beta * ln(1 + floor(positions[t] / length))), length >= 1.
-  // positions: [n][1]. out may alias x.
+  // out[t] = x[t] * (1 + beta * ln(1 + floor((positions[t] + offset) / length))), length >= 1
+  // (offset: Ministral 3 0, Llama 4 1). positions: [n][1]. out may alias x.
   virtual void scale_by_position(Matrix x, IndexMatrix positions, float beta, int32_t length,
-                                 Matrix out) = 0;
+                                 int32_t offset, Matrix out) = 0;
 
   // Rotates, in place, the first params.n_dims elements of each head of x at the positions of
   // its row. Head h of a row starts at element h * head_dim; x.cols >= (n_heads - 1) * head_dim

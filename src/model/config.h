@@ -94,11 +94,31 @@ struct ModelConfig {
   float attention_scale() const {
     return attn_scale > 0 ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim_k));
   }
-  // The attention temperature of Ministral 3 (`attention.temperature_scale` beta): the query of
-  // a token at position p is multiplied by 1 + beta ln(1 + floor(p / attn_temperature_length)).
-  // 0: none.
+  // The attention temperature of Ministral 3 (`attention.temperature_scale` beta) and Llama 4:
+  // the query of a token at position p is multiplied by
+  // 1 + beta ln(1 + floor((p + attn_temperature_offset) / attn_temperature_length)). 0: none.
+  // Llama 4 scales only its NoPE layers (attn_temperature_nope_only).
   float attn_temperature_beta = 0.0f;
   int32_t attn_temperature_length = 0;
+  int32_t attn_temperature_offset = 0;
+  bool attn_temperature_nope_only = false;
+  // Llama 4's interleaved RoPE: the layers with (layer + 1) % nope_interval == 0 ("NoPE") use no
+  // RoPE and attend to every earlier position; the others rotate, normalise q and k per head
+  // without a weight (qk_unweighted_norm: x / sqrt(mean(x^2) + eps)) and attend only within their
+  // chunk of attn_chunk positions (a token at p sees p - p % chunk .. p). 0: none of it.
+  int64_t nope_interval = 0;
+  bool qk_unweighted_norm = false;
+  int64_t attn_chunk = 0;
+  bool uses_rope(int64_t layer) const {
+    return nope_interval <= 0 || (layer + 1) % nope_interval != 0;
+  }
+  // The chunk of layer `layer`'s attention (0: none).
+  int32_t attention_chunk(int64_t layer) const {
+    return uses_rope(layer) ? static_cast<int32_t>(attn_chunk) : 0;
+  }
+  bool attention_temperature(int64_t layer) const {
+    return attn_temperature_beta != 0 && (!attn_temperature_nope_only || !uses_rope(layer));
+  }
   // Fused projections (phi3): `attn_qkv.weight` [(H + 2 KV) dk][d], the rows of q, k, then v,
   // instead of attn_{q,k,v}; `ffn_up.weight` [2f][d], the gate's rows then the up rows, and no
   // ffn_gate. Not split across tensor-parallel ranks (a load error).
@@ -146,6 +166,15 @@ struct ModelConfig {
   // The first layers with a dense FFN (n_ff) before the expert layers (`leading_dense_block_count`,
   // deepseek2 / glm4moe).
   int64_t n_leading_dense = 0;
+  // Interleaved experts (llama4 `interleave_moe_layer_step` S > 1): only the layers with
+  // (layer + 1) % S == 0 have experts, the others a dense FFN (n_ff).
+  int64_t moe_interleave_step = 0;
+  bool dense_ffn_layer(int64_t layer) const {
+    return layer < n_leading_dense || (moe_interleave_step > 1 && (layer + 1) % moe_interleave_step != 0);
+  }
+  // The routing weight scales the expert's input instead of its output (llama4: out =
+  // FFN_e(w h), top-1). Requires n_experts_used == 1.
+  bool moe_weight_input = false;
   // Shared expert (qwen2moe): a dense SwiGLU FFN of this width that every token runs, scaled by
   // sigmoid(h . ffn_gate_inp_shexp) and added to the routed experts' output. 0: none.
   int64_t n_ff_shared_expert = 0;

@@ -20,7 +20,8 @@ namespace cadenza::model {
   CADENZA_FAMILY(mistral3)                       \
   CADENZA_FAMILY(granite)                        \
   CADENZA_FAMILY(qwen35)                         \
-  CADENZA_FAMILY(qwen35moe)
+  CADENZA_FAMILY(qwen35moe)                      \
+  CADENZA_FAMILY(llama4)
 
 namespace arch {
 #define CADENZA_DECLARE_FAMILY(x) extern const ArchitectureFamily x##_family;

@@ -61,8 +61,9 @@ struct PlanBuilder {
 };
 
 // A layer's routed experts (`ffn_gate_inp`, `ffn_{gate,up,down}_exps`) and, with
-// m.n_ff_shared_expert > 0, its sigmoid-gated shared expert (`ffn_{gate,up,down}_shexp`,
-// `ffn_gate_inp_shexp`), as qwen2moe, qwen3moe and qwen35moe name them; `prefix` is "blk.N.",
+// m.n_ff_shared_expert > 0, its shared expert (`ffn_{gate,up,down}_shexp`, and its sigmoid gate
+// `ffn_gate_inp_shexp` when m.shared_expert_gated), as qwen2moe, qwen3moe, qwen35moe and llama4
+// name them; `prefix` is "blk.N.",
 // `more` the *_M mixture's extra bits for this layer (synth.cpp).
 void plan_routed_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
                      const std::string& prefix, bool more);

@@ -266,6 +266,24 @@ std::vector<ModelShape> make_presets() {
     out.push_back(moe);
   }
 
+  // Llama 4 (llama4): Scout / Maverick's layer types scaled down. small: 4 layers (layer 3 the
+  // NoPE layer), experts in every second layer (Maverick's interleave; 16 experts like Scout,
+  // so the Q/K norm is on), one expert per token with an ungated shared expert of the experts'
+  // width, dense layers of width 256; Llama 4's 202k vocabulary size, RoPE base 500000.
+  {
+    ModelShape s = dense("llama4-small", "Llama-4-style (small)", "llama4", 202048, 262144, 128, 4,
+                         4, 2, 256, 500000.0, 1e-5, false);
+    s.head_dim = 32;
+    s.n_expert = 16;
+    s.n_expert_used = 1;
+    s.n_ff_expert = 64;
+    s.n_ff_shared_expert = 64;
+    s.shared_expert_gated = false;
+    s.moe_interleave_step = 2;
+    s.vocab_style = "Llama 3 byte-level BPE";
+    out.push_back(s);
+  }
+
   // Phi-3 / Phi-4 (phi3 architecture): fused QKV and gate/up, NeoX RoPE on 3/4 of each head,
   // LongRoPE factor tensors (short ones used up to the original 4096 context), tied output.
   // small: for tests; phi-4-mini: Phi-4-mini-instruct's shape (200k vocabulary).

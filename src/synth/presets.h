@@ -27,6 +27,10 @@ struct ModelShape {
   int64_t n_expert_used = 0;
   int64_t n_ff_expert = 0;     // per-expert FFN width
   int64_t n_ff_shared_expert = 0;  // qwen2moe: the gated shared expert's FFN width (0: none)
+  bool shared_expert_gated = true;  // ffn_gate_inp_shexp (qwen2moe, qwen35moe); llama4: none
+  // llama4 `interleave_moe_layer_step` S > 1: experts only in layers with (i + 1) % S == 0, the
+  // others a dense FFN of n_ff.
+  int64_t moe_interleave_step = 0;
   double rope_base = 10000.0;
   double rms_eps = 1e-5;
   bool tied_output = false;    // no output.weight; the embedding matrix is reused

@@ -112,7 +112,7 @@ void plan_routed_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const Type
     b.matrix(p + "ffn_up_shexp.weight", m.n_embd, m.n_ff_shared_expert, scheme.base);
     b.matrix(p + "ffn_down_shexp.weight", m.n_ff_shared_expert, m.n_embd,
              more ? DType::Q6_K : scheme.base);
-    b.vec(p + "ffn_gate_inp_shexp.weight", m.n_embd, Init::kSmall);
+    if (m.shared_expert_gated) b.vec(p + "ffn_gate_inp_shexp.weight", m.n_embd, Init::kSmall);
   }
 }
 
@@ -156,7 +156,9 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
     }
     matrix(p + "attn_output.weight", q_dim, m.n_embd, scheme.base);
     vec(p + "ffn_norm.weight", m.n_embd, Init::kOnes);
-    if (m.n_expert > 0) {
+    const bool experts =
+        m.n_expert > 0 && (m.moe_interleave_step <= 1 || (i + 1) % m.moe_interleave_step == 0);
+    if (experts) {
       plan_routed_ffn(t, m, scheme, p, more);
     } else {
       matrix(p + "ffn_gate.weight", m.n_embd, m.n_ff, scheme.base);
@@ -282,10 +284,12 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));
     if (m.arch != "llama")
       w.set(a + "expert_feed_forward_length", Value::u32(static_cast<uint32_t>(m.n_ff_expert)));
-    if (m.n_ff_shared_expert > 0) {
+    if (m.n_ff_shared_expert > 0 && m.arch != "llama4") {  // llama4: the tensor's width
       w.set(a + "expert_shared_feed_forward_length",
             Value::u32(static_cast<uint32_t>(m.n_ff_shared_expert)));
     }
+    if (m.moe_interleave_step > 0)
+      w.set(a + "interleave_moe_layer_step", Value::u32(static_cast<uint32_t>(m.moe_interleave_step)));
   }
 }
 

@@ -246,8 +246,8 @@ TEST_F(CudaOps, ElementwiseOpsMatchCpu) {
     for (int64_t r = 0; r < rows; ++r) pos[static_cast<size_t>(r)] = static_cast<int32_t>(r * 37);
     DevIndex gp = put_idx(*gpu, pos, rows, 1), cp = put_idx(*cpu, pos, rows, 1);
     DevMatrix gx = put(*gpu, a, rows, cols), cx = put(*cpu, a, rows, cols);
-    gpu->scale_by_position(gx.m, gp.m, 0.1f, 64, gx.m);
-    cpu->scale_by_position(cx.m, cp.m, 0.1f, 64, cx.m);
+    gpu->scale_by_position(gx.m, gp.m, 0.1f, 64, 1, gx.m);
+    cpu->scale_by_position(cx.m, cp.m, 0.1f, 64, 1, cx.m);
     EXPECT_LE(test::max_rel_diff(get(*gpu, gx), get(*cpu, cx), 1e-3), 1e-6) << "scale_by_position";
   }
   // In place (out aliases the input).

@@ -76,7 +76,7 @@ TEST(FamilyKernels, ScaleByPositionMatchesNaive) {
       ob(*backend, std::vector<float>(kRows * kCols));
   const float beta = 0.1f;
   const int32_t length = 64;
-  backend->scale_by_position(xb.matrix(kRows, kCols), pb.index(kRows, 1), beta, length,
+  backend->scale_by_position(xb.matrix(kRows, kCols), pb.index(kRows, 1), beta, length, 0,
                              ob.matrix(kRows, kCols));
   const std::vector<float> got = ob.floats();
   for (int64_t r = 0; r < kRows; ++r) {
@@ -88,7 +88,19 @@ TEST(FamilyKernels, ScaleByPositionMatchesNaive) {
   }
   // Positions below the length are not scaled at all.
   for (int64_t c = 0; c < 2 * kCols; ++c) EXPECT_EQ(got[c], x[c]);
-  backend->scale_by_position(xb.matrix(kRows, kCols), pb.index(kRows, 1), beta, length,
+  // Llama 4's offset of one: floor((p + 1) / length), so position 63 is scaled, 0 is not.
+  backend->scale_by_position(xb.matrix(kRows, kCols), pb.index(kRows, 1), beta, length, 1,
+                             ob.matrix(kRows, kCols));
+  const std::vector<float> shifted = ob.floats();
+  for (int64_t r = 0; r < kRows; ++r) {
+    const double s = 1.0 + beta * std::log(1.0 + std::floor((positions[r] + 1) / double{length}));
+    for (int64_t c = 0; c < kCols; ++c) {
+      const size_t i = static_cast<size_t>(r * kCols + c);
+      EXPECT_NEAR(shifted[i], x[i] * s, 1e-6 * std::max(1.0, std::abs(x[i] * s))) << r << " " << c;
+    }
+  }
+  EXPECT_NE(shifted[kCols], x[kCols]);  // position 63
+  backend->scale_by_position(xb.matrix(kRows, kCols), pb.index(kRows, 1), beta, length, 0,
                              xb.matrix(kRows, kCols));
   EXPECT_TRUE(bitwise_equal(xb.floats(), got));
 }

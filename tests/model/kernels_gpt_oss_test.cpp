@@ -51,13 +51,15 @@ struct AttentionSetup {
 // out = sum_p exp(s_p - m) v_p / (sum_p exp(s_p - m) + exp(sink - m)) over the window.
 std::vector<double> naive_attention(const AttentionSetup& a, const std::vector<float>& k,
                                     const std::vector<float>& v, float scale,
-                                    const std::vector<float>* sinks, int32_t window) {
+                                    const std::vector<float>* sinks, int32_t window,
+                                    int32_t chunk = 0) {
   const int32_t H = a.n_heads, KV = a.n_kv, d = a.d, group = H / KV;
   std::vector<double> out(static_cast<size_t>(a.n * H * d));
   for (int64_t t = 0; t < a.n; ++t) {
     const int64_t base = a.seq[t] == 0 ? 0 : a.n0;  // the sequence's first token row
     const int64_t pos = a.positions[t];
-    const int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    int64_t first = window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+    if (chunk > 0) first = std::max<int64_t>(first, pos - pos % chunk);
     for (int32_t h = 0; h < H; ++h) {
       const int32_t kvh = h / group;
       std::vector<double> s;
@@ -127,6 +129,30 @@ TEST(GptOssKernels, AttentionWithSinksAndWindowMatchesNaive) {
       for (size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::abs(got[i] - ref[i]));
       EXPECT_LT(max_err, 2e-5);
     }
+  }
+}
+
+// Llama 4's chunked attention (AttentionParams::chunk): chunks of 16 (a block), 40 (not aligned
+// to blocks or the kernel's 32-position chunks), and with a window inside them.
+TEST(Llama4Kernels, ChunkedAttentionMatchesNaive) {
+  std::unique_ptr<Backend> backend = make_cpu_backend({.n_threads = 2});
+  const AttentionSetup a;
+  const float scale = 0.125f;
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    const std::vector<float> k = as_stored(type, a.k, a.d), v = as_stored(type, a.v, a.d);
+    for (auto [chunk, window] : {std::pair{16, 0}, {40, 0}, {40, 7}, {1, 0}}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " chunk " << chunk << " window "
+                                        << window);
+      AttentionParams p{.scale = scale, .window = window, .chunk = chunk};
+      const std::vector<float> got = run_attention(*backend, a, type, p);
+      const std::vector<double> ref = naive_attention(a, k, v, scale, nullptr, window, chunk);
+      double max_err = 0;
+      for (size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::abs(got[i] - ref[i]));
+      EXPECT_LT(max_err, 2e-5);
+    }
+    // A chunk longer than every sequence is the plain attention, bit for bit.
+    EXPECT_TRUE(bitwise_equal(run_attention(*backend, a, type, {.scale = scale}),
+                              run_attention(*backend, a, type, {.scale = scale, .chunk = 4096})));
   }
 }
 

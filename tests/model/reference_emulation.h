@@ -114,8 +114,8 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     inner_->softcap(x, cap, out);
   }
   void scale_by_position(kernels::Matrix x, kernels::IndexMatrix pos, float beta, int32_t length,
-                         kernels::Matrix out) override {
-    inner_->scale_by_position(x, pos, beta, length, out);
+                         int32_t offset, kernels::Matrix out) override {
+    inner_->scale_by_position(x, pos, beta, length, offset, out);
   }
   void add_expert_bias(kernels::Matrix y, const kernels::Weight& b,
                        kernels::IndexMatrix ids) override {

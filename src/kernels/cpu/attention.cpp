@@ -72,7 +72,7 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
   const size_t v_head_bytes = kv_row_bytes(kv.type, dv);
   const bool vectorised = simd::attend_available(dk, dv);
   const float scale = params.scale;
-  assert(params.window >= 0);
+  assert(params.window >= 0 && params.chunk >= 0);
 
   // One work item per (token, KV head): the group's query heads share the K/V rows, which are
   // resolved through the block table once per item.
@@ -80,8 +80,9 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
     const int64_t t = item / n_kv;
     const int32_t kv_head = static_cast<int32_t>(item % n_kv);
     const int64_t pos = batch.positions.data[t];
-    // Positions first .. pos: all of them, or the last `window`.
-    const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+    // Positions first .. pos: all of them, or the last `window`, or those of pos's chunk.
+    int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
+    if (params.chunk > 0) first = std::max<int64_t>(first, pos - pos % params.chunk);
     const int64_t n_positions = pos - first + 1;
     const int32_t seq = batch.seq_index.data[t];
     const int32_t* table = batch.block_tables.data + static_cast<int64_t>(seq) * batch.block_tables.cols;

@@ -168,9 +168,9 @@ class CpuBackend final : public Backend {
   void geglu(Matrix gate, Matrix up, Matrix out) override { cpu::geglu(pool_, gate, up, out); }
   void softcap(Matrix x, float cap, Matrix out) override { cpu::softcap(pool_, x, cap, out); }
   void scale_by_position(Matrix x, IndexMatrix positions, float beta, int32_t length,
-                         Matrix out) override {
+                         int32_t offset, Matrix out) override {
     assert(positions.rows == x.rows && length >= 1);
-    cpu::scale_by_position(pool_, x, positions, beta, length, out);
+    cpu::scale_by_position(pool_, x, positions, beta, length, offset, out);
   }
   void add_expert_bias(Matrix y, const Weight& bias, IndexMatrix expert_ids) override {
     assert(bias.cols() == y.cols && bias.matrices() == 1);

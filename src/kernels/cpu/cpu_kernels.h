@@ -115,7 +115,7 @@ void scale(ThreadPool& pool, Matrix x, float s, Matrix out);
 void geglu(ThreadPool& pool, Matrix gate, Matrix up, Matrix out);
 void softcap(ThreadPool& pool, Matrix x, float cap, Matrix out);
 void scale_by_position(ThreadPool& pool, Matrix x, IndexMatrix positions, float beta,
-                       int32_t length, Matrix out);
+                       int32_t length, int32_t offset, Matrix out);
 // y[t*K + s] += the bias row of expert_ids[t][s] (skipped for -1).
 void add_expert_bias(ThreadPool& pool, Matrix y, const CpuWeight& bias, IndexMatrix expert_ids);
 // freq_factors: n_dims/2 values or nullptr.

@@ -145,10 +145,10 @@ void softcap(ThreadPool& pool, Matrix x, float cap, Matrix out) {
 }
 
 void scale_by_position(ThreadPool& pool, Matrix x, IndexMatrix positions, float beta,
-                       int32_t length, Matrix out) {
+                       int32_t length, int32_t offset, Matrix out) {
   assert(same_shape(x, out) && positions.rows == x.rows && length >= 1);
   for_each_row(pool, x.rows, x.cols, [&](int64_t r) {
-    const int32_t p = positions.data[r * positions.cols];
+    const int64_t p = int64_t{positions.data[r * positions.cols]} + offset;
     const float s = 1.0f + beta * std::log(1.0f + static_cast<float>(p / length));
     const float* in = x.data + r * x.stride;
     float* o = out.data + r * out.stride;

@@ -107,12 +107,14 @@ struct AttnArgs {
   float scale;
   const float* sinks;  // [n_heads] or null
   int32_t window;      // 0: all positions
+  int32_t chunk;       // 0: no chunks
 };
 
 // The first position row token t attends to.
 __device__ __forceinline__ int64_t first_position(const AttnArgs& a, int64_t t) {
   const int64_t pos = a.positions.data[t * a.positions.cols];
-  return a.window > 0 ? max(static_cast<int64_t>(0), pos - a.window + 1) : 0;
+  const int64_t lo = a.window > 0 ? max(static_cast<int64_t>(0), pos - a.window + 1) : 0;
+  return a.chunk > 0 ? max(lo, pos - pos % a.chunk) : lo;
 }
 
 // Shared memory layout (floats): q [R][dk], k [32][dk + 1], v [32][dv], p [R][32],
@@ -291,8 +293,8 @@ void kv_write(const DevKv& kv, DevMat k, DevMat v, DevIdx slots, cudaStream_t st
 }
 
 void attention(DevMat q, const DevKv& kv, DevIdx positions, DevIdx seq_index, DevIdx block_tables,
-               int32_t n_heads, float scale, const float* sinks, int32_t window, DevMat out,
-               cudaStream_t stream) {
+               int32_t n_heads, float scale, const float* sinks, int32_t window, int32_t chunk,
+               DevMat out, cudaStream_t stream) {
   if (q.rows == 0) return;
   AttnArgs a;
   a.q = q;
@@ -310,6 +312,7 @@ void attention(DevMat q, const DevKv& kv, DevIdx positions, DevIdx seq_index, De
   a.scale = scale;
   a.sinks = sinks;
   a.window = window;
+  a.chunk = chunk;
   const int rows_max = a.tile_tokens * a.heads_per_block;
   const size_t smem = attn_smem_floats(rows_max, kv.head_dim_k, kv.head_dim_v) * sizeof(float);
   static size_t raised = 48 * 1024;

@@ -248,10 +248,10 @@ class CudaBackend final : public Backend {
     check_launch("softcap");
   }
   void scale_by_position(Matrix x, IndexMatrix positions, float beta, int32_t length,
-                         Matrix out) override {
+                         int32_t offset, Matrix out) override {
     assert(positions.rows == x.rows && length >= 1);
     select();
-    cuda::scale_by_position(dm(x), di(positions), beta, length, dm(out), stream_);
+    cuda::scale_by_position(dm(x), di(positions), beta, length, offset, dm(out), stream_);
     check_launch("scale_by_position");
   }
   void add_expert_bias(Matrix y, const Weight& bias, IndexMatrix expert_ids) override {
@@ -315,8 +315,8 @@ class CudaBackend final : public Backend {
     }
     select();
     cuda::attention(dm(q), dkv(kv), di(batch.positions), di(batch.seq_index),
-                    di(batch.block_tables), n_heads, params.scale, sinks, params.window, dm(out),
-                    stream_);
+                    di(batch.block_tables), n_heads, params.scale, sinks, params.window,
+                    params.chunk, dm(out), stream_);
     check_launch("attention");
   }
   void route_experts(Matrix router_logits, const RoutingParams& params, IndexMatrix expert_ids,

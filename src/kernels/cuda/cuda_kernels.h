@@ -92,8 +92,8 @@ void swiglu_clamped(DevMat gate, DevMat up, float alpha, float limit, DevMat out
 void scale(DevMat x, float s, DevMat out, cudaStream_t stream);
 void softcap(DevMat x, float cap, DevMat out, cudaStream_t stream);
 void geglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream);
-void scale_by_position(DevMat x, DevIdx positions, float beta, int32_t length, DevMat out,
-                       cudaStream_t stream);
+void scale_by_position(DevMat x, DevIdx positions, float beta, int32_t length, int32_t offset,
+                       DevMat out, cudaStream_t stream);
 // y[t*K + s] += row expert_ids[t][s] of matrix 0 of bias (decoded like get_rows); -1: skipped.
 void add_expert_bias(DevMat y, const DevWeight& bias, DevIdx expert_ids, cudaStream_t stream);
 // freq_factors: n_dims/2 f32 values or nullptr. Angles in double as the CPU backend computes them
@@ -129,7 +129,7 @@ void kv_write(const DevKv& kv, DevMat k, DevMat v, DevIdx slots, cudaStream_t st
 // of tokens of one sequence share each K/V chunk through shared memory. See attention.cu.
 // sinks: n_heads f32 logits (device) or null; window > 0: the last `window` positions only.
 void attention(DevMat q, const DevKv& kv, DevIdx positions, DevIdx seq_index, DevIdx block_tables,
-               int32_t n_heads, float scale, const float* sinks, int32_t window, DevMat out,
-               cudaStream_t stream);
+               int32_t n_heads, float scale, const float* sinks, int32_t window, int32_t chunk,
+               DevMat out, cudaStream_t stream);
 
 }  // namespace cadenza::kernels::cuda

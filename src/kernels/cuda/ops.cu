@@ -130,11 +130,11 @@ __global__ void unary_kernel(DevMat a, DevMat b, DevMat out, float p, int op) {
 }
 
 __global__ void scale_by_position_kernel(DevMat x, DevIdx positions, float beta, int32_t length,
-                                         DevMat out) {
+                                         int32_t offset, DevMat out) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= out.rows * out.cols) return;
   const int64_t r = i / out.cols, c = i % out.cols;
-  const int32_t p = positions.data[r * positions.cols];
+  const int64_t p = static_cast<int64_t>(positions.data[r * positions.cols]) + offset;
   const float s = 1.0f + beta * logf(1.0f + static_cast<float>(p / length));
   out.data[r * out.stride + c] = x.data[r * x.stride + c] * s;
 }
@@ -213,11 +213,12 @@ void geglu(DevMat gate, DevMat up, DevMat out, cudaStream_t stream) {
   unary(gate, up, out, 0.0f, 2, stream);
 }
 
-void scale_by_position(DevMat x, DevIdx positions, float beta, int32_t length, DevMat out,
-                       cudaStream_t stream) {
+void scale_by_position(DevMat x, DevIdx positions, float beta, int32_t length, int32_t offset,
+                       DevMat out, cudaStream_t stream) {
   const int64_t n = out.rows * out.cols;
   if (n == 0) return;
-  scale_by_position_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, positions, beta, length, out);
+  scale_by_position_kernel<<<blocks_for(n, 256), 256, 0, stream>>>(x, positions, beta, length,
+                                                                    offset, out);
 }
 
 void add_expert_bias(DevMat y, const DevWeight& bias, DevIdx expert_ids, cudaStream_t stream) {

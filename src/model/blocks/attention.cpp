@@ -47,7 +47,7 @@ Status Attention::load(WeightLoader& loader, int64_t layer, Weights& w) const {
     return make_error("{}: tensor parallelism does not split the fused '{}' yet", loader.file().name(),
                       name("attn_qkv.weight"));
   }
-  return loader.load({
+  Status st = loader.load({
       {w.wqkv, name("attn_qkv.weight"), {d, q_cols + k_cols + v_cols}, required_if(c_.fused_qkv)},
       {w.wq, name("attn_q.weight"), {d, q_cols}, separate, q_rows},
       {w.wk, name("attn_k.weight"), {d, k_cols}, separate, k_rows},
@@ -61,6 +61,17 @@ Status Attention::load(WeightLoader& loader, int64_t layer, Weights& w) const {
       {w.k_norm, name("attn_k_norm.weight"), {c_.head_dim_k}, required_if(c_.qk_norm)},
       {w.sinks, name("attn_sinks.weight"), {c_.n_heads}, required_if(c_.attn_sinks), q_sinks},
   });
+  if (st && c_.qk_unweighted_norm && c_.uses_rope(layer)) {
+    // Llama 4: the per-head norm has no weight in the file; a weight of ones is the same op.
+    const std::vector<float> ones(static_cast<size_t>(c_.head_dim_k), 1.0f);
+    Result<std::unique_ptr<kernels::Weight>> q = loader.from_host(name("attn_q_norm (ones)"), ones);
+    if (!q) return q.error_value();
+    Result<std::unique_ptr<kernels::Weight>> k = loader.from_host(name("attn_k_norm (ones)"), ones);
+    if (!k) return k.error_value();
+    w.q_norm = std::move(*q);
+    w.k_norm = std::move(*k);
+  }
+  return st;
 }
 
 Slice Attention::sliced(Slice s) const { return c_.shard.tensor_parallel() ? s : Slice{}; }
@@ -115,13 +126,15 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
   const int32_t window = c_.attention_window(layer);
   if (!(window > 0 && c_.rope_window_unscaled)) rope.freq_factors = rope_freqs_.get();
   const kernels::AttentionBatch& batch = ctx.inputs.attention;
-  be.rope(q, static_cast<int32_t>(heads_.count), static_cast<int32_t>(c_.head_dim_k),
-          batch.positions, rope);
-  be.rope(k, static_cast<int32_t>(kv_heads_.count), static_cast<int32_t>(c_.head_dim_k),
-          batch.positions, rope);
-  if (c_.attn_temperature_beta != 0) {
+  if (c_.uses_rope(layer)) {  // (Llama 4's NoPE layers do not rotate)
+    be.rope(q, static_cast<int32_t>(heads_.count), static_cast<int32_t>(c_.head_dim_k),
+            batch.positions, rope);
+    be.rope(k, static_cast<int32_t>(kv_heads_.count), static_cast<int32_t>(c_.head_dim_k),
+            batch.positions, rope);
+  }
+  if (c_.attention_temperature(layer)) {
     be.scale_by_position(q, batch.positions, c_.attn_temperature_beta, c_.attn_temperature_length,
-                         q);
+                         c_.attn_temperature_offset, q);
   }
 
   const kernels::KvLayer& kv = ctx.kv.layer(layer);
@@ -130,6 +143,7 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
   params.scale = c_.attention_scale();
   params.sinks = w.sinks.get();
   params.window = window;
+  params.chunk = c_.attention_chunk(layer);
   be.attention(q, kv, batch, static_cast<int32_t>(heads_.count), params, attn);  // [n][H*dv]
   be.matmul(*w.wo, attn, out);  // [n][d]; under tensor parallelism this rank's heads' share
   tp_all_reduce(ctx, out);

@@ -5,14 +5,20 @@
 //   q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)     [n][H*dk], [n][KV*dk], [n][KV*dv]
 //             (config.fused_qkv: one h Wqkv, split by columns: phi3)
 //   q, k    = rms_norm per head * q_norm, k_norm      [config.qk_norm: qwen3*], as [n*H][dk]
+//             (config.qk_unweighted_norm: llama4's norm without a weight, on its RoPE layers;
+//             before RoPE here, which is the same: its whole-head rotation, without an
+//             attention factor, keeps a head's RMS)
 //   q, k    = rope(q, k, positions)                   layout and scaling from the config
-//             (config.rope_params(layer): windowed layers may have their own base: gemma3)
-//   q       = q * (1 + beta ln(1 + floor(pos / L)))   [config.attn_temperature_beta: mistral3]
+//             (config.rope_params(layer): windowed layers may have their own base: gemma3;
+//             none on llama4's NoPE layers, config.uses_rope(layer))
+//   q       = q * (1 + beta ln(1 + floor((pos + o) / L)))   [config.attention_temperature(layer):
+//             mistral3 every layer, llama4 its NoPE layers]
 //   kv[slot(token)] = k, v                            this layer's paged store
 //   a       = causal attention(q, K/V of the token's sequence), GQA,
 //             scale config.attention_scale() (1/sqrt(dk) unless the family sets it)   [n][H*dv]
 //             (config.attn_sinks: each head's sink logit in its softmax denominator;
-//             config.attention_window(layer) > 0: the last that many positions only)
+//             config.attention_window(layer) > 0: the last that many positions only;
+//             config.attention_chunk(layer) > 0: llama4's chunks, p - p % chunk .. p)
 //   out     = a Wo (+bo)                              [n][d]
 //
 // Shapes: n = tokens of the step, d = n_embd, H / KV = query / KV heads, dk / dv = head dims.

@@ -17,8 +17,10 @@ Status MixtureFfn::load(WeightLoader& loader, int64_t layer, Weights& w) const {
 
 Status MixtureFfn::reserve(kernels::Backend& be, const StepCapacity& cap) {
   Status st;
-  if (c_.n_leading_dense > 0) st = dense_.reserve(be, cap);
-  if (st && c_.n_experts > 0 && c_.n_leading_dense < c_.n_layers) st = experts_.reserve(be, cap);
+  bool any_dense = false, any_experts = false;
+  for (int64_t il = 0; il < c_.n_layers; ++il) (dense_layer(il) ? any_dense : any_experts) = true;
+  if (any_dense) st = dense_.reserve(be, cap);
+  if (st && c_.n_experts > 0 && any_experts) st = experts_.reserve(be, cap);
   if (st && has_shared()) st = shared_.reserve(be, cap);
   if (st && has_shared()) st = shared_out_.reserve(be, cap.max_tokens, c_.n_embd);
   return st;

@@ -1,5 +1,6 @@
-// The feed-forward half of a DeepSeekMoE-style layer (deepseek2, glm4moe): the first
-// `leading_dense_block_count` layers have a dense SwiGLU FFN; the others routed experts plus
+// The feed-forward half of a DeepSeekMoE-style layer (deepseek2, glm4moe, llama4): the first
+// `leading_dense_block_count` layers (llama4: the layers between its `interleave_moe_layer_step`
+// expert layers; config.dense_ffn_layer) have a dense SwiGLU FFN; the others routed experts plus
 // `expert_shared_count` ungated shared experts (one SwiGLU FFN of that many expert widths).
 //
 //   dense layer:   x = x + DenseFfn(h)
@@ -43,7 +44,7 @@ class MixtureFfn {
   void forward(const ForwardContext& ctx, int64_t layer, const Weights& w, kernels::Matrix h,
                kernels::Matrix x);
 
-  bool dense_layer(int64_t layer) const { return layer < c_.n_leading_dense; }
+  bool dense_layer(int64_t layer) const { return c_.dense_ffn_layer(layer); }
 
  private:
   bool has_shared() const { return c_.n_ff_shared_expert > 0; }

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <tuple>
 
+#include "gguf/gguf.h"
+
 namespace cadenza::model::blocks {
 
 using kernels::IndexMatrix;
@@ -17,6 +19,10 @@ RoutedExperts::RoutedExperts(const ModelConfig& config)
 Status RoutedExperts::load(WeightLoader& loader, int64_t layer, Weights& w) const {
   const int64_t d = c_.n_embd, f = c_.n_ff_expert, e = c_.n_experts;
   const ModelShard& shard = c_.shard;
+  if (c_.moe_weight_input && c_.n_experts_used != 1) {
+    return make_error("{}: experts weighted at their input (llama4) take one expert per token; "
+                      "this file uses {}", loader.file().name(), c_.n_experts_used);
+  }
   // Expert parallel: whole experts, a contiguous range (pointing into the file) or the
   // placement file's list (copied). Tensor parallel: every expert's columns.
   Slice held;
@@ -80,7 +86,9 @@ Status RoutedExperts::reserve(kernels::Backend& backend, const StepCapacity& cap
                                      std::tuple{&s.up, n * k, columns_.count},
                                      std::tuple{&s.slots, n * k, c_.n_embd},
                                      std::tuple{&s.in, staged, c_.n_embd},
-                                     std::tuple{&s.out, staged, c_.n_embd}}) {
+                                     std::tuple{&s.out, staged, c_.n_embd},
+                                     std::tuple{&s.in_weighted, c_.moe_weight_input ? n : 0,
+                                                c_.n_embd}}) {
     if (Status st = scratch->reserve(backend, rows, cols); !st) return st;
   }
   return {};
@@ -129,8 +137,11 @@ void RoutedExperts::run(const ForwardContext& ctx, kernels::Backend& be, Scratch
     for (const int32_t e : ids_host_) counts[e].fetch_add(1, std::memory_order_relaxed);
   }
   if (c_.shard.expert_parallel) localize(be, s, w, n * k);
-  be.matmul_experts(*w.gate, h, ids, gate);  // [n*K][f]
-  be.matmul_experts(*w.up, h, ids, up);      // [n*K][f]
+  // Llama 4 weighs the expert's input (top-1, Status-checked at load): x = w h, out = FFN_e(x).
+  const Matrix x = c_.moe_weight_input ? s.in_weighted.rows(n) : h;
+  if (c_.moe_weight_input) be.weighted_sum_slots(h, weights, x);  // K = 1: w[t] * h[t]
+  be.matmul_experts(*w.gate, x, ids, gate);  // [n*K][f]
+  be.matmul_experts(*w.up, x, ids, up);      // [n*K][f]
   if (w.gate_bias) {
     be.add_expert_bias(gate, *w.gate_bias, ids);
     be.add_expert_bias(up, *w.up_bias, ids);
@@ -142,7 +153,11 @@ void RoutedExperts::run(const ForwardContext& ctx, kernels::Backend& be, Scratch
   }
   be.matmul_experts(*w.down, gate, ids, slots);  // [n*K][d]
   if (w.down_bias && adds_down_bias_) be.add_expert_bias(slots, *w.down_bias, ids);
-  be.weighted_sum_slots(slots, weights, out);    // [n][d]
+  if (c_.moe_weight_input) {
+    be.copy_matrix(slots, out);  // K = 1, already weighted
+  } else {
+    be.weighted_sum_slots(slots, weights, out);  // [n][d]
+  }
   tp_all_reduce(ctx, out);  // the other ranks' experts, or the other columns of every expert
 }
 

@@ -9,6 +9,8 @@
 //   slots    = matmul_experts(Wdown_exps, silu(gate) * up, ids) [n*K][d]   (+ the expert's bias)
 //              (config.moe_swiglu_limit > 0: gpt-oss's clamped SwiGLU instead of silu(gate) * up)
 //   out      = sum over s of w[t][s] * slots[t*K + s], in slot order   [n][d]
+//              (config.moe_weight_input, llama4, K = 1: the weight scales the expert's input
+//              instead, gate/up read w[t] h[t] and out = slots)
 //
 // Shapes: n = tokens of the step, d = n_embd, E / K = n_experts / n_experts_used, f = n_ff_expert.
 // Tensors, per layer: `blk.N.ffn_gate_inp.weight` [E][d], `blk.N.ffn_{gate,up}_exps.weight`
@@ -75,6 +77,7 @@ class RoutedExperts {
     ScratchMatrix gate, up;   // [n*K][f]
     ScratchMatrix slots;      // [n*K][d]
     ScratchMatrix in, out;    // [n][d] h and the output on the offload backend (else unused)
+    ScratchMatrix in_weighted;  // [n][d] w h (config.moe_weight_input, else unused)
   };
   Status reserve(kernels::Backend& backend, const StepCapacity& capacity, Scratch& s,
                  bool staging);

@@ -1,0 +1,142 @@
+// llama4: Llama 4 (Scout, Maverick; general.architecture "llama4"). Llama attention with
+// interleaved RoPE ("iRoPE") and interleaved mixture-of-experts layers:
+//
+//   x = token_embd[tokens]
+//   for each layer:
+//     x = x + Attention(rms_norm(x) * attn_norm)
+//         RoPE layers: rotate q and k, normalise them per head without a weight, attend within
+//           the token's chunk of 8192 positions (p - p % 8192 .. p);
+//         NoPE layers, every 4th ((il + 1) % 4 == 0): no rotation, every earlier position, q
+//           scaled by 1 + 0.1 ln(1 + floor((p + 1) / 8192)) (the attention temperature)
+//     x = x + FFN(rms_norm(x) * ffn_norm)
+//         expert layers, every `interleave_moe_layer_step`-th: SharedExpert(h) + the chosen
+//           expert's FFN of (sigmoid(router logit) * h), one expert per token;
+//         the others: a dense SwiGLU FFN of `feed_forward_length`
+//   logits = OutputHead(x[logit rows])
+//
+// The file carries neither the RoPE pattern, the chunk, the temperature nor the Q/K norm switch;
+// they are Llama 4's published configuration (no_rope_layer_interval 4, attention_chunk_size
+// 8192, floor_scale 8192, attn_scale 0.1), and the Q/K norm is off for 128 experts (Maverick's
+// use_qk_norm false), on otherwise (Scout). The shared expert's width is its tensor's.
+// The blocks and their shapes: src/model/blocks/*.h.
+#include <memory>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/blocks/attention.h"
+#include "model/blocks/embedding.h"
+#include "model/blocks/mixture_ffn.h"
+#include "model/metadata.h"
+#include "model/registry.h"
+
+namespace cadenza::model::arch {
+
+namespace {
+
+using kernels::Matrix;
+
+constexpr int64_t kNoRopeInterval = 4;
+constexpr int64_t kAttentionChunk = 8192;
+constexpr int32_t kTemperatureLength = 8192;
+constexpr float kTemperatureScale = 0.1f;
+constexpr int64_t kMaverickExperts = 128;
+
+Status configure(const MetadataReader& md, ModelConfig& c) {
+  const std::string& file = md.file().name();
+  c.nope_interval = kNoRopeInterval;
+  c.attn_chunk = kAttentionChunk;
+  c.attn_temperature_beta = kTemperatureScale;
+  c.attn_temperature_length = kTemperatureLength;
+  c.attn_temperature_offset = 1;
+  c.attn_temperature_nope_only = true;
+  Status st = read_feed_forward(md, c, {.experts = FeedForwardKeys::Experts::Required,
+                                        .normalize_top_k = false,
+                                        .gating_func = 2});
+  if (!st) return st;
+  c.qk_unweighted_norm = c.n_experts != kMaverickExperts;
+  c.moe_weight_input = true;
+  Result<int64_t> step = md.count_or("interleave_moe_layer_step", 1, 1, limits::kMaxLayers);
+  if (!step) return step.error_value();
+  c.moe_interleave_step = *step;
+  bool any_dense = false;
+  for (int64_t il = 0; il < c.n_layers; ++il) any_dense = any_dense || c.dense_ffn_layer(il);
+  if (any_dense && c.n_ff == 0) {
+    return make_error("{}: key '{}' is missing or 0, but '{}' = {} leaves dense layers", file,
+                      md.key("feed_forward_length"), md.key("interleave_moe_layer_step"), *step);
+  }
+  // The shared expert: its width from the first expert layer's tensor (none without it).
+  const int64_t first_moe = *step - 1;
+  if (const gguf::TensorInfo* t =
+          md.file().find_tensor(layer_tensor(first_moe, "ffn_gate_shexp.weight"));
+      t != nullptr && t->shape.size() == 2) {
+    c.n_ff_shared_expert = t->shape[1];
+  }
+  return {};
+}
+
+class Llama4 final : public Network {
+ public:
+  explicit Llama4(const ModelConfig& c) : c_(c), embedding_(c), attention_(c), ffn_(c), head_(c) {}
+
+  Status load(WeightLoader& loader) {
+    Status st = embedding_.load(loader);
+    if (st) st = head_.load(loader);
+    if (st) st = attention_.load_rope(loader);
+    layers_.resize(static_cast<size_t>(c_.n_layers));
+    for (int64_t il = c_.shard.layer_begin; st && il < c_.shard.layer_end; ++il) {
+      Layer& L = layers_[static_cast<size_t>(il)];
+      st = loader.load({{L.attn_norm, layer_tensor(il, "attn_norm.weight"), {c_.n_embd}},
+                        {L.ffn_norm, layer_tensor(il, "ffn_norm.weight"), {c_.n_embd}}});
+      if (st) st = attention_.load(loader, il, L.attention);
+      if (st) st = ffn_.load(loader, il, L.ffn);
+    }
+    return st;
+  }
+
+  Status reserve(kernels::Backend& be, const StepCapacity& cap) override {
+    Status st = x_.reserve(be, cap.max_tokens, c_.n_embd);
+    if (st) st = h_.reserve(be, cap.max_tokens, c_.n_embd);
+    if (st) st = attention_.reserve(be, cap);
+    if (st) st = ffn_.reserve(be, cap);
+    if (st) st = head_.reserve(be, cap);
+    return st;
+  }
+
+  void forward(const ForwardContext& ctx) override {
+    kernels::Backend& be = ctx.backend;
+    const int64_t n = ctx.inputs.n_tokens;
+    const Matrix x = x_.rows(n);  // [n][d] the residual stream
+    const Matrix h = h_.rows(n);  // [n][d] a block's input, then its output
+    blocks::stage_input(ctx, c_, embedding_, x);
+    for (int64_t il = c_.shard.layer_begin; il < c_.shard.layer_end; ++il) {
+      const Layer& L = layers_[static_cast<size_t>(il)];
+      be.rms_norm(x, *L.attn_norm, c_.rms_norm_eps, h);
+      attention_.forward(ctx, il, L.attention, h, h);
+      be.add(x, h, x);
+      be.rms_norm(x, *L.ffn_norm, c_.rms_norm_eps, h);
+      ffn_.forward(ctx, il, L.ffn, h, x);
+    }
+    blocks::stage_output(ctx, c_, head_, embedding_, x);
+  }
+
+ private:
+  struct Layer {
+    std::unique_ptr<kernels::Weight> attn_norm, ffn_norm;  // [d]
+    blocks::Attention::Weights attention;
+    blocks::MixtureFfn::Weights ffn;
+  };
+
+  const ModelConfig& c_;
+  blocks::TokenEmbedding embedding_;
+  blocks::Attention attention_;
+  blocks::MixtureFfn ffn_;
+  blocks::OutputHead head_;
+  std::vector<Layer> layers_;
+  ScratchMatrix x_, h_;
+};
+
+}  // namespace
+
+extern const ArchitectureFamily llama4_family{"llama4", &configure, &load_network<Llama4>};
+
+}  // namespace cadenza::model::arch

@@ -77,5 +77,30 @@ TEST_F(InputEmbeddingsTest, BadRunsAreErrors) {
   EXPECT_NE(size.error().find("input embedding values"), std::string::npos);
 }
 
+TEST_F(InputEmbeddingsTest, ModelForwardValidatesTheRows) {
+  KvCacheOptions kv_options;
+  kv_options.num_blocks = 2;
+  kv_options.block_size = 4;
+  auto kv = model_->create_kv_cache(kv_options);
+  ASSERT_TRUE(kv.ok());
+  const std::vector<int32_t> table = {1};
+  const std::vector<std::span<const int32_t>> tables = {table};
+  const std::vector<int32_t> tokens = {1, 2, 3}, positions = {0, 1, 2}, seq = {0, 0, 0}, logit_rows = {2};
+  std::vector<float> logits(300);
+  const std::vector<float> values(64 * 2, 0.25f);
+  auto error = [&](std::vector<int32_t> rows, size_t n_values) {
+    Batch b{tokens, positions, seq, tables, logit_rows};
+    b.embd_rows = rows;
+    b.embd_values = std::span<const float>(values).first(n_values);
+    Status st = model_->forward(b, **kv, logits);
+    return st ? std::string() : st.error();
+  };
+  EXPECT_EQ(error({0, 2}, 128), "");
+  EXPECT_NE(error({1, 1}, 128).find("distinct"), std::string::npos);
+  EXPECT_NE(error({0, 3}, 128).find("distinct and < 3"), std::string::npos);
+  EXPECT_NE(error({-1, 0}, 128).find("distinct"), std::string::npos);
+  EXPECT_NE(error({0, 1}, 64).find("64 input embedding values for 2 rows"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace cadenza::model

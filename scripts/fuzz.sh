@@ -24,7 +24,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
 export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=1  # share ccache results between checkouts
-all_targets=(gguf openai template tokenizer)
+all_targets=(gguf openai template tokenizer image)
 target=gguf
 if [ $# -gt 0 ] && ! [[ "$1" =~ ^[0-9]+$ ]]; then
   target="$1"
@@ -59,6 +59,11 @@ describe() {
       build_targets=(tokenizer_fuzz)
       flags=(-max_len=2048)
       ;;
+    image)
+      binary=image_decode_fuzz
+      build_targets=(image_decode_fuzz image_fuzz_seed)
+      flags=(-max_len=16384)
+      ;;
     *)
       echo "scripts/fuzz.sh: unknown target '$1' (${all_targets[*]} or all)" >&2
       exit 2
@@ -85,6 +90,7 @@ seed() {
       if [ -d "$root/../shared/chat_templates" ]; then cp -n "$root"/../shared/chat_templates/*.jinja "$2"/; fi
       ;;
     tokenizer) cp -n "$root"/fuzz/corpus/tokenizer/* "$2"/ ;;
+    image) "$build/fuzz/image_fuzz_seed" "$2" ;;
   esac
 }
 

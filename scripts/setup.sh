@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libboost-dev libcurl4-openssl-dev libyaml-cpp-dev libhiredis-dev
   libopenmpi-dev openmpi-bin
+  libjpeg62-turbo-dev libpng-dev libwebp-dev libgif-dev  # src/vision: image decoding
 )
 if [ "${1:-}" = "--test" ]; then
   # clang + compiler-rt: the libFuzzer target; python3: the skipped-test report (scripts/skipped_tests.py); promtool: the metrics format; chromium: the bench

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/options.h"
 #include "cli/parallel.h"
+#include "cli/run_image.h"
 #include "engine/engine_core.h"
 #include "gguf/gguf.h"
 #include "kernels/backend_factory.h"
@@ -68,6 +69,8 @@ struct RunArgs {
   bool ignore_eos = false;
   bool no_echo = false;
   std::vector<std::string> stop;  // --stop: stop strings (cut from the output)
+  std::string mmproj;  // --mmproj: a vision projector; with --image, run_image.h
+  std::string image;
 };
 
 // Why the request ended, in words. `last_token`: the last generated id (-1: none).
@@ -86,6 +89,18 @@ std::string stop_reason(const engine::RequestOutput& out, const Tokenizer& token
 }
 
 int run_generate(const RunArgs& a) {
+  if (!a.mmproj.empty() || !a.image.empty()) {
+    if (a.mmproj.empty() || a.image.empty()) {
+      fmt::print(stderr, "run: --mmproj and --image go together\n");
+      return 2;
+    }
+    if (a.temperature != 0.0f || a.speculative.enabled() || !a.stop.empty())
+      fmt::print(stderr, "run: with --image decoding is greedy; --temp/--top-*/--stop/speculative options are ignored\n");
+    return run_with_image({.model = a.model, .mmproj = a.mmproj, .image = a.image,
+                           .prompt = a.prompt, .n_predict = a.n_predict, .ctx = a.ctx,
+                           .backend = a.backend, .no_parse_special = a.no_parse_special,
+                           .ignore_eos = a.ignore_eos, .no_echo = a.no_echo});
+  }
   const auto t_load = Clock::now();
   auto opened = gguf::GgufFile::open(a.model);
   if (!opened) {
@@ -251,6 +266,11 @@ Command run_command() {
     sub->add_flag("--no-echo", args->no_echo, "Do not print the prompt");
     sub->add_option("--stop", args->stop, "Stop when the text contains this string (repeatable)")
         ->allow_extra_args(false);  // one string per --stop, so `--stop x file` is no surprise
+    sub->add_option("--mmproj", args->mmproj,
+                    "Vision projector (mmproj GGUF: CLIP + LLaVA MLP) for --image");
+    sub->add_option("--image", args->image,
+                    "Image (JPEG, PNG, WebP, GIF) whose embeddings replace `<image>` in the prompt "
+                    "(or go before it); greedy decoding");
   };
   c.run = [args] { return run_generate(*args); };
   return c;

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "synth/mmproj.h"
 #include "synth/synth.h"
 
 namespace cadenza::cli {
@@ -25,7 +26,31 @@ struct SynthArgs {
   int64_t layers = 0;
   int64_t ctx = 0;
   bool list = false;
+  std::string mmproj;       // an mmproj preset: write a vision projector file instead of a model
+  int64_t mmproj_embd = 0;  // the language model's embedding width (the projector's output)
 };
+
+// `--mmproj PRESET`: a random-weight CLIP + LLaVA MLP projector file (src/synth/mmproj.h).
+int run_synth_mmproj(const SynthArgs& a) {
+  const synth::MmprojShape* preset = synth::find_mmproj_preset(a.mmproj);
+  if (preset == nullptr) {
+    fmt::print(stderr, "synth: unknown mmproj preset '{}'; available:", a.mmproj);
+    for (const auto& p : synth::mmproj_presets()) fmt::print(stderr, " {}", p.name);
+    fmt::print(stderr, "\n");
+    return 2;
+  }
+  synth::MmprojShape shape = *preset;
+  if (a.mmproj_embd > 0) shape.proj_hidden = shape.n_out = a.mmproj_embd;
+  if (a.layers > 0) shape.n_layers = a.layers;
+  fmt::print(stderr, "synth: mmproj {} (image {}, patch {}, width {}, {} layers -> {}), RANDOM values -> {}\n",
+             shape.name, shape.image_size, shape.patch_size, shape.n_embd, shape.n_layers,
+             shape.n_out, a.output);
+  if (Status st = synth::write_synthetic_mmproj(shape, a.seed, a.output); !st) {
+    fmt::print(stderr, "synth: {}\n", st.error());
+    return 1;
+  }
+  return 0;
+}
 
 void print_presets() {
   fmt::print("{:<16} {:<9} {:>6} {:>6} {:>5} {:>4} {:>6} {:>8}  {}\n", "preset", "arch", "embd",
@@ -46,6 +71,7 @@ int run_synth(const SynthArgs& a) {
     print_presets();
     return 0;
   }
+  if (!a.mmproj.empty() && !a.output.empty()) return run_synth_mmproj(a);
   if (a.preset.empty() || a.output.empty()) {
     fmt::print(stderr, "synth: --preset and --output are required (see --list)\n");
     return 2;
@@ -109,6 +135,11 @@ Command synth_command() {
     sub->add_option("--layers", args->layers, "Override the preset's layer count");
     sub->add_option("--ctx", args->ctx, "Override the preset's context length");
     sub->add_flag("--list", args->list, "List the presets and exit");
+    sub->add_option("--mmproj", args->mmproj,
+                    "Write a vision projector (mmproj) file of this preset instead of a model: "
+                    "clip-tiny, clip-vit-l-336 (CLIP + the LLaVA-1.5 MLP projector)");
+    sub->add_option("--mmproj-embd", args->mmproj_embd,
+                    "The projector's output width: the language model's embedding width");
   };
   c.run = [args] { return run_synth(*args); };
   return c;

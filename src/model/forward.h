@@ -2,6 +2,8 @@
 // and Network, the loaded family (its weights, scratch and forward pass) behind a Model.
 #pragma once
 
+#include <span>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -26,6 +28,9 @@ struct StepInputs {
   kernels::IndexMatrix logit_rows;  // [n_logits][1]
   kernels::AttentionBatch attention;
   kernels::RecurrentBatch recurrent;  // hybrid models only (positions shared with attention)
+  // Batch::embd_rows / embd_values, host memory (TokenEmbedding writes them over the lookup).
+  std::span<const int32_t> embd_rows;
+  std::span<const float> embd_values;
 };
 
 // Everything one step of a family's forward pass reads and writes besides its own weights and

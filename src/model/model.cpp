@@ -318,6 +318,19 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) {
       return make_error("forward: logit row {} is out of range ({} tokens)", b.logit_rows[i], n);
     }
   }
+  if (!b.embd_rows.empty() || !b.embd_values.empty()) {
+    if (distributed_) return Error("forward: input embeddings on a model split across processes are not supported");
+    if (b.embd_values.size() != b.embd_rows.size() * static_cast<size_t>(config_.n_embd)) {
+      return make_error("forward: {} input embedding values for {} rows of {} (n_embd)",
+                        b.embd_values.size(), b.embd_rows.size(), config_.n_embd);
+    }
+    std::vector<int32_t> rows(b.embd_rows.begin(), b.embd_rows.end());
+    std::sort(rows.begin(), rows.end());
+    if (rows.front() < 0 || static_cast<size_t>(rows.back()) >= n ||
+        std::adjacent_find(rows.begin(), rows.end()) != rows.end()) {
+      return make_error("forward: input embedding rows must be distinct and < {} (batch rows)", n);
+    }
+  }
   return {};
 }
 
@@ -389,6 +402,8 @@ void Model::upload(const Batch& b, int32_t block_size, StepInputs& in) {
       write(block_tables_, block_tables_.shaped(n_seqs, max_blocks), host_tables_.data());
   in.slots = write(slots_, slots_.rows(n), host_slots_.data());
   in.logit_rows = write(logit_rows_, logit_rows_.rows(n_logits), b.logit_rows.data());
+  in.embd_rows = b.embd_rows;
+  in.embd_values = b.embd_values;
   if (config_.hybrid()) {
     host_state_slots_.resize(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) {

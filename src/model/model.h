@@ -65,6 +65,12 @@ struct Batch {
   // i. A sequence's tokens must come in order of consecutive positions; the state continues
   // from its last step (position 0 starts afresh). Ignored for other models.
   std::span<const int32_t> state_slots = {};
+  // Input embeddings given instead of looked up (image embeddings at their placeholder tokens):
+  // batch row embd_rows[i] enters the network as embd_values[i * n_embd .. (i + 1) * n_embd)
+  // (after the embedding scale other rows get). Rows distinct and < n; the token id at such a
+  // row is ignored but must still be in range. Not supported on a model split across processes.
+  std::span<const int32_t> embd_rows = {};
+  std::span<const float> embd_values = {};
 };
 
 class ArchitectureRegistry;

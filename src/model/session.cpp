@@ -64,8 +64,20 @@ Status Session::rewind(int32_t n) {
   return {};
 }
 
+Result<std::vector<float>> Session::eval(std::span<const int32_t> tokens,
+                                        const InputEmbeddings& embd) {
+  const int64_t d = model_.config().n_embd;
+  if (embd.first < 0 || embd.count < 0 || static_cast<size_t>(embd.first) + embd.count > tokens.size())
+    return make_error("session: input embeddings for tokens [{}, {}) outside the {} tokens",
+                      embd.first, embd.first + embd.count, tokens.size());
+  if (embd.values.size() != static_cast<size_t>(embd.count * d))
+    return make_error("session: {} input embedding values for {} tokens of {} (n_embd)",
+                      embd.values.size(), embd.count, d);
+  return run(tokens, false, false, &embd);
+}
+
 Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool all_logits,
-                                       bool hidden) {
+                                       bool hidden, const InputEmbeddings* embd) {
   const int64_t n_vocab = model_.config().n_vocab;
   const int64_t width = hidden ? model_.config().n_embd : n_vocab;  // of one output row
   if (tokens.empty()) return Error("session: no tokens to evaluate");
@@ -109,6 +121,17 @@ Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool al
       rows.push_back(static_cast<int32_t>(count - 1));
     }
     Batch batch;
+    std::vector<int32_t> embd_rows;
+    if (embd != nullptr && embd->count > 0) {  // the part of the run inside this chunk
+      const size_t lo = std::max(begin, static_cast<size_t>(embd->first));
+      const size_t hi = std::min(begin + count, static_cast<size_t>(embd->first + embd->count));
+      for (size_t t = lo; t < hi; ++t) embd_rows.push_back(static_cast<int32_t>(t - begin));
+      if (lo < hi) {
+        const size_t d = static_cast<size_t>(model_.config().n_embd);
+        batch.embd_values = embd->values.subspan((lo - embd->first) * d, (hi - lo) * d);
+      }
+      batch.embd_rows = embd_rows;
+    }
     batch.tokens = tokens.subspan(begin, count);
     batch.positions = positions;
     batch.seq_index = seq_index;

@@ -33,6 +33,14 @@ struct SessionOptions {
   DType kv_type = DType::F16;  // KV element type: F16, F32 or Q8_0 (see KvCacheOptions)
 };
 
+// A run of input embeddings that replace the lookups of tokens [first, first + count) of one
+// eval() call (an image's embeddings at its placeholder tokens): values is [count][n_embd].
+struct InputEmbeddings {
+  int32_t first = 0;
+  int32_t count = 0;
+  std::span<const float> values;
+};
+
 class Session {
  public:
   static Result<std::unique_ptr<Session>> create(Model& model, const SessionOptions& options = {});
@@ -40,6 +48,9 @@ class Session {
   // Appends `tokens` and returns the logits of the last one ([n_vocab]). Errors (nothing is
   // appended then): empty input, a token id out of range, not enough room left.
   Result<std::vector<float>> eval(std::span<const int32_t> tokens);
+  // Same, with the given embeddings in place of some tokens' lookups (Batch::embd_rows). Errors
+  // also: a run outside `tokens` or values of the wrong size.
+  Result<std::vector<float>> eval(std::span<const int32_t> tokens, const InputEmbeddings& embd);
   // Same, returning the logits of every token: [tokens.size()][n_vocab], row-major.
   Result<std::vector<float>> eval_all(std::span<const int32_t> tokens);
   // Same, returning every token's final normalized hidden state instead of its logits
@@ -59,7 +70,8 @@ class Session {
   Session(Model& model, std::unique_ptr<KvCache> kv, int32_t capacity, int32_t max_batch_tokens,
           const StepCapacity& step);
   // all_logits: every token's row, else the last one's; hidden: hidden states, not logits.
-  Result<std::vector<float>> run(std::span<const int32_t> tokens, bool all_logits, bool hidden);
+  Result<std::vector<float>> run(std::span<const int32_t> tokens, bool all_logits, bool hidden,
+                                 const InputEmbeddings* embd = nullptr);
 
   Model& model_;
   std::unique_ptr<KvCache> kv_;

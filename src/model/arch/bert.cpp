@@ -10,17 +10,18 @@
 //     x = LayerNorm(x + gelu(x Wup^T + bup) Wdown^T + bdown)   layer_output_norm.{weight,bias}
 //   classification head (rerankers, optional): cls.output(tanh(cls(x[CLS]))), `cls` optional
 //
-// GELU is the exact one, 0.5 x (1 + erf(x / sqrt 2)) (BERT's "gelu"). The projections run on the
-// backend (its matmul kernels); LayerNorm, GELU and the attention, which the backend has no op
-// for, run on the host over read_view/write_view copies (cheap on the CPU backend, whose views
-// are host memory; a device backend pays the transfers). Batched: the projections take every
+// GELU is the exact one, 0.5 x (1 + erf(x / sqrt 2)) (BERT's "gelu"). The projections and the
+// attention run on the backend (the attention through its paged attention, bidirectional_batch);
+// LayerNorm and GELU, which the backend has no op for, run on the host over read_view/write_view
+// copies (cheap on the CPU backend, whose views are host memory; a device backend pays the
+// transfers). Batched: the projections take every
 // token of every sequence at once; attention stays within each sequence. No KV cache.
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "gguf/gguf.h"
 #include "model/encoder.h"
+#include "model/host_ops.h"
 #include "model/scratch.h"
 #include "model/weight_loader.h"
 #include "tensor/quant.h"
@@ -31,43 +32,6 @@ namespace {
 
 using kernels::Matrix;
 using kernels::Weight;
-
-// A small tensor (a norm's weight or bias, the classification head) as host floats, its shape
-// checked: `cols` per row, `rows` rows.
-Result<std::vector<float>> host_tensor(const gguf::GgufFile& f, const std::string& name,
-                                       int64_t cols, int64_t rows = 1) {
-  const gguf::TensorInfo* t = f.find_tensor(name);
-  if (t == nullptr) return make_error("{}: tensor '{}' missing", f.name(), name);
-  if (t->shape.empty() || t->shape[0] != cols || t->rows() != rows)
-    return make_error("{}: tensor '{}' has {} elements per row and {} rows, expected {} and {}",
-                      f.name(), name, t->shape.empty() ? 0 : t->shape[0], t->rows(), cols, rows);
-  if (!traits(t->type).compute_supported)
-    return make_error("{}: tensor '{}' has an unsupported type", f.name(), name);
-  std::vector<float> out(static_cast<size_t>(cols * rows));
-  const std::optional<uint64_t> rb = row_bytes(t->type, cols);
-  if (!rb) return make_error("{}: tensor {} has a row size that does not fit its type", f.name(), name);
-  const size_t row_size = static_cast<size_t>(*rb);
-  for (int64_t r = 0; r < rows; ++r)
-    dequantize_row(t->type, t->data + r * row_size, out.data() + r * cols, cols);
-  return out;
-}
-
-// x[r] = (x[r] - mean) / sqrt(var + eps) * w + b, per row of `d`.
-void layer_norm(std::vector<float>& x, int64_t n, int64_t d, const std::vector<float>& w,
-                const std::vector<float>& b, float eps) {
-  for (int64_t r = 0; r < n; ++r) {
-    float* row = x.data() + r * d;
-    double mean = 0, var = 0;
-    for (int64_t i = 0; i < d; ++i) mean += row[i];
-    mean /= static_cast<double>(d);
-    for (int64_t i = 0; i < d; ++i) var += (row[i] - mean) * (row[i] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + eps);
-    for (int64_t i = 0; i < d; ++i)
-      row[i] = static_cast<float>((row[i] - mean) * inv) * w[static_cast<size_t>(i)] +
-               b[static_cast<size_t>(i)];
-  }
-}
 
 class BertEncoder final : public Encoder {
  public:
@@ -91,9 +55,6 @@ class BertEncoder final : public Encoder {
   };
   Status reserve(int64_t n);
   Status load_norm(const std::string& prefix, Norm& norm);
-  // Host attention over q_h/k_h/v_h into a_h, sequence by sequence (`starts`, `lengths`): for a
-  // backend without an F32 KV store (the backend's own attention is used otherwise, forward()).
-  void attention(const std::vector<int64_t>& starts, const std::vector<int64_t>& lengths);
   // The backend's paged attention made bidirectional: K and V are the [n][d] projections seen as
   // an F32 KV store of n one-token blocks, sequence s's block table lists its own rows, and every
   // token sits at its sequence's last position, so it attends to all of its sequence.
@@ -182,64 +143,6 @@ Status BertEncoder::reserve(int64_t n) {
   if (!st) return make_error("bert: scratch for {} tokens: {}", n, st.error());
   reserved_ = n;
   return {};
-}
-
-void BertEncoder::attention(const std::vector<int64_t>& starts,
-                            const std::vector<int64_t>& lengths) {
-  const int64_t d = c_.n_embd, hd = c_.head_dim, H = c_.n_heads;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // Work items: (sequence, head); each writes its own columns of its own rows.
-  std::vector<std::pair<size_t, int64_t>> items;
-  int64_t work = 0;
-  for (size_t s = 0; s < starts.size(); ++s) {
-    for (int64_t h = 0; h < H; ++h) items.emplace_back(s, h);
-    work += lengths[s] * lengths[s] * d;
-  }
-  auto run = [&](size_t begin, size_t step) {
-    std::vector<float> p;
-    for (size_t it = begin; it < items.size(); it += step) {
-      const auto [s, h] = items[it];
-      const int64_t o = starts[s], L = lengths[s];
-      p.resize(static_cast<size_t>(L));
-      for (int64_t i = 0; i < L; ++i) {
-        const float* q = q_h_.data() + (o + i) * d + h * hd;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < L; ++j) {
-          const float* k = k_h_.data() + (o + j) * d + h * hd;
-          // Eight partial sums (a fixed order, so the compiler may keep them in one vector
-          // register; a single running sum would stay scalar).
-          float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          int64_t c = 0;
-          for (; c + 8 <= hd; c += 8)
-            for (int l = 0; l < 8; ++l) part[l] += q[c + l] * k[c + l];
-          float dot = ((part[0] + part[1]) + (part[2] + part[3])) +
-                      ((part[4] + part[5]) + (part[6] + part[7]));
-          for (; c < hd; ++c) dot += q[c] * k[c];
-          p[static_cast<size_t>(j)] = dot * scale;
-          mx = std::max(mx, p[static_cast<size_t>(j)]);
-        }
-        float sum = 0;
-        for (int64_t j = 0; j < L; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
-        float* out = a_h_.data() + (o + i) * d + h * hd;
-        std::fill(out, out + hd, 0.0f);
-        for (int64_t j = 0; j < L; ++j) {
-          const float w = p[static_cast<size_t>(j)] / sum;
-          const float* v = v_h_.data() + (o + j) * d + h * hd;
-          for (int64_t c = 0; c < hd; ++c) out[c] += w * v[c];
-        }
-      }
-    }
-  };
-  // The backend's threads are idle meanwhile; spread large batches over the cores. Results do
-  // not depend on the thread count (each item is computed whole by one thread).
-  const size_t threads = work < (1 << 22)
-                             ? 1
-                             : std::min<size_t>(items.size(),
-                                                std::max(1u, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(run, t, threads);
-  run(0, threads);
-  for (auto& t : pool) t.join();
 }
 
 kernels::AttentionBatch BertEncoder::bidirectional_batch(const std::vector<int64_t>& starts,
@@ -336,12 +239,13 @@ Result<std::vector<float>> BertEncoder::forward(std::span<const EncoderInput> in
     be.add_bias(v, *L.bv, v);
     if (on_backend) {
       be.attention(q, kv, batch, static_cast<int32_t>(c_.n_heads), params, a);
-    } else {
+    } else {  // (a backend without an F32 KV store)
       to_host(q, q_h_);
       to_host(k, k_h_);
       to_host(v, v_h_);
       a_h_.resize(q_h_.size());
-      attention(starts, lengths);
+      bidirectional_attention(q_h_.data(), k_h_.data(), v_h_.data(), a_h_.data(), d, c_.n_heads,
+                              starts, lengths);
       be.write_view(a_h_.data(), a);
     }
     be.matmul(*L.wo, a, t);
@@ -351,7 +255,7 @@ Result<std::vector<float>> BertEncoder::forward(std::span<const EncoderInput> in
     be.matmul(*L.wup, x, up);
     be.add_bias(up, *L.bup, up);
     to_host(up, up_h_);
-    for (float& e : up_h_) e = 0.5f * e * (1.0f + std::erf(e * static_cast<float>(M_SQRT1_2)));
+    gelu_erf(up_h_);
     be.write_view(up_h_.data(), up);
     be.matmul(*L.wdown, up, t);
     be.add_bias(t, *L.bdown, t);

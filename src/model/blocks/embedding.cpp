@@ -12,6 +12,12 @@ Status TokenEmbedding::load(WeightLoader& loader) {
 void TokenEmbedding::forward(const ForwardContext& ctx, Matrix x) const {
   ctx.backend.get_rows(*token_embd_, ctx.inputs.tokens, x);  // [n][d]
   if (c_.embedding_scale != 1.0f) ctx.backend.scale(x, c_.embedding_scale, x);
+  // Given embeddings (Batch::embd_rows, image embeddings) replace their rows' lookups.
+  const std::span<const int32_t> rows = ctx.inputs.embd_rows;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ctx.backend.write_view(ctx.inputs.embd_values.data() + i * static_cast<size_t>(c_.n_embd),
+                           x.row_range(rows[i], 1));
+  }
 }
 
 Status OutputHead::load(WeightLoader& loader) {

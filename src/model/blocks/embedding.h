@@ -1,6 +1,7 @@
 // The two ends of a decoder: the token embedding and the output head.
 //
 //   x      = token_embd[tokens] (* config.embedding_scale)      [n][d]
+//            rows named by Batch::embd_rows then replaced by the given embeddings
 //   logits = (rms_norm(x[logit rows]) * output_norm) Woutput    [n_logits][V]
 //            (* config.logit_scale; soft-capped when config.final_logit_softcap > 0)
 //            (tied output, no output.weight: Woutput = token_embd)

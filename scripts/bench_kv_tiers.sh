@@ -4,6 +4,7 @@
 #   scripts/bench_kv_tiers.sh [MODEL.gguf] [PROMPT_TOKENS]
 # Default model: a Qwen2.5-0.5B shape cut to 6 layers with a 16k context, synthesized (Q8_0).
 # Each request asks for one token (max_tokens 1), so its time is its TTFT plus one HTTP round trip.
+# The server warms up before /ready (weights repacked), so no number includes that.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/build/bin/cadenza"
@@ -21,7 +22,7 @@ prompt 1 > "$work/p1.json"
 prompt 2 > "$work/p2.json"
 start() {
   "$bin" serve -m "$model" --port "$port" --max-model-len $((n + 512)) \
-    --kv-cache-memory "$3" --max-num-batched-tokens 2048 --no-warmup "${@:4}" \
+    --kv-cache-memory "$3" --max-num-batched-tokens 2048 "${@:4}" \
     --kv-disk-dir "$work/kv" --kv-disk-size 8GiB ${1:+--kv-offload-memory "$1"} 2> "$work/serve-$2.log" &
   pid=$!
   for _ in $(seq 600); do curl -sf "localhost:$port/ready" >/dev/null && return; sleep 0.2; done

@@ -196,6 +196,7 @@ class OrderedWriter {
       o["token_ids"] = j.output;
       o["prompt_tokens"] = j.prompt.size();
       o["completion_tokens"] = j.output.size();
+      o["cached_prompt_tokens"] = j.cached_prompt_tokens;
       o["finish_reason"] = engine::to_string(j.finish_reason);
       o["ttft_s"] = j.ttft_s;
       o["e2e_s"] = j.e2e_s;

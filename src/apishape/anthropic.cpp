@@ -1,5 +1,7 @@
 #include "apishape/anthropic.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "apishape/fields.h"
@@ -246,6 +248,15 @@ std::string anthropic_stop_reason(const ChatResult& r) {
 }
 
 namespace {
+// Anthropic's usage: input_tokens counts the prompt tokens that were not read from the cache;
+// cache_read_input_tokens the ones that were (Cadenza's prefix cache, with its tiers).
+ojson usage(int64_t prompt_tokens, int64_t cached_tokens, int64_t output_tokens) {
+  const int64_t cached = std::clamp<int64_t>(cached_tokens, 0, prompt_tokens);
+  return {{"input_tokens", prompt_tokens - cached},
+          {"cache_read_input_tokens", cached},
+          {"output_tokens", output_tokens}};
+}
+
 ojson stop_sequence(const ChatResult& r) {
   return anthropic_stop_reason(r) == "stop_sequence" ? ojson(*r.stop_string) : ojson(nullptr);
 }
@@ -266,7 +277,7 @@ ojson chat_to_message(const ChatResult& r, const std::string& id) {
           {"content", std::move(content)},
           {"stop_reason", anthropic_stop_reason(r)},
           {"stop_sequence", stop_sequence(r)},
-          {"usage", {{"input_tokens", r.prompt_tokens}, {"output_tokens", r.completion_tokens}}}};
+          {"usage", usage(r.prompt_tokens, r.cached_tokens, r.completion_tokens)}};
 }
 
 MessagesStream::MessagesStream(int64_t input_tokens, std::string id)
@@ -350,7 +361,7 @@ std::string MessagesStream::finish() {
   out += named_event("message_delta",
                      {{"type", "message_delta"},
                       {"delta", {{"stop_reason", anthropic_stop_reason(acc_)}, {"stop_sequence", stop_sequence(acc_)}}},
-                      {"usage", {{"input_tokens", input}, {"output_tokens", acc_.completion_tokens}}}});
+                      {"usage", usage(input, acc_.cached_tokens, acc_.completion_tokens)}});
   out += named_event("message_stop", {{"type", "message_stop"}});
   return out;
 }

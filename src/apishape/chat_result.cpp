@@ -33,6 +33,11 @@ void read_usage(const ojson& body, ChatResult& out) {
     out.prompt_tokens = u.at("prompt_tokens").get<int64_t>();
   if (u.contains("completion_tokens") && u.at("completion_tokens").is_number_integer())
     out.completion_tokens = u.at("completion_tokens").get<int64_t>();
+  if (u.contains("prompt_tokens_details") && u.at("prompt_tokens_details").is_object()) {
+    const ojson& d = u.at("prompt_tokens_details");
+    if (d.contains("cached_tokens") && d.at("cached_tokens").is_number_integer())
+      out.cached_tokens = d.at("cached_tokens").get<int64_t>();
+  }
 }
 
 void read_finish(const ojson& choice, ChatResult& out) {

@@ -31,6 +31,8 @@ struct ChatResult {
   std::optional<std::string> stop_string;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  // usage.prompt_tokens_details.cached_tokens: prompt tokens served from the prefix cache.
+  int64_t cached_tokens = 0;
 };
 
 // Decodes a chat.completion body. An error when it is not one (no choices[0].message).

@@ -329,7 +329,7 @@ ojson response_object(const ResponseInfo& info, const std::string& status, const
     if (k != "model") o[k] = v;
   if (r)
     o["usage"] = {{"input_tokens", r->prompt_tokens},
-                  {"input_tokens_details", {{"cached_tokens", 0}}},
+                  {"input_tokens_details", {{"cached_tokens", r->cached_tokens}}},
                   {"output_tokens", r->completion_tokens},
                   {"output_tokens_details", {{"reasoning_tokens", 0}}},
                   {"total_tokens", r->prompt_tokens + r->completion_tokens}};

@@ -56,6 +56,7 @@ struct GenerateArgs {
   int32_t max_num_seqs = 16;
   int32_t max_num_batched_tokens = 512;
   std::string kv_cache_memory;  // empty: the engine's default pool
+  KvTierArgs kv_tiers;          // --kv-offload-memory, --kv-disk-dir, --kv-disk-size
   DType kv_cache_type = DType::F16;
   engine::SpeculativeConfig speculative;  // --speculative-method etc.
   int32_t block_size = 16;
@@ -195,6 +196,7 @@ class OrderedWriter {
       o["token_ids"] = j.output;
       o["prompt_tokens"] = j.prompt.size();
       o["completion_tokens"] = j.output.size();
+      o["cached_prompt_tokens"] = j.cached_prompt_tokens;
       o["finish_reason"] = engine::to_string(j.finish_reason);
       o["ttft_s"] = j.ttft_s;
       o["e2e_s"] = j.e2e_s;
@@ -373,6 +375,9 @@ int run_generate(GenerateArgs a) {
     if (!blocks) return fail(blocks.error());
     ec.num_kv_blocks = *blocks;
   }
+  auto tiers = kv_tier_config(a.kv_tiers);
+  if (!tiers) return fail(tiers.error());
+  ec.kv_tiers = *tiers;
   auto engine = engine::EngineCore::create(**model, **tokenizer, ec);
   if (!engine) return fail(engine.error());
   const engine::EngineConfig& cfg = (*engine)->config();
@@ -486,6 +491,7 @@ Command generate_command() {
                     "KV cache size, e.g. 1GiB, 512MiB or bytes (default: room for "
                     "min(max-num-seqs, 8) maximum-length sequences)");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
+    add_kv_tier_options(*sub, args->kv_tiers);
     add_speculative_options(*sub, args->speculative);
     sub->add_option("--block-size", args->block_size, "Tokens per KV block")
         ->capture_default_str();

@@ -277,3 +277,35 @@ Status apply_config_file(CLI::App& app, const std::string& path) {
 }
 
 }  // namespace cadenza::cli
+
+namespace cadenza::cli {
+
+void add_kv_tier_options(CLI::App& sub, KvTierArgs& value) {
+  sub.add_option("--kv-offload-memory", value.offload_memory,
+                 "Host-memory tier for evicted prefix-cache KV blocks, e.g. 8GiB (default: none)");
+  sub.add_option("--kv-disk-dir", value.disk_dir,
+                 "Directory of the disk tier for evicted prefix-cache KV blocks; it persists "
+                 "across restarts (needs --kv-disk-size)");
+  sub.add_option("--kv-disk-size", value.disk_size, "Disk tier budget, e.g. 100GiB");
+}
+
+Result<engine::KvTierConfig> kv_tier_config(const KvTierArgs& args) {
+  engine::KvTierConfig c;
+  if (!args.offload_memory.empty()) {
+    auto n = parse_byte_size("--kv-offload-memory", args.offload_memory);
+    if (!n) return n.error_value();
+    c.memory_bytes = *n;
+  }
+  if (args.disk_dir.empty() != args.disk_size.empty())
+    return make_error("--kv-disk-dir and --kv-disk-size go together");
+  if (!args.disk_dir.empty()) {
+    auto n = parse_byte_size("--kv-disk-size", args.disk_size);
+    if (!n) return n.error_value();
+    if (*n <= 0) return make_error("--kv-disk-size must be positive");
+    c.disk_dir = args.disk_dir;
+    c.disk_bytes = *n;
+  }
+  return c;
+}
+
+}  // namespace cadenza::cli

@@ -56,6 +56,20 @@ std::string kv_cache_type_name(DType type);
 // and sessions) when the option is absent. `value` must outlive the parse.
 CLI::Option* add_kv_cache_type_option(CLI::App& sub, DType& value);
 
+// The KV tier options (engine/kv_tiers.h, docs/kv-tiers.md) as typed: sizes in parse_byte_size's
+// form, empty when absent.
+struct KvTierArgs {
+  std::string offload_memory;  // --kv-offload-memory SIZE
+  std::string disk_dir;        // --kv-disk-dir DIR
+  std::string disk_size;       // --kv-disk-size SIZE
+};
+// Adds --kv-offload-memory, --kv-disk-dir and --kv-disk-size to `sub`, bound to `value` (which
+// must outlive the parse).
+void add_kv_tier_options(CLI::App& sub, KvTierArgs& value);
+// The engine's tier configuration. Errors: a bad size, a disk directory without a size or a
+// size without a directory.
+Result<engine::KvTierConfig> kv_tier_config(const KvTierArgs& args);
+
 // Adds the speculative decoding options (docs/speculative.md) to `sub`, bound to `value`:
 // --speculative-method {none,ngram,draft} (checked at parse time), --num-speculative-tokens K,
 // --speculative-adaptive BOOL, --ngram-min N, --ngram-max N, --draft-model FILE. Their ranges,

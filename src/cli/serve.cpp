@@ -50,6 +50,7 @@ struct ServeArgs {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;  // a CPU step of 2048 prompt tokens stalls every decode ~2 s
   std::string kv_cache_memory;
+  KvTierArgs kv_tiers;  // --kv-offload-memory, --kv-disk-dir, --kv-disk-size
   DType kv_cache_type = DType::F16;
   engine::SpeculativeConfig speculative;  // --speculative-method etc.
   int32_t max_model_len = 0;
@@ -121,6 +122,9 @@ Result<engine::EngineConfig> engine_config(const ServeArgs& a, const model::Mode
     if (!blocks) return blocks.error_value();
     ec.num_kv_blocks = *blocks;
   }
+  auto tiers = kv_tier_config(a.kv_tiers);
+  if (!tiers) return tiers.error_value();
+  ec.kv_tiers = *tiers;
   return ec;
 }
 
@@ -482,6 +486,7 @@ Command serve_command() {
                     "KV cache size, e.g. 1GiB (default: room for min(max-num-seqs, 8) "
                     "maximum-length sequences)");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
+    add_kv_tier_options(*sub, args->kv_tiers);
     add_speculative_options(*sub, args->speculative);
     sub->add_option("--max-model-len", args->max_model_len,
                     "Prompt + output tokens at most (default: the model's context, at most 4096)");

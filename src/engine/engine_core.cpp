@@ -106,8 +106,18 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
   const int64_t max_rows = std::min<int64_t>(c.max_num_batched_tokens, c.max_num_seqs * rows_per_seq);
   Status reserved = model.reserve({c.max_num_batched_tokens, max_rows, c.max_num_seqs, seq_blocks});
   if (!reserved) return make_error("engine: {}", reserved.error());
+  auto tiers = make_kv_tiers(c.kv_tiers, model, **kv, c.enable_prefix_caching);
+  if (!tiers) return tiers.error_value();
   auto engine = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, std::move(*kv)));
   engine->proposer_ = std::move(proposer);
+  if (*tiers) {
+    engine->kv_tiers_ = std::move(*tiers);
+    model::KvCache* cache = engine->kv_cache_.get();
+    engine->kv_manager_->attach_tiers(
+        engine->kv_tiers_.get(),
+        {[cache](int32_t b, std::span<uint8_t> out) { return cache->read_block(b, out).ok(); },
+         [cache](int32_t b, std::span<const uint8_t> in) { return cache->write_block(b, in).ok(); }});
+  }
   return engine;
 }
 
@@ -144,7 +154,32 @@ EngineCore::Stream::Stream(const SamplingParams& params, std::span<const int32_t
   if (params.grammar) matcher.emplace(params.grammar);
 }
 
-EngineCore::~EngineCore() = default;
+EngineCore::~EngineCore() {
+  // The next run over the same disk directory finds what this one cached.
+  if (kv_tiers_ && kv_tiers_->tiers().back()->name() == "disk") {
+    const int64_t n = kv_manager_->persist_to_tiers();
+    spdlog::info("engine: KV disk tier: {} pool blocks persisted", n);
+  }
+}
+
+Result<PrefixCacheCleared> EngineCore::clear_prefix_cache(std::string_view tier) {
+  const bool all = tier == "all";
+  if (!all && tier != "pool" && tier != "memory" && tier != "disk")
+    return make_error("unknown cache tier '{}' (pool, memory, disk or all)", tier);
+  PrefixCacheCleared c;
+  if (all || tier == "pool") {
+    c.pool_blocks = kv_manager_->pool().num_cached();
+    kv_manager_->reset_prefix_cache();
+  }
+  if (kv_tiers_) {
+    for (const auto& t : kv_tiers_->tiers()) {
+      if (!all && t->name() != tier) continue;
+      const int64_t freed = t->clear();
+      (t->name() == "disk" ? c.disk_bytes : c.memory_bytes) += freed;
+    }
+  }
+  return c;
+}
 
 Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const SamplingParams& params,
                                           int32_t priority, std::string cache_salt) {
@@ -437,6 +472,9 @@ EngineStats EngineCore::stats() const {
   s.prefix_cache_hits = ks.hits;
   s.prefix_cache_query_tokens = ks.query_tokens;
   s.prefix_cache_hit_tokens = ks.hit_tokens;
+  s.prefix_cache_tier_hit_blocks = ks.tier_hit_blocks;
+  if (kv_tiers_)
+    for (const auto& t : kv_tiers_->tiers()) s.kv_tiers.push_back({std::string(t->name()), t->stats()});
   return s;
 }
 

@@ -57,6 +57,7 @@
 #include <vector>
 
 #include "engine/draft_length_policy.h"
+#include "engine/kv_tiers.h"
 #include "grammar/matcher.h"
 #include "engine/logits_processor.h"
 #include "engine/sampler.h"
@@ -97,6 +98,16 @@ struct EngineConfig {
   DType kv_type = DType::F16;  // KV element type: F16, F32 or Q8_0 (model::KvCacheOptions)
   // Speculative decoding for greedy requests (speculative.h); method none by default.
   SpeculativeConfig speculative = {};
+  // Host-memory and disk tiers below the KV pool for evicted prefix-cache blocks (kv_tiers.h);
+  // none by default. Off (logged) where prefix caching is off.
+  KvTierConfig kv_tiers = {};
+};
+
+// What EngineCore::clear_prefix_cache dropped.
+struct PrefixCacheCleared {
+  int64_t pool_blocks = 0;   // cached pool blocks forgotten (their KV stays with running requests)
+  int64_t memory_bytes = 0;  // freed in the host-memory tier
+  int64_t disk_bytes = 0;    // deleted from the disk tier
 };
 
 struct RequestMetrics {
@@ -162,6 +173,14 @@ struct EngineStats {
   // verification reaches position i is accepted[i] / num_spec_drafts.
   std::array<int64_t, spec::kMaxSpeculativeTokens> spec_draft_tokens_per_position{};
   std::array<int64_t, spec::kMaxSpeculativeTokens> spec_accepted_per_position{};
+  // Blocks the prefix cache brought back from a KV tier, and each tier's counters (kv_tiers.h),
+  // fastest tier first; empty without tiers.
+  int64_t prefix_cache_tier_hit_blocks = 0;
+  struct KvTier {
+    std::string name;  // "memory" or "disk"
+    kv::KvTierStats stats;
+  };
+  std::vector<KvTier> kv_tiers;
   LatencySummary queue_time;   // over finished requests that were scheduled
   LatencySummary ttft;         // over requests that produced a token
   LatencySummary inter_token;  // over all consecutive token pairs
@@ -214,6 +233,12 @@ class EngineCore {
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
   const kv::KvCacheManager& kv_manager() const { return *kv_manager_; }
+  // Drops the prefix cache of `tier`: "pool" (the cached blocks of the KV pool), "memory",
+  // "disk", or "all" (every one of them). A tier that is not configured frees nothing. Running
+  // requests keep their blocks. Error: an unknown tier name.
+  Result<PrefixCacheCleared> clear_prefix_cache(std::string_view tier);
+  // The tiers below the pool (null without).
+  const kv::KvTierStack* kv_tiers() const { return kv_tiers_.get(); }
   const sched::Scheduler& scheduler() const { return *scheduler_; }
   // The proposer that drafts (null without speculation), e.g. a spec::DraftModelProposer whose
   // KV pool a caller wants to look at.
@@ -295,6 +320,9 @@ class EngineCore {
   EngineConfig config_;
   int32_t n_vocab_ = 0;
   std::unique_ptr<model::KvCache> kv_cache_;
+  // Declared before kv_manager_, which borrows it (destroyed after it). On destruction the pool's
+  // cached blocks and the memory tier go to the disk tier, for the next run.
+  std::unique_ptr<kv::KvTierStack> kv_tiers_;
   std::unique_ptr<kv::KvCacheManager> kv_manager_;
   // Hybrid models (ModelConfig::hybrid): each running request's recurrent-state slot in
   // kv_cache_ (max_num_seqs of them); null for other models.

@@ -12,7 +12,8 @@
 // cost is ~1 microsecond per 16-token block, paid once per block per request: negligible next to
 // the forward pass that the hit saves.
 //
-// Byte encoding (stable; changing it only invalidates in-memory caches, nothing is persisted):
+// Byte encoding (stable: the disk KV tier's file names derive from these hashes, so a change
+// orphans every file a disk tier holds; they are then never found and age out of its budget):
 //   root  = SHA-256("cadenza.kv.v1" 0x00 || u64 LE length of extra key || extra key bytes)
 //   block = SHA-256(parent digest (32 bytes) || each token id as i32 LE)
 // Thread-safety: pure functions.

@@ -44,6 +44,7 @@ int32_t BlockPool::allocate() {
   unlink(block);
   Meta& m = meta_[idx(block)];
   if (m.cached) {
+    if (evict_hook_) evict_hook_(block, hashes_[idx(block)]);
     index_.erase(hashes_[idx(block)]);
     m.cached = false;
     ++evictions_;
@@ -91,6 +92,15 @@ void BlockPool::uncache(int32_t block) {
 void BlockPool::clear_cache() {
   index_.clear();
   for (Meta& m : meta_) m.cached = false;
+}
+
+std::vector<int32_t> BlockPool::cached_blocks() const {
+  std::vector<int32_t> out;
+  for (int32_t b = head_; b >= 0; b = meta_[idx(b)].next)
+    if (meta_[idx(b)].cached) out.push_back(b);
+  for (int32_t b = 0; b < num_blocks(); ++b)
+    if (meta_[idx(b)].cached && meta_[idx(b)].ref_count > 0) out.push_back(b);
+  return out;
 }
 
 std::vector<int32_t> BlockPool::free_queue() const {

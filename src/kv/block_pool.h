@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 #include <vector>
 
@@ -61,6 +62,15 @@ class BlockPool {
   bool is_cached(int32_t block) const { return meta_[idx(block)].cached; }
   const BlockHash& hash(int32_t block) const { return hashes_[idx(block)]; }  // if is_cached
 
+  // Called by allocate() when it takes a free cached block, before the hash is forgotten and while
+  // the block's KV is still intact (KV tiers copy it out here). Empty: nothing is called.
+  void set_eviction_hook(std::function<void(int32_t block, const BlockHash& hash)> hook) {
+    evict_hook_ = std::move(hook);
+  }
+  // Every cached block, least recently useful first: free ones in queue order (head first), then
+  // used ones by id. O(N); for persisting the cache at shutdown.
+  std::vector<int32_t> cached_blocks() const;
+
   // The free queue from head (next to be allocated) to tail. O(N), for tests and debugging.
   std::vector<int32_t> free_queue() const;
   // Checks every internal invariant (links, counts, index <-> stored hashes). O(N); for tests.
@@ -86,6 +96,7 @@ class BlockPool {
   int32_t tail_ = -1;
   int32_t num_free_ = 0;
   int64_t evictions_ = 0;
+  std::function<void(int32_t, const BlockHash&)> evict_hook_;
 };
 
 }  // namespace cadenza::kv

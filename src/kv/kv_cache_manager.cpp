@@ -41,11 +41,23 @@ int32_t KvCacheManager::find_cached_prefix(RequestId id, std::span<const int32_t
   const int32_t max_blocks =
       tokens.empty() ? 0 : static_cast<int32_t>((tokens.size() - 1) / static_cast<size_t>(config_.block_size));
   int32_t found = 0;
+  // With tiers, the found pool blocks are pinned while the walk goes on: promoting a later block
+  // draws a free block, which must not evict an earlier one of the same prefix.
+  std::vector<int32_t> pinned;
   while (found < max_blocks) {
     ensure_hash(st, found, tokens);
-    if (pool_.lookup(st.hashes[static_cast<size_t>(found)]) < 0) break;
+    const BlockHash& h = st.hashes[static_cast<size_t>(found)];
+    int32_t b = pool_.lookup(h);
+    if (b < 0 && tiers_ != nullptr) b = promote(h);
+    if (b < 0) break;
+    if (tiers_ != nullptr) {
+      pool_.acquire(b);
+      pinned.push_back(b);
+    }
     ++found;
   }
+  // Released last block first, like free(): the prefix's first blocks end nearest the tail.
+  for (auto b = pinned.rbegin(); b != pinned.rend(); ++b) pool_.release(*b);
   st.num_found_blocks = found;
   st.num_tokens = st.num_computed = found * config_.block_size;
 
@@ -236,6 +248,51 @@ ForkResult KvCacheManager::fork(RequestId parent, RequestId child) {
   inserted = std::move(cs);
   r.block_table = inserted.blocks;
   return r;
+}
+
+void KvCacheManager::attach_tiers(KvTierStack* tiers, KvBlockIo io) {
+  tiers_ = config_.enable_prefix_caching ? tiers : nullptr;
+  io_ = std::move(io);
+  if (tiers_ == nullptr) {
+    pool_.set_eviction_hook({});
+    return;
+  }
+  payload_.resize(tiers_->block_bytes());
+  evicted_.resize(tiers_->block_bytes());
+  pool_.set_eviction_hook([this](int32_t block, const BlockHash& hash) { demote(block, hash); });
+}
+
+void KvCacheManager::demote(int32_t block, const BlockHash& hash) {
+  if (io_.read(block, evicted_)) tiers_->demote(hash, evicted_);
+}
+
+int32_t KvCacheManager::promote(const BlockHash& hash) {
+  if (pool_.num_free() == 0 || !tiers_->contains(hash)) return -1;
+  // Read before drawing a block: the draw may evict (demote) a pool block, and that demotion may
+  // push this very entry down a tier.
+  if (!tiers_->promote(hash, payload_)) return -1;
+  const int32_t b = pool_.allocate();
+  if (!io_.write(b, payload_)) {
+    pool_.release(b);
+    return -1;
+  }
+  pool_.cache(b, hash);
+  pool_.release(b);  // free and cached: at the tail, findable
+  ++stats_.tier_hit_blocks;
+  return b;
+}
+
+int64_t KvCacheManager::persist_to_tiers() {
+  if (tiers_ == nullptr) return 0;
+  tiers_->flush_to_last();
+  int64_t n = 0;
+  std::vector<uint8_t> buf(tiers_->block_bytes());
+  for (int32_t b : pool_.cached_blocks()) {
+    if (!io_.read(b, buf)) continue;
+    tiers_->persist(pool_.hash(b), buf);
+    ++n;
+  }
+  return n;
 }
 
 void KvCacheManager::reset_prefix_cache() {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -32,6 +33,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/kv_tier_stack.h"
 
 namespace cadenza::kv {
 
@@ -49,6 +51,14 @@ struct KvCacheStats {
   int64_t query_tokens = 0;  // prompt tokens looked up
   int64_t hit_tokens = 0;    // ... found cached (hit rate = hit_tokens / query_tokens)
   int64_t evictions = 0;     // cached blocks reused for other content
+  int64_t tier_hit_blocks = 0;  // blocks find_cached_prefix brought back from a KV tier
+};
+
+// Copies one block's payload (every layer's K/V rows, KvTierStack::block_bytes() long) out of and
+// into the KV memory (model::KvCache::read_block / write_block). False: the copy failed.
+struct KvBlockIo {
+  std::function<bool(int32_t block, std::span<uint8_t> out)> read;
+  std::function<bool(int32_t block, std::span<const uint8_t> in)> write;
 };
 
 enum class AllocStatus {
@@ -158,6 +168,17 @@ class KvCacheManager {
   // same tokens and counts as the parent; from there they diverge.
   ForkResult fork(RequestId parent, RequestId child);
 
+  // KV tiers below the pool (kv_tier_stack.h; borrowed, must outlive this manager, or null to
+  // detach). With tiers, a cached block the pool evicts is copied out through `io` and demoted
+  // instead of dropped, and find_cached_prefix continues a prefix past the pool: each block the
+  // stack holds is copied into a free pool block (evicting, i.e. demoting, the pool's least
+  // recently used cached block) and registered there, so it counts as found. Promotion stops at
+  // the first block no tier holds or when no free block is left. Only with prefix caching on.
+  void attach_tiers(KvTierStack* tiers, KvBlockIo io);
+  // Copies every cached pool block into the last tier (shutdown, so a restart finds them);
+  // returns how many. 0 without tiers.
+  int64_t persist_to_tiers();
+
   // Forgets every cached hash: later lookups miss until blocks are computed again. Running
   // requests are unaffected (they keep their blocks); blocks found but not yet allocated go stale.
   void reset_prefix_cache();
@@ -198,11 +219,19 @@ class KvCacheManager {
   Plan plan(const RequestState* st, int32_t total_tokens) const;
   // Extends st.hashes to cover full block `i` of `tokens`.
   void ensure_hash(RequestState& st, int32_t i, std::span<const int32_t> tokens) const;
+  // Brings block `hash` from the tiers into a free pool block, registered and free (at the
+  // queue's tail). Returns the block, or -1 (no tier holds it, no free block, a failed copy).
+  int32_t promote(const BlockHash& hash);
+  void demote(int32_t block, const BlockHash& hash);
 
   KvCacheConfig config_;
   BlockPool pool_;
   std::unordered_map<RequestId, RequestState> requests_;
   KvCacheStats stats_;
+  KvTierStack* tiers_ = nullptr;
+  KvBlockIo io_;
+  std::vector<uint8_t> payload_;  // one block's bytes being promoted
+  std::vector<uint8_t> evicted_;  // one block's bytes being demoted (promote's draw may demote)
 };
 
 }  // namespace cadenza::kv

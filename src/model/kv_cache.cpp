@@ -150,6 +150,55 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
   return {};
 }
 
+size_t KvCache::block_bytes() const {
+  size_t n = 0;
+  for (const RecurrentLayer& r : recurrent_)
+    if (r.delta.data == nullptr) n += static_cast<size_t>(block_size()) * (key_slot_bytes_ + value_slot_bytes_);
+  return n;
+}
+
+// Visits the (buffer, offset, size) ranges of one block, layer by layer, keys before values.
+template <typename Fn>
+static void for_each_block_range(size_t n_layers, const std::vector<KvCache::RecurrentLayer>& recurrent,
+                                 size_t block_offset_slots, size_t block, size_t key_slot,
+                                 size_t value_slot, Fn&& fn) {
+  for (size_t l = 0; l < n_layers; ++l) {
+    if (recurrent[l].delta.data != nullptr) continue;
+    fn(2 * l, block_offset_slots * key_slot, block * key_slot);
+    if (value_slot != 0) fn(2 * l + 1, block_offset_slots * value_slot, block * value_slot);
+  }
+}
+
+Status KvCache::read_block(int32_t block, std::span<uint8_t> out) const {
+  if (block < 0 || block >= num_blocks() || out.size() != block_bytes() || mirror_ != nullptr) {
+    return make_error("kv cache: cannot read block {} into {} bytes ({} blocks of {} bytes{})", block,
+                      out.size(), num_blocks(), block_bytes(), mirror_ ? ", split model" : "");
+  }
+  const size_t bs = static_cast<size_t>(block_size());
+  size_t at = 0;
+  for_each_block_range(layers_.size(), recurrent_, static_cast<size_t>(block) * bs, bs, key_slot_bytes_,
+                       value_slot_bytes_, [&](size_t buf, size_t offset, size_t size) {
+                         backend_.read(*buffers_[buf], offset, out.data() + at, size);
+                         at += size;
+                       });
+  return {};
+}
+
+Status KvCache::write_block(int32_t block, std::span<const uint8_t> in) {
+  if (block < 0 || block >= num_blocks() || in.size() != block_bytes() || mirror_ != nullptr) {
+    return make_error("kv cache: cannot write {} bytes to block {} ({} blocks of {} bytes{})", in.size(),
+                      block, num_blocks(), block_bytes(), mirror_ ? ", split model" : "");
+  }
+  const size_t bs = static_cast<size_t>(block_size());
+  size_t at = 0;
+  for_each_block_range(layers_.size(), recurrent_, static_cast<size_t>(block) * bs, bs, key_slot_bytes_,
+                       value_slot_bytes_, [&](size_t buf, size_t offset, size_t size) {
+                         backend_.write(*buffers_[buf], offset, in.data() + at, size);
+                         at += size;
+                       });
+  return {};
+}
+
 Status KvCache::copy_state(int32_t src, int32_t dst) {
   if (!hybrid_ || src < 0 || dst < 0 || src >= num_state_slots() || dst >= num_state_slots()) {
     return make_error("kv cache: cannot copy state slot {} to {} ({} slots)", src, dst,

@@ -12,6 +12,7 @@
 #include <cassert>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -81,6 +82,15 @@ class KvCache {
   // mirror: the link and the id under which the workers hold their copy of this cache, which
   // they free when this one is destroyed).
   Status copy_block(int32_t src, int32_t dst, int32_t num_tokens);
+  // One block's K/V over every held layer as a flat byte string (KV tiers, kv/kv_tier_stack.h):
+  // per layer, the keys of its block_size slots, then the values (none for the compressed
+  // cache); recurrent layers contribute nothing. Bit-exact: write_block(b, read_block(a)) makes
+  // block b hold exactly block a's K/V.
+  size_t block_bytes() const;
+  // `out` / `in` must be block_bytes() long. Errors: a bad block id or size, a distributed model
+  // (the workers hold their own copy; tiers are not supported there).
+  Status read_block(int32_t block, std::span<uint8_t> out) const;
+  Status write_block(int32_t block, std::span<const uint8_t> in);
   void set_mirror(Distributed* mirror, int64_t id) {
     mirror_ = mirror;
     mirror_id_ = id;

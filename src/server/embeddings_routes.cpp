@@ -39,6 +39,8 @@ std::optional<ApiError> check_tokens(const ModelContext& ctx, const std::vector<
   return std::nullopt;
 }
 
+}  // namespace
+
 // The reply of `work`, made on the model's engine thread (EngineBridge::run_task). `held` keeps a
 // router's model (and so `ctx`'s parts) loaded until then. A queue that is full answers 429, a
 // draining or stopping server 503, a failure of `work` 500.
@@ -66,8 +68,6 @@ DeferredReply on_engine(const ModelContext& ctx, ModelHandle held,
           api_error(503, "the server is draining", "service_unavailable", "not_ready")));
   };
 }
-
-}  // namespace
 
 std::string reranker_prompt(const std::string& instruction, const std::string& query,
                             const std::string& document) {

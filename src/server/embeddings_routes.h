@@ -18,6 +18,13 @@
 
 namespace cadenza::server {
 
+// The reply of `work`, made on the model's engine thread (EngineBridge::run_task): for routes
+// that need the model or its engine. `held` keeps a router's model (and so `ctx`'s parts) loaded
+// until then. A queue that is full answers 429, a draining or stopping server 503, a failure of
+// `work` 500.
+DeferredReply on_engine(const ModelContext& ctx, ModelHandle held,
+                        std::function<Result<HttpReply>()> work);
+
 void embeddings_route(const ModelContext& ctx, ModelHandle held, const nlohmann::json& body,
                       RouteResult& r);
 void rerank_route(const ModelContext& ctx, ModelHandle held, const nlohmann::json& body,

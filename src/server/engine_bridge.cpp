@@ -205,6 +205,8 @@ void EngineBridge::publish_gauges(size_t pending) {
   g.num_preemptions = s.num_preemptions;
   g.prefix_cache_queries = s.prefix_cache_queries;
   g.prefix_cache_hits = s.prefix_cache_hits;
+  g.kv_tiers.clear();
+  for (const engine::EngineStats::KvTier& t : s.kv_tiers) g.kv_tiers.push_back({t.name, t.stats});
   g.spec_num_drafts = s.num_spec_drafts;
   g.spec_num_draft_tokens = s.num_spec_draft_tokens;
   g.spec_num_accepted_tokens = s.num_spec_accepted_tokens;

@@ -114,6 +114,8 @@ class EngineBridge {
   void shutdown();
 
   const engine::EngineConfig& engine_config() const { return config_; }
+  // The engine, for a run_task task (the engine thread only); null for an encoder model.
+  engine::EngineCore* engine_for_task() { return engine_.get(); }
 
  private:
   struct Pending {

@@ -175,7 +175,8 @@ json GenerationJob::usage() const {
   const int32_t completion = completion_tokens();
   return {{"prompt_tokens", prompt_tokens_},
           {"completion_tokens", completion},
-          {"total_tokens", prompt_tokens_ + completion}};
+          {"total_tokens", prompt_tokens_ + completion},
+          {"prompt_tokens_details", {{"cached_tokens", std::min(cached_tokens_, prompt_tokens_)}}}};
 }
 
 int32_t GenerationJob::completion_tokens() const {
@@ -193,6 +194,9 @@ std::string GenerationJob::on_event(const GenEvent& e) {
   if (out.finished) {
     c.finished = true;
     ++finished_;
+    // Sample 0 computed the prompt (the others are forked from it): its prefix-cache hit is the
+    // request's.
+    if (e.index == 0) cached_tokens_ = out.metrics.num_cached_prompt_tokens;
     c.finish_reason = finish_reason_text(out.finish_reason);
     c.stop_string = out.stop_string;
     if (out.finish_reason == engine::FinishReason::kError && !error_ && (e.rejected || !started_)) {

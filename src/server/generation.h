@@ -129,6 +129,7 @@ class GenerationJob {
   int64_t created_;
   std::string model_;
   int32_t prompt_tokens_;
+  int32_t cached_tokens_ = 0;  // usage.prompt_tokens_details.cached_tokens
   OutputParsing parsing_;
   std::vector<Choice> choices_;
   int32_t finished_ = 0;

@@ -16,6 +16,14 @@ constexpr const char* kGenerationTokens = "cadenza_generation_tokens_total";
 constexpr const char* kPrefixQueries = "cadenza_prefix_cache_queries_total";
 constexpr const char* kPrefixHits = "cadenza_prefix_cache_hits_total";
 constexpr const char* kPreemptions = "cadenza_num_preemptions_total";
+constexpr const char* kTierBytes = "cadenza_kv_tier_bytes";
+constexpr const char* kTierCapacity = "cadenza_kv_tier_capacity_bytes";
+constexpr const char* kTierBlocks = "cadenza_kv_tier_blocks";
+constexpr const char* kTierHits = "cadenza_kv_tier_hits_total";
+constexpr const char* kTierPromotions = "cadenza_kv_tier_promotions_total";
+constexpr const char* kTierDemotions = "cadenza_kv_tier_demotions_total";
+constexpr const char* kTierEvictions = "cadenza_kv_tier_evictions_total";
+constexpr const char* kTierRejected = "cadenza_kv_tier_rejected_total";
 constexpr const char* kSpecDrafts = "cadenza_spec_decode_num_drafts_total";
 constexpr const char* kSpecDraftTokens = "cadenza_spec_decode_num_draft_tokens_total";
 constexpr const char* kSpecAccepted = "cadenza_spec_decode_num_accepted_tokens_total";
@@ -71,6 +79,22 @@ Metrics::Metrics() {
             "Prefix cache lookups that found at least one block.", WhenEmpty::zero);
   r.declare(kPreemptions, MetricType::counter, "Requests preempted (KV recompute).",
             WhenEmpty::zero);
+  // KV tiers below the pool (--kv-offload-memory, --kv-disk-dir): absent without them.
+  r.declare(kTierBytes, MetricType::gauge, "Bytes held by each KV tier.", WhenEmpty::omit);
+  r.declare(kTierCapacity, MetricType::gauge, "Byte budget of each KV tier.", WhenEmpty::omit);
+  r.declare(kTierBlocks, MetricType::gauge, "KV blocks held by each KV tier.", WhenEmpty::omit);
+  r.declare(kTierHits, MetricType::counter, "Prefix-cache blocks found in each KV tier.",
+            WhenEmpty::omit);
+  r.declare(kTierPromotions, MetricType::counter,
+            "KV blocks copied from each tier back into the KV pool.", WhenEmpty::omit);
+  r.declare(kTierDemotions, MetricType::counter,
+            "KV blocks stored in each tier (evicted from the pool or the tier above).",
+            WhenEmpty::omit);
+  r.declare(kTierEvictions, MetricType::counter,
+            "KV blocks each tier dropped or passed down to stay within its budget.",
+            WhenEmpty::omit);
+  r.declare(kTierRejected, MetricType::counter,
+            "Disk tier files skipped as damaged, truncated or another model's.", WhenEmpty::omit);
   // vLLM's names and meaning; 0 while speculation is off.
   r.declare(kSpecDrafts, MetricType::counter,
             "Speculative decoding: verification passes of a request with draft tokens.",
@@ -186,13 +210,26 @@ void Metrics::set_snapshot(const EngineGauges& g, const std::string& model) cons
   for (size_t i = 0; i < g.spec_accepted_per_position.size(); ++i)
     registry_.set(kSpecAcceptedPerPos, with_model(model, {{"position", std::to_string(i)}}),
                   static_cast<double>(g.spec_accepted_per_position[i]));
+  for (const EngineGauges::KvTier& t : g.kv_tiers) {
+    const wire::Labels l = with_model(model, {{"tier", t.tier}});
+    registry_.set(kTierBytes, l, static_cast<double>(t.stats.bytes));
+    registry_.set(kTierCapacity, l, static_cast<double>(t.stats.capacity_bytes));
+    registry_.set(kTierBlocks, l, static_cast<double>(t.stats.blocks));
+    registry_.set(kTierHits, l, static_cast<double>(t.stats.hits));
+    registry_.set(kTierPromotions, l, static_cast<double>(t.stats.promotions));
+    registry_.set(kTierDemotions, l, static_cast<double>(t.stats.demotions));
+    registry_.set(kTierEvictions, l, static_cast<double>(t.stats.evictions));
+    registry_.set(kTierRejected, l, static_cast<double>(t.stats.rejected));
+  }
 }
 
 std::string Metrics::render() const {
   std::lock_guard lock(gauges_mu_);  // one snapshot per render, even with concurrent scrapes
   // The snapshot families are rebuilt from the models loaded now (an unloaded model's go).
   for (const char* name : {kRunning, kWaiting, kKvUsage, kPrefixQueries, kPrefixHits, kPreemptions,
-                           kSpecDrafts, kSpecDraftTokens, kSpecAccepted, kSpecAcceptedPerPos})
+                           kSpecDrafts, kSpecDraftTokens, kSpecAccepted, kSpecAcceptedPerPos,
+                           kTierBytes, kTierCapacity, kTierBlocks, kTierHits, kTierPromotions,
+                           kTierDemotions, kTierEvictions, kTierRejected})
     registry_.clear(name);
   // The one model's gauges ("" in the map: a server that is not in router mode) are published
   // even before its first step, as always.

@@ -8,6 +8,8 @@
 // Ownership: plain values. Thread-safety: every method may be called from any thread.
 #pragma once
 
+#include "kv/kv_tier.h"
+
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -52,6 +54,12 @@ struct EngineGauges {
   int64_t moe_layers = 0;
   int64_t moe_experts = 0;
   std::vector<uint64_t> expert_tokens;
+  // KV tiers below the pool (engine::EngineStats::kv_tiers), fastest first; empty without tiers.
+  struct KvTier {
+    std::string tier;  // "memory" or "disk"
+    kv::KvTierStats stats;
+  };
+  std::vector<KvTier> kv_tiers;
   // Split models: one entry per rank (empty in one process); the last heartbeat's round trip.
   std::vector<RankGauges> ranks;
   double heartbeat_seconds = 0;

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "server/cache_routes.h"
 #include "server/embeddings_routes.h"
 #include "webui/webui.h"
 
@@ -46,6 +47,7 @@ constexpr RouteSpec kRoutes[] = {
     {"/v1/messages", http::verb::post},    {"/v1/messages/count_tokens", http::verb::post},
     {"/v1/responses", http::verb::post},   {"/v1/responses/{id}", http::verb::unknown},
     {"/v1/responses/{id}/cancel", http::verb::post},
+    {"/v1/cache/clear", http::verb::post},
 };
 
 // "/v1/responses/ID" and "/v1/responses/ID/cancel" as their route names (IDs hold no '/').
@@ -333,7 +335,9 @@ RouteResult Router::route(const HttpRequest& req, const ModelHandle& model) cons
   }
   if (api_of_path(target) != apishape::Api::kChat) return apishape_route(target, req, model, std::move(r));
   json body;
-  if (auto e = parse_json_object(req.body(), body)) {
+  // /v1/cache/clear may come without a body (every tier).
+  if (target == "/v1/cache/clear" && req.body().empty()) body = json::object();
+  else if (auto e = parse_json_object(req.body(), body)) {
     r.reply = error_reply(*e);
     return r;
   }
@@ -344,6 +348,10 @@ RouteResult Router::route(const HttpRequest& req, const ModelHandle& model) cons
       model_for(it != body.end() && it->is_string() ? &it->get_ref<const std::string&>() : nullptr,
                 held, r);
   if (!m) return r;
+  if (target == "/v1/cache/clear") {
+    cache_clear_route(*m, std::move(held), body, r);
+    return r;
+  }
   if (target == "/tokenize") {
     r.reply = tokenize(*m, body);
     return r;

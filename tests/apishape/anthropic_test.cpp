@@ -167,7 +167,12 @@ TEST(ChatToMessage, StopReasons) {
   EXPECT_EQ(m["id"], "msg_x");
   EXPECT_EQ(m["type"], "message");
   EXPECT_EQ(m["role"], "assistant");
-  EXPECT_EQ(m["usage"], parse(R"({"input_tokens":7,"output_tokens":3})"));
+  EXPECT_EQ(m["usage"], parse(R"({"input_tokens":7,"cache_read_input_tokens":0,"output_tokens":3})"));
+  // Prompt tokens read from the prefix cache are counted apart, as Anthropic does.
+  ChatResult cached = result("hi", "stop");
+  cached.cached_tokens = 5;
+  EXPECT_EQ(chat_to_message(cached)["usage"],
+            parse(R"({"input_tokens":2,"cache_read_input_tokens":5,"output_tokens":3})"));
   EXPECT_EQ(m["content"], parse(R"([{"type":"text","text":"hi"}])"));
   const ojson t = chat_to_message(result("", "tool_calls", {{"call_1", "f", R"({"a":1})"}}));
   EXPECT_EQ(t["stop_reason"], "tool_use");

@@ -159,6 +159,15 @@ TEST(ChatToResponse, TextAndCallsAndIncomplete) {
   EXPECT_EQ(o["output"][0]["type"], "message");
   EXPECT_EQ(o["output"][0]["content"][0], parse(R"({"type":"output_text","text":"Hello","annotations":[]})"));
   EXPECT_EQ(o["usage"]["total_tokens"], 5);
+  EXPECT_EQ(o["usage"]["input_tokens_details"]["cached_tokens"], 0);
+  // The chat body's usage.prompt_tokens_details.cached_tokens is carried over.
+  ojson cached_body = parse(R"({"choices":[{"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}],
+                               "usage":{"prompt_tokens":40,"completion_tokens":1,"total_tokens":41,
+                                        "prompt_tokens_details":{"cached_tokens":32}}})");
+  ChatResult c;
+  ASSERT_FALSE(decode_chat_body(cached_body, c));
+  EXPECT_EQ(c.cached_tokens, 32);
+  EXPECT_EQ(chat_to_response(c, info())["usage"]["input_tokens_details"]["cached_tokens"], 32);
   r.finish_reason = "length";
   const ojson inc = chat_to_response(r, info());
   EXPECT_EQ(inc["status"], "incomplete");

@@ -275,6 +275,31 @@ TEST_F(GenerateTest, SmallKvPoolAndChunkingDoNotChangeOutputs) {
   for (const json& r : a) EXPECT_EQ(r["completion_tokens"], 8) << r.dump();
 }
 
+TEST_F(GenerateTest, KvDiskTierServesTheNextRunsPrefixes) {
+  // 40-token prompts: 2 full blocks each are cacheable. The first run computes them and writes
+  // its cache to the disk tier when it ends; the second run, a new process, reads them back.
+  std::vector<Line> lines;
+  for (uint32_t i = 0; i < 3; ++i)
+    lines.push_back({json{{"id", i}, {"prompt_token_ids", ids_json(random_ids(40, 70 + i))},
+                          {"max_tokens", 4}}.dump()});
+  const fs::path in = write_input("tiers.jsonl", lines);
+  const fs::path first = *dir_ / "tiers.1.jsonl";
+  const fs::path second = *dir_ / "tiers.2.jsonl";
+  const std::string tiers = "--temp 0 --kv-disk-dir " + (*dir_ / "kv").string() + " --kv-disk-size 1MiB";
+  std::string log;
+  ASSERT_EQ(generate(in, first, tiers, &log), 0) << log;
+  ASSERT_EQ(generate(in, second, tiers + " --kv-offload-memory 64KiB", &log), 0) << log;
+  const std::vector<json> a = read_jsonl(first), b = read_jsonl(second);
+  expect_same_results(a, b, "second run from the disk tier");
+  ASSERT_EQ(b.size(), lines.size());
+  for (const json& r : a) EXPECT_EQ(r["cached_prompt_tokens"], 0) << r.dump();
+  for (const json& r : b) EXPECT_EQ(r["cached_prompt_tokens"], 32) << r.dump();
+  EXPECT_NE(generate(in, second, "--kv-disk-dir " + (*dir_ / "kv").string(), &log), 0);
+  EXPECT_NE(log.find("--kv-disk-dir and --kv-disk-size go together"), std::string::npos) << log;
+  EXPECT_NE(generate(in, second, "--kv-offload-memory 12XB", &log), 0);
+  EXPECT_NE(log.find("unknown unit"), std::string::npos) << log;
+}
+
 TEST_F(GenerateTest, StopTokenIdsEndGeneration) {
   const std::vector<int32_t> prompt = random_ids(20, 9);
   const fs::path in = write_input(

@@ -124,6 +124,14 @@ TEST_F(HybridEngineTest, PrefixCachingIsOffAndSpeculationRefused) {
   EXPECT_EQ(second.metrics.num_cached_prompt_tokens, 0);
   EXPECT_EQ(e->stats().prefix_cache_hits, 0);
 
+  // KV tiers hold prefix-cache blocks only: off too (logged), and the engine still runs.
+  EngineConfig tiered{.num_kv_blocks = 64, .max_num_seqs = 4, .max_model_len = 256};
+  tiered.kv_tiers.memory_bytes = 1 << 20;
+  auto t = engine(tiered);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->kv_tiers(), nullptr);
+  EXPECT_EQ(run_alone(*t, prefix, greedy(4)).tokens, first.tokens);
+
   EngineConfig spec{.num_kv_blocks = 64, .max_model_len = 256};
   spec.speculative.method = SpeculativeMethod::kNgram;
   spec.speculative.num_speculative_tokens = 2;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <random>
 #include <string>
@@ -23,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "kv/kv_cache_manager.h"
+#include "kv/memory_tier.h"
 
 namespace cadenza::kv {
 namespace {
@@ -59,9 +61,26 @@ class Simulation {
   static constexpr int32_t kBlockSize = 4;
   static constexpr int32_t kNumBlocks = 48;
 
-  Simulation(uint64_t seed, bool caching)
+  // `tiered`: a host-memory KV tier of 24 blocks under the pool (kv_tier_stack.h), whose payload
+  // is a block's slot fingerprints, so every promoted block is checked like a computed one.
+  Simulation(uint64_t seed, bool caching, bool tiered = false)
       : rng_(seed), mgr_(KvCacheConfig{kNumBlocks, kBlockSize, caching}),
         slots_(static_cast<size_t>(kNumBlocks) * kBlockSize, 0) {
+    if (tiered) {
+      constexpr size_t kPayload = kBlockSize * sizeof(uint64_t);
+      std::vector<std::unique_ptr<KvTier>> tiers;
+      tiers.push_back(std::make_unique<MemoryTier>(24 * kPayload));
+      tiers_ = std::make_unique<KvTierStack>(kPayload, std::move(tiers));
+      mgr_.attach_tiers(tiers_.get(),
+                        {[this](int32_t b, std::span<uint8_t> out) {
+                           std::memcpy(out.data(), &slot(b, 0), out.size());
+                           return true;
+                         },
+                         [this](int32_t b, std::span<const uint8_t> in) {
+                           std::memcpy(&slot(b, 0), in.data(), in.size());
+                           return true;
+                         }});
+    }
     // A few shared prefixes (some not block-aligned) so that lookups hit.
     for (int32_t len : {0, 6, 13, 24, 37}) {
       std::vector<int32_t> p;
@@ -335,6 +354,7 @@ class Simulation {
   }
 
   std::mt19937_64 rng_;
+  std::unique_ptr<KvTierStack> tiers_;  // declared before mgr_, which borrows it
   KvCacheManager mgr_;
   std::vector<uint64_t> slots_;  // fingerprint written in each KV slot; 0 = never written
   std::vector<std::vector<int32_t>> prefixes_;
@@ -342,9 +362,9 @@ class Simulation {
   RequestId next_id_ = 1;
 };
 
-void run_simulation(uint64_t seed, int steps, bool caching = true) {
+void run_simulation(uint64_t seed, int steps, bool caching = true, bool tiered = false) {
   SCOPED_TRACE(fmt::format("seed {} (replay: CADENZA_KV_SEED={})", seed, seed));
-  Simulation sim(seed, caching);
+  Simulation sim(seed, caching, tiered);
   for (int step = 0; step < steps; ++step) {
     sim.step();
     ASSERT_EQ(sim.failure, "") << "step " << step;
@@ -367,6 +387,9 @@ void run_simulation(uint64_t seed, int steps, bool caching = true) {
   EXPECT_GT(st.hit_tokens, 0);
   EXPECT_LE(st.hit_tokens, st.query_tokens);
   EXPECT_GT(st.evictions, 0);
+  if (tiered) {
+    EXPECT_GT(st.tier_hit_blocks, 0);
+  }
 }
 
 TEST(KvSimulation, FixedSeed) { run_simulation(20240611, 10000); }
@@ -377,6 +400,10 @@ uint64_t random_seed() {
 }
 
 TEST(KvSimulation, RandomSeed) { run_simulation(random_seed(), 10000); }
+
+TEST(KvSimulation, RandomSeedWithMemoryTier) {
+  run_simulation(random_seed(), 10000, /*caching=*/true, /*tiered=*/true);
+}
 
 TEST(KvSimulation, RandomSeedCachingOff) { run_simulation(random_seed(), 10000, /*caching=*/false); }
 

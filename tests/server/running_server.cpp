@@ -75,6 +75,8 @@ Result<std::unique_ptr<Running>> build(const Options& o) {
   engine::EngineConfig ec;
   ec.max_model_len = o.max_model_len;
   ec.max_num_seqs = o.max_num_seqs;
+  ec.num_kv_blocks = o.num_kv_blocks;
+  ec.kv_tiers = o.kv_tiers;
   auto engine = engine::EngineCore::create(*r->model, *r->tokenizer, ec);
   if (!engine) return engine.error_value();
   auto chat = ChatRenderer::create(r->model->file(), *r->tokenizer, "");

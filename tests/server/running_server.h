@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kv_tiers.h"
 #include "kernels/backend.h"
 #include "model/encoder.h"
 #include "model/model.h"
@@ -33,6 +34,8 @@ struct Options {
   std::string model_name = "tiny";
   int io_threads = 2;
   bool webui = true;  // false: --no-webui
+  int32_t num_kv_blocks = 0;          // 0: the engine's default pool
+  engine::KvTierConfig kv_tiers = {};  // --kv-offload-memory, --kv-disk-dir/--kv-disk-size
 };
 
 // A running server with its own model (a Model runs one forward pass at a time).

@@ -15,7 +15,8 @@ of --faults (default: kill,stop,redis; also: latency,loss):
   latency  500 ms of added latency on replica C's link (tc netem delay), removed FAULT_S later;
   loss     20% packet loss on replica C's link (tc netem loss), removed FAULT_S later;
   redis    redis-server gets SIGKILL; FAULT_S later it is started again on its port.
-Each fault is followed by a heal period that lasts until traffic is back (a response carrying
+Just before a replica's fault, a burst of CLIENTS more non-streamed requests is sent, so that
+some are in flight on that replica when it fails. Each fault is followed by a heal period that lasts until traffic is back (a response carrying
 the replica in X-Cadenza-Upstream, or a cache hit for Redis), at most --return-s.
 
 Fails (exit 1) when a request is lost: a non-streamed request that does not get a complete 200
@@ -275,8 +276,8 @@ results_lock = threading.Lock()
 stop_load = threading.Event()
 
 
-def one_request(rng):
-    kind = rng.choices(["chat", "stream", "cached"], weights=[45, 35, 20])[0]
+def one_request(rng, kind=None):
+    kind = kind or rng.choices(["chat", "stream", "cached"], weights=[45, 35, 20])[0]
     if kind == "cached":   # deterministic: the gateway caches it (a few distinct prompts)
         body = {"model": "tiny", "temperature": 0, "max_tokens": 8,
                 "messages": [{"role": "user", "content": f"cached question {rng.randint(0, 4)}"}]}
@@ -284,7 +285,8 @@ def one_request(rng):
         body = {"model": "tiny", "temperature": 0.8, "seed": rng.randint(0, 1 << 30),
                 "messages": [{"role": "user",
                               "content": " ".join(rng.choice(WORDS) for _ in range(8))}],
-                "max_tokens": rng.randint(8, 32) if kind == "chat" else rng.randint(150, 400),
+                "max_tokens": (rng.randint(16, 160) if kind == "chat" else
+                               rng.randint(150, 400) if kind == "stream" else 400),
                 "ignore_eos": True}
         if kind == "stream":
             body["stream"] = True
@@ -407,6 +409,13 @@ try:
         before = metrics()
         t_fault = time.time()
         log(f"fault {fault}")
+        if fault in target:
+            # A burst of non-streamed requests just before the fault, so that some are in flight
+            # on the replica it hits whatever the streams happen to be doing.
+            for i in range(args.clients):
+                threading.Thread(target=one_request, args=(random.Random(i), "burst"),
+                                 daemon=True).start()
+            time.sleep(0.1)
         inject(fault)
         time.sleep(args.fault_s)
         t_heal = time.time()

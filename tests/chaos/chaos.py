@@ -51,6 +51,8 @@ p.add_argument("--baseline-s", type=float, default=4.0)
 p.add_argument("--return-s", type=float, default=20.0)
 p.add_argument("--read-timeout", type=float, default=30.0)
 p.add_argument("--request-timeout", type=float, default=60.0)
+p.add_argument("--no-relay", action="store_true",
+               help="skip the netem faults where the kernel has no netem (instead of relaying)")
 args = p.parse_args()
 FAULTS = [f for f in args.faults.split(",") if f]
 for f in FAULTS:
@@ -96,16 +98,27 @@ def cleanup():
     if ns_name:
         run(["ip", "link", "del", host_if], check=False)
         run(["ip", "netns", "del", ns_name], check=False)
+    if relay_ns:
+        run(["ip", "netns", "del", relay_ns], check=False)
 
 
 # --- what the faults need ---------------------------------------------------------------------
 skipped = {}   # fault -> why it cannot run here
 
 
+RELAY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dist", "delay_relay.py")
+relay_ns = None     # the relay's namespace when the kernel has no netem (below)
+relay_proc = None
+link_mode = "netem"
+
+
 def setup_namespace():
-    """Namespace + veth pair 10.79.N.1 (here) <-> 10.79.N.2 (there); returns the far address or
-    an error text."""
-    global ns_name
+    """Replica C's namespace, linked to this one: 10.79.N.1 (here) <-> 10.79.N.2 (there).
+    Returns (far address, None) or (None, why not). Where the kernel has no netem qdisc and
+    --no-relay is not given, the link goes through a third namespace in which
+    tests/dist/delay_relay.py forwards the frames, delaying or dropping the replica's (what
+    netem on the replica's interface would do)."""
+    global ns_name, relay_ns, link_mode
     for tool in ("ip", "tc"):
         if not shutil.which(tool):
             return None, f"{tool} is not installed"
@@ -114,27 +127,70 @@ def setup_namespace():
     if r.returncode != 0:
         return None, f"cannot create network namespaces: {r.stdout.strip()}"
     ns_name = name
+    run(["ip", "-n", name, "link", "set", "lo", "up"], check=False)
+    r = run(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+             "delay", "1ms"], check=False)
+    if r.returncode != 0:
+        if args.no_relay:
+            return None, f"tc netem is not available: {r.stdout.strip()}"
+        link_mode = f"relay (no netem: {r.stdout.strip()})"
+    else:
+        run(["ip", "netns", "exec", name, "tc", "qdisc", "del", "dev", "lo", "root"], check=False)
     net = 10 + os.getpid() % 200
     try:
-        run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", "czr", "netns", name])
+        if link_mode == "netem":
+            run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", "czr", "netns", name])
+        else:
+            relay_ns = f"cdz-chaos-relay-{os.getpid()}"
+            run(["ip", "netns", "add", relay_ns])
+            run(["ip", "link", "add", host_if, "type", "veth", "peer", "name", "dh", "netns", relay_ns])
+            run(["ip", "-n", relay_ns, "link", "add", "dr", "type", "veth", "peer", "name", "czr",
+                 "netns", name])
+            for dev in ("dh", "dr"):
+                run(["ip", "-n", relay_ns, "link", "set", dev, "promisc", "on", "up"])
+            relay(None)
         run(["ip", "addr", "add", f"10.79.{net}.1/24", "dev", host_if])
         run(["ip", "link", "set", host_if, "up"])
-        run(["ip", "-n", name, "link", "set", "lo", "up"])
         run(["ip", "-n", name, "addr", "add", f"10.79.{net}.2/24", "dev", "czr"])
         run(["ip", "-n", name, "link", "set", "czr", "up"])
     except RuntimeError as e:
-        return None, f"cannot create the veth pair: {e}"
-    # netem on the replica's side: its answers are delayed or dropped.
-    r = run(["ip", "netns", "exec", name, "tc", "qdisc", "add", "dev", "czr", "root", "netem",
-             "delay", "1ms"], check=False)
-    if r.returncode != 0:
-        return f"10.79.{net}.2", f"tc netem is not available: {r.stdout.strip()}"
-    run(["ip", "netns", "exec", name, "tc", "qdisc", "del", "dev", "czr", "root"], check=False)
+        return None, f"cannot link the namespaces: {e}"
     return f"10.79.{net}.2", None
 
 
+def relay(spec):
+    """(Re)starts the frame relay between dh (towards here) and dr (towards the replica) with
+    the netem spec ("delay 500ms" / "loss 20%") applied to the replica's frames."""
+    global relay_proc
+    if relay_proc:
+        relay_proc.terminate()
+        relay_proc.wait()
+    delay_ms, options = "0", ["--one-way"]
+    words = (spec or "").split()
+    if "delay" in words:
+        delay_ms = words[words.index("delay") + 1].removesuffix("ms")
+    if "loss" in words:
+        options += ["--loss", str(float(words[words.index("loss") + 1].rstrip("%")) / 100)]
+    ready = os.path.join(args.work, "relay.ready")
+    if os.path.exists(ready):
+        os.remove(ready)
+    relay_proc = subprocess.Popen(["ip", "netns", "exec", relay_ns, sys.executable, RELAY, "relay",
+                                   "dh", "dr", delay_ms, ready] + options,
+                                  stderr=open(os.path.join(args.work, "relay.err"), "a"))
+    procs.append(relay_proc)
+    deadline = time.time() + 10
+    while not os.path.exists(ready):
+        if time.time() > deadline or relay_proc.poll() is not None:
+            raise RuntimeError("the frame relay did not start: see relay.err")
+        time.sleep(0.02)
+
+
 def netem(spec):
-    """Replaces the qdisc on replica C's link: a netem spec, or None for none."""
+    """Replica C's link: the netem spec ("delay 500ms", "loss 20%") on its interface, or None
+    for a clean link."""
+    if link_mode != "netem":
+        relay(spec)
+        return
     run(["ip", "netns", "exec", ns_name, "tc", "qdisc", "del", "dev", "czr", "root"], check=False)
     if spec:
         run(["ip", "netns", "exec", ns_name, "tc", "qdisc", "add", "dev", "czr", "root", "netem"]
@@ -155,6 +211,8 @@ if "redis" in FAULTS and not shutil.which("redis-server"):
     skipped["redis"] = "redis-server is not installed"
 for f, why in skipped.items():
     print(f"SKIPPED: fault '{f}': {why}", flush=True)
+if far_host and link_mode != "netem":
+    print(f"NOTE: the netem faults run through a user-space {link_mode}", flush=True)
 if all(f in skipped for f in FAULTS):
     cleanup()
     sys.exit(77)
@@ -449,7 +507,8 @@ try:
             ej0 = before.get(("cadenza_gateway_upstream_ejections_total", addr), 0)
             eject = first_after(t_fault, lambda ms: ms.get(("cadenza_gateway_upstream_healthy", addr), 1) == 0
                                 or ms.get(("cadenza_gateway_upstream_ejections_total", addr), 0) > ej0)
-        row = {"fault": fault, "sent": len(mine),
+        label = fault if fault not in NETEM or link_mode == "netem" else f"{fault} (relay)"
+        row = {"fault": label, "sent": len(mine),
                "streams": sum(1 for x in mine if x["kind"] == "stream"),
                "lost": sum(1 for x in mine if x["outcome"] in ("lost", "truncated")),
                "hung": sum(1 for x in mine if x["outcome"] == "hung"),
@@ -462,6 +521,11 @@ try:
                "stuck": sum(1 for x in mine if fault in target and x["t0"] < t_fault
                             and x["t1"] > t_heal
                             and x["upstream"] == replicas[target[fault]]["addr"]),
+               # Answered by the faulted replica, sent while the fault lasted: shows the
+               # fault took effect (slow answers) or that the replica was out (none).
+               "served_during": sum(1 for x in mine if fault in target and x["outcome"] == "ok"
+                                    and t_fault <= x["t0"] < t_heal
+                                    and x["upstream"] == replicas[target[fault]]["addr"]),
                "max_s": max((x["t1"] - x["t0"] for x in mine), default=0.0),
                "eject_s": eject,
                "return_s": None if t_back is None else t_back - t_heal}
@@ -494,18 +558,20 @@ def secs(v):
 
 
 lines = ["| fault | requests sent (streams) | lost | hung | stuck | retried | error events | "
-         "slowest s | eject s | return s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+         "served by it during | slowest s | eject s | return s |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
 for r in rows:
     lines.append(f"| {r['fault']} | {r['sent']} ({r['streams']}) | {r['lost']} | {r['hung']} | "
-                 f"{r['stuck']} | {r['retried']} | {r['error_events']} | {secs(r['max_s'])} | {secs(r['eject_s'])} | {secs(r['return_s'])} |")
+                 f"{r['stuck']} | {r['retried']} | {r['error_events']} | "
+                 f"{r['served_during'] if r['fault'] != 'redis' else '-'} | {secs(r['max_s'])} | {secs(r['eject_s'])} | {secs(r['return_s'])} |")
 for f, why in skipped.items():
-    lines.append(f"| {f} | SKIPPED: {why} | | | | | | | | |")
+    lines.append(f"| {f} | SKIPPED: {why} | | | | | | | | | |")
 table = "\n".join(lines)
 print(table)
 with open(os.path.join(args.work, "report.md"), "w") as f:
     f.write(table + "\n")
 with open(os.path.join(args.work, "report.json"), "w") as f:
-    json.dump({"rows": rows, "skipped": skipped, "failures": failures,
+    json.dump({"rows": rows, "skipped": skipped, "failures": failures, "link": link_mode,
                "requests": len(results)}, f, indent=1)
 print(f"{len(results)} requests in all; replicas " +
       ", ".join(f"{n}={r['addr']}" for n, r in replicas.items()))

@@ -1,7 +1,7 @@
 // End-to-end test of a hung replica (SIGSTOP: it keeps its connections and accepts new ones,
-// but never answers): the gateway's active check finds it hung, and the requests already in
-// flight to it give up and are retried on another replica instead of waiting for
-// upstream_timeout_ms (Upstream::hung_epoch, UpstreamCall::watch_for_hang).
+// but never answers): the gateway's active checks find it hung (two time out in a row), and
+// the requests already in flight to it give up and are retried on another replica instead of
+// waiting for upstream_timeout_ms (Upstream::hung_epoch, UpstreamCall::watch_for_hang).
 #include <signal.h>
 
 #include <chrono>
@@ -80,8 +80,8 @@ TEST(GatewayHang, RequestsInFlightToAStoppedReplicaAreRetriedElsewhereWithoutWai
 
   for (int i = 0; i < kRequests; ++i) {
     EXPECT_EQ(got[i].status, 200) << "request " << i << ": " << got[i].body;
-    // The check (every 200 ms, 500 ms to answer) finds the replica hung within ~0.7 s; the
-    // watch polls every 200 ms. 10 s is slack for a loaded machine, far below the 20 s limit.
+    // Two checks in a row (every 200 ms, 500 ms to answer) time out within ~1 s; the watch
+    // polls every 200 ms. 10 s is slack for a loaded machine, far below the 20 s limit.
     EXPECT_LT(seconds[i], 10.0) << "request " << i;
     if (i % 2) {
       const auto events = sse_data(got[i].body);

@@ -95,13 +95,18 @@ void UpstreamCall::watching() {
   if (watch_) watch_->stream = stream_.get();
 }
 
+void UpstreamCall::drop_stream() {
+  stream_.reset();
+  watching();
+}
+
 asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_point deadline,
                                                std::chrono::milliseconds connect_timeout) {
   error_code ec;
   error_text_.clear();
   for (int attempt = 0; attempt < 2; ++attempt) {
     if (hung()) {
-      stream_.reset();
+      drop_stream();
       co_return CallError::timeout;
     }
     bool reused = false;
@@ -117,8 +122,7 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
       tcp.expires_at(std::min(deadline, Clock::now() + connect_timeout));
       co_await tcp.async_connect(up_->endpoint(), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
-        stream_.reset();
-        watching();
+        drop_stream();
         co_return is_timeout(ec) || hung() ? CallError::timeout : CallError::connect;
       }
       tcp.socket().set_option(asio::ip::tcp::no_delay(true), ec);
@@ -128,14 +132,14 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
         if (auto s = prepare_tls_connection(stream_->tls_stream(), tls->server_name, tls->verify);
             !s) {
           error_text_ = s.error();
-          stream_.reset();
+          drop_stream();
           co_return CallError::tls;
         }
         co_await stream_->tls_stream().async_handshake(
             asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
           error_text_ = is_timeout(ec) ? "the TLS handshake timed out" : tls_error_text(ec);
-          stream_.reset();
+          drop_stream();
           co_return CallError::tls;
         }
       }
@@ -145,8 +149,7 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
       return http::async_write(s, req, asio::redirect_error(asio::use_awaitable, ec));
     });
     if (ec) {
-      stream_.reset();
-      watching();
+      drop_stream();
       if (reused && !is_timeout(ec)) continue;
       co_return is_timeout(ec) || hung() ? CallError::timeout : CallError::send;
     }
@@ -159,8 +162,7 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
     });
     if (ec) {
       const bool stale = reused && !parser_->got_some() && is_stale(ec);
-      stream_.reset();
-      watching();
+      drop_stream();
       parser_.reset();
       if (stale) continue;
       co_return is_timeout(ec) || hung() ? CallError::timeout : CallError::header;

@@ -73,7 +73,8 @@ class UpstreamCall {
   struct HangWatch;
   static void arm_watch(std::shared_ptr<HangWatch> w, std::shared_ptr<Upstream> up);
   bool hung() const;
-  void watching();  // points the watch at the current connection
+  void watching();     // points the watch at the current connection
+  void drop_stream();  // closes the connection (and tells the watch)
 
   boost::asio::any_io_executor ex_;
   std::shared_ptr<Upstream> up_;

@@ -5,7 +5,10 @@ while a fault is injected under a client load.
   tests/chaos/chaos.py CADENZA WORK_DIR [--faults kill,stop,redis] [--clients 6] [--fault-s 6]
 
 Starts redis-server, three replicas of a tiny synthesized model (A and B on 127.0.0.1, C inside
-a network namespace of its own, reached over a veth pair, so that tc netem can slow its link)
+a network namespace of its own, reached over a veth pair, so that tc netem can slow its link;
+where the kernel has no netem qdisc, the pair goes through a third namespace in which
+tests/dist/delay_relay.py forwards the frames and delays or drops the replica's, unless
+--no-relay)
 and the gateway (Redis response cache, active /ready checks every 500 ms). CLIENTS threads send
 chat requests through the gateway without pause: non-streamed, streamed (long, so that some are
 running when a fault hits) and deterministic ones (cached). Then, one after another, each fault
@@ -27,7 +30,8 @@ return to the healed replica (cache hits to the restarted Redis) within --return
 stream that ends with an `error` event and `[DONE]` is what the gateway promises when its replica
 fails mid-stream: counted, not a failure.
 Exit 77 with "SKIPPED: ..." only when every fault asked for needs what is missing (the netem
-faults need root, `ip`, `tc` and the kernel's netem qdisc; redis needs redis-server).
+faults need root, `ip`, `tc` and network namespaces, and with --no-relay the kernel's netem
+qdisc; redis needs redis-server); a fault skipped among others is printed as SKIPPED too.
 Prints one table row per fault: requests sent (streams among them), lost, retried (the
 gateway's cadenza_gateway_retries_total), error events, seconds to eject (fault until the
 gateway's health gauge or breaker took the replica out) and to return (heal until the first

@@ -555,6 +555,12 @@ finally:
     cleanup()
 
 # --- the report -------------------------------------------------------------------------------
+# Every request counts, also those of the baseline and between the faults' windows.
+bad = [x for x in results if x["outcome"] not in ("ok", "error_event")]
+counted = sum(r["lost"] + r["hung"] for r in rows)
+if len(bad) > counted:
+    failures.append(f"{len(bad) - counted} more requests lost or hung outside the faults' "
+                    f"windows, e.g. a {bad[0]['kind']}: {bad[0]['outcome']}: {bad[0]['why']}")
 
 
 def secs(v):

@@ -33,12 +33,21 @@ asio::awaitable<void> check_one(Gateway& gw, std::shared_ptr<Upstream> up, int t
   const CallError started =
       co_await call.start(req, deadline, std::chrono::milliseconds(timeout_ms));
   bool ok = started == CallError::none;
+  bool timed_out = started == CallError::timeout;
   if (ok) {
     std::string body;
-    ok = co_await call.read_all(body, 64 * 1024, deadline) == CallError::none &&
-         call.status() == 200;
+    const CallError read = co_await call.read_all(body, 64 * 1024, deadline);
+    timed_out = read == CallError::timeout;
+    ok = read == CallError::none && call.status() == 200;
     call.finish();
   }
+  // No answer in time (connected or not), again: the replica hangs; the requests in flight to
+  // it give up (Upstream::hung_epoch). A refused connection needs no such help: those calls
+  // fail anyway.
+  if (!timed_out)
+    up->check_timeouts_in_a_row.store(0);
+  else if (up->check_timeouts_in_a_row.fetch_add(1) + 1 >= Upstream::kHungAfterTimeouts)
+    up->hung_epoch.fetch_add(1);
   const bool was = up->healthy.exchange(ok);
   if (was != ok)
     spdlog::warn("gateway: upstream {} is {}{}", up->address(), ok ? "ready again" : "not ready",

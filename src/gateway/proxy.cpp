@@ -353,6 +353,10 @@ asio::awaitable<bool> proxy_generation(Gateway& gw, ClientStream& client,
     up->on_dispatch(now);
     Outstanding guard(up);
     UpstreamCall call(ex, up);
+    // A replica the health check finds hung gives this attempt up at once (a retry elsewhere
+    // while nothing reached the client, an error event on a started stream), instead of
+    // holding it until the deadline.
+    co_await call.watch_for_hang();
     ureq.set(http::field::host, up->address());
     const auto sent = Clock::now();
     if (!raw_timeout.empty()) {

@@ -55,6 +55,15 @@ class Upstream {
 
   std::atomic<int> outstanding{0};
   std::atomic<bool> healthy{true};  // the last active check (true until one says otherwise)
+  // Bumped by every active check that timed out when the one before it timed out too
+  // (kHungAfterTimeouts in a row): the replica accepts connections but does not answer
+  // (stopped, hung), and not only once (a slow link, a lost SYN). Proxied calls in flight to it
+  // watch this and give up (UpstreamCall::watch_for_hang), so a hung replica holds no request
+  // until upstream_timeout_ms. A check that got an answer (503 while draining, say) resets the
+  // count: that replica is alive.
+  std::atomic<uint64_t> hung_epoch{0};
+  std::atomic<int> check_timeouts_in_a_row{0};
+  static constexpr int kHungAfterTimeouts = 2;
 
   // May a request go here now (healthy, and the breaker closed or ready for its probe)?
   bool eligible(Clock::time_point now) const;

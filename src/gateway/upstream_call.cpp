@@ -51,29 +51,79 @@ bool is_stale(const error_code& ec) {
 
 }  // namespace
 
+// What a hang watch's timer handler shares with its call. The handler may run after the call is
+// gone (cancelling a timer only queues it), so it holds this, never the call. Touched only on
+// the call's strand.
+struct UpstreamCall::HangWatch {
+  explicit HangWatch(asio::any_io_executor ex) : timer(std::move(ex)) {}
+  asio::steady_timer timer;
+  uint64_t epoch = 0;                // Upstream::hung_epoch when the watch began
+  bool fired = false;                // the replica was found hung since
+  UpstreamStream* stream = nullptr;  // the connection being waited on (null: none)
+};
+
 UpstreamCall::UpstreamCall(asio::any_io_executor ex, std::shared_ptr<Upstream> up)
     : ex_(std::move(ex)), up_(std::move(up)) {}
 
-UpstreamCall::~UpstreamCall() { abandon(); }
+UpstreamCall::~UpstreamCall() {
+  abandon();
+  if (watch_) watch_->timer.cancel();
+}
+
+asio::awaitable<void> UpstreamCall::watch_for_hang() {
+  watch_ = std::make_shared<HangWatch>(co_await asio::this_coro::executor);
+  watch_->epoch = up_->hung_epoch.load();
+  arm_watch(watch_, up_);
+}
+
+void UpstreamCall::arm_watch(std::shared_ptr<HangWatch> w, std::shared_ptr<Upstream> up) {
+  w->timer.expires_after(kHangPoll);
+  w->timer.async_wait([w, up](error_code ec) {
+    if (ec) return;  // cancelled: the call is over
+    if (up->hung_epoch.load() == w->epoch) {
+      arm_watch(w, up);
+      return;
+    }
+    w->fired = true;
+    if (w->stream) w->stream->tcp().cancel();  // the pending read ends with operation_aborted
+  });
+}
+
+bool UpstreamCall::hung() const { return watch_ && watch_->fired; }
+
+void UpstreamCall::watching() {
+  if (watch_) watch_->stream = stream_.get();
+}
+
+void UpstreamCall::drop_stream() {
+  stream_.reset();
+  watching();
+}
 
 asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_point deadline,
                                                std::chrono::milliseconds connect_timeout) {
   error_code ec;
   error_text_.clear();
   for (int attempt = 0; attempt < 2; ++attempt) {
+    if (hung()) {
+      drop_stream();
+      co_return CallError::timeout;
+    }
     bool reused = false;
     if (attempt == 0) stream_ = up_->take_idle();
+    watching();
     if (stream_) {
       reused = true;
     } else {
       const UpstreamTls* tls = up_->tls();
       stream_ = std::make_unique<UpstreamStream>(ex_, tls ? tls->ctx : nullptr);
+      watching();
       auto& tcp = stream_->tcp();
       tcp.expires_at(std::min(deadline, Clock::now() + connect_timeout));
       co_await tcp.async_connect(up_->endpoint(), asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
-        stream_.reset();
-        co_return is_timeout(ec) ? CallError::timeout : CallError::connect;
+        drop_stream();
+        co_return is_timeout(ec) || hung() ? CallError::timeout : CallError::connect;
       }
       tcp.socket().set_option(asio::ip::tcp::no_delay(true), ec);
       if (tls) {
@@ -82,14 +132,14 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
         if (auto s = prepare_tls_connection(stream_->tls_stream(), tls->server_name, tls->verify);
             !s) {
           error_text_ = s.error();
-          stream_.reset();
+          drop_stream();
           co_return CallError::tls;
         }
         co_await stream_->tls_stream().async_handshake(
             asio::ssl::stream_base::client, asio::redirect_error(asio::use_awaitable, ec));
         if (ec) {
           error_text_ = is_timeout(ec) ? "the TLS handshake timed out" : tls_error_text(ec);
-          stream_.reset();
+          drop_stream();
           co_return CallError::tls;
         }
       }
@@ -99,9 +149,9 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
       return http::async_write(s, req, asio::redirect_error(asio::use_awaitable, ec));
     });
     if (ec) {
-      stream_.reset();
+      drop_stream();
       if (reused && !is_timeout(ec)) continue;
-      co_return is_timeout(ec) ? CallError::timeout : CallError::send;
+      co_return is_timeout(ec) || hung() ? CallError::timeout : CallError::send;
     }
     buf_.clear();
     parser_ = std::make_unique<http::response_parser<http::buffer_body>>();
@@ -112,10 +162,10 @@ asio::awaitable<CallError> UpstreamCall::start(const Request& req, Clock::time_p
     });
     if (ec) {
       const bool stale = reused && !parser_->got_some() && is_stale(ec);
-      stream_.reset();
+      drop_stream();
       parser_.reset();
       if (stale) continue;
-      co_return is_timeout(ec) ? CallError::timeout : CallError::header;
+      co_return is_timeout(ec) || hung() ? CallError::timeout : CallError::header;
     }
     co_return CallError::none;
   }
@@ -131,6 +181,7 @@ bool UpstreamCall::body_done() const { return parser_ && parser_->is_done(); }
 asio::awaitable<CallError> UpstreamCall::read_piece(std::string& out, Clock::time_point deadline) {
   out.clear();
   if (!parser_ || !stream_) co_return CallError::body;
+  if (hung()) co_return CallError::timeout;
   out.resize(kPiece);
   while (!parser_->is_done()) {
     parser_->get().body().data = out.data();
@@ -145,7 +196,7 @@ asio::awaitable<CallError> UpstreamCall::read_piece(std::string& out, Clock::tim
     const size_t n = out.size() - parser_->get().body().size;
     if (ec) {
       out.clear();
-      co_return is_timeout(ec) ? CallError::timeout : CallError::body;
+      co_return is_timeout(ec) || hung() ? CallError::timeout : CallError::body;
     }
     if (n > 0) {
       out.resize(n);
@@ -186,6 +237,7 @@ void UpstreamCall::abandon() {
     stream_->tcp().close();
     stream_.reset();
   }
+  watching();
 }
 
 }  // namespace cadenza::gateway

@@ -13,6 +13,7 @@
 #include <string>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <utility>  // std::exchange, used by asio/awaitable.hpp without including it
 
 #include <boost/asio/awaitable.hpp>
@@ -36,6 +37,13 @@ class UpstreamCall {
   using Request = boost::beast::http::request<boost::beast::http::string_body>;
   UpstreamCall(boost::asio::any_io_executor ex, std::shared_ptr<Upstream> up);
   ~UpstreamCall();
+
+  // From now on the call gives up (CallError::timeout, the connection closed) within
+  // kHangPoll of the active check finding the replica hung (Upstream::hung_epoch moves), in
+  // start() and read_piece() alike. Must be called from the coroutine that runs the call, on a
+  // strand (a timer handler shares its executor), before start().
+  boost::asio::awaitable<void> watch_for_hang();
+  static constexpr std::chrono::milliseconds kHangPoll{200};
 
   // Sends `req` and reads the response header. A reused connection that the replica had closed
   // is retried once on a fresh one.
@@ -62,8 +70,15 @@ class UpstreamCall {
   static constexpr size_t kPiece = 16384;
 
  private:
+  struct HangWatch;
+  static void arm_watch(std::shared_ptr<HangWatch> w, std::shared_ptr<Upstream> up);
+  bool hung() const;
+  void watching();     // points the watch at the current connection
+  void drop_stream();  // closes the connection (and tells the watch)
+
   boost::asio::any_io_executor ex_;
   std::shared_ptr<Upstream> up_;
+  std::shared_ptr<HangWatch> watch_;  // null unless watch_for_hang()
   std::unique_ptr<UpstreamStream> stream_;
   std::string error_text_;
   boost::beast::flat_buffer buf_;

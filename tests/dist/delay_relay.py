@@ -8,6 +8,10 @@
       addresses, so it only ever carries the frames of the two namespaces it joins. Frames keep
       their order. PACKET_VNET_HDR carries the offload metadata (GSO size, partial checksum) with
       each frame, so large TCP segments pass through whole instead of being dropped as over-MTU.
+  delay_relay.py relay IF1 IF2 DELAY_MS READY_FILE --one-way [--loss P]
+      What `tc qdisc add dev X root netem delay DELAY_MS loss P` gives on the interface whose
+      frames arrive here on IF2: only frames from IF2 to IF1 are delayed, and each of them is
+      dropped with probability P (0 to 1); frames from IF1 pass at once (tests/chaos/chaos.py).
   delay_relay.py echo HOST PORT
       A TCP echo server (one connection) for the round-trip probe.
   delay_relay.py rtt HOST PORT COUNT
@@ -15,6 +19,7 @@
 """
 import collections
 import os
+import random
 import select
 import signal
 import socket
@@ -38,18 +43,22 @@ def open_packet_socket(ifname):
     return s
 
 
-def relay(if1, if2, delay_ms, ready_file):
+def relay(if1, if2, delay_ms, ready_file, *options):
     delay = float(delay_ms) / 1000.0
+    one_way = "--one-way" in options
+    loss = float(options[options.index("--loss") + 1]) if "--loss" in options else 0.0
     a = open_packet_socket(if1)
     b = open_packet_socket(if2)
     peer = {a: b, b: a}
+    delays = {a: 0.0 if one_way else delay, b: delay}
+    losses = {a: 0.0, b: loss}
     # One FIFO per direction: (time due, frame). A fixed delay keeps each FIFO sorted.
     queues = {a: collections.deque(), b: collections.deque()}
-    stats = {"forwarded": 0, "send_errors": 0}
+    stats = {"forwarded": 0, "send_errors": 0, "dropped": 0}
 
     def stop(_sig, _frame):
         print(f"delay_relay: forwarded {stats['forwarded']} frames, "
-              f"{stats['send_errors']} send errors", file=sys.stderr, flush=True)
+              f"{stats['send_errors']} send errors, {stats['dropped']} dropped", file=sys.stderr, flush=True)
         sys.exit(0)
 
     signal.signal(signal.SIGTERM, stop)
@@ -69,7 +78,10 @@ def relay(if1, if2, delay_ms, ready_file):
                     break
                 if addr[2] == PACKET_OUTGOING:  # our own sends out of this interface
                     continue
-                queues[s].append((time.monotonic() + delay, data))
+                if losses[s] and random.random() < losses[s]:
+                    stats["dropped"] += 1
+                    continue
+                queues[s].append((time.monotonic() + delays[s], data))
         now = time.monotonic()
         for s, q in queues.items():
             while q and q[0][0] <= now:

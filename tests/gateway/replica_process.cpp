@@ -159,6 +159,10 @@ std::unique_ptr<ReplicaProcess> ReplicaProcess::start(const std::string& name,
 
 void ReplicaProcess::kill() { kill_and_reap(pid_); }
 
+void ReplicaProcess::signal(int sig) const {
+  if (pid_ > 0) ::kill(pid_, sig);
+}
+
 ReplicaProcess::~ReplicaProcess() { kill(); }
 
 std::unique_ptr<GatewayProcess> GatewayProcess::start(const std::string& config_path,

@@ -28,6 +28,7 @@ class ReplicaProcess {
   uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   void kill();  // SIGKILL and reap
+  void signal(int sig) const;  // e.g. SIGSTOP / SIGCONT (a hung replica); no reaping
   bool alive() const { return pid_ > 0; }
 
  private:

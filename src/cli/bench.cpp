@@ -41,6 +41,9 @@ struct BenchArgs {
   std::string model;
   int32_t n_prompt = 512;
   int32_t n_gen = 128;
+  // -d/--n-depth: tokens already in the context (KV cache) when the pp and tg tests start, as
+  // llama-bench's -d: filled once, untimed; each test rewinds to it.
+  int32_t n_depth = 0;
   int repetitions = 5;
   BackendArgs backend;  // -t, --device, --no-repack
   bool json = false;
@@ -112,17 +115,17 @@ TokenMacs token_macs(const gguf::GgufFile& file, const model::ModelConfig& cfg) 
   return m;
 }
 
-// Multiply-adds of attention per prompt token, averaged over a causal prompt of n tokens from an
-// empty cache: token t scores t+1 positions (at most the window on sliding-window layers) with
+// Multiply-adds of attention per prompt token, averaged over a causal prompt of n tokens after
+// `depth` tokens already in the cache: token t (depth <= t < depth + n) scores t+1 positions (at most the window on sliding-window layers) with
 // head_dim_k and sums as many values of head_dim_v, per head and layer. An estimate from the
 // configuration (the kernels' exact work differs in padding and, for latent attention, in form).
-double attention_macs(const model::ModelConfig& cfg, int64_t n) {
+double attention_macs(const model::ModelConfig& cfg, int64_t n, int64_t depth = 0) {
   if (n <= 0) return 0.0;
   double total = 0.0;
   for (int64_t l = 0; l < cfg.n_layers; ++l) {
     const int64_t w = cfg.attention_window(l);
     double positions = 0.0;  // sum over t of the positions token t attends to
-    for (int64_t t = 0; t < n; ++t) positions += static_cast<double>(w > 0 ? std::min(t + 1, w) : t + 1);
+    for (int64_t t = depth; t < depth + n; ++t) positions += static_cast<double>(w > 0 ? std::min(t + 1, w) : t + 1);
     total += positions * static_cast<double>(cfg.n_heads) *
              static_cast<double>(cfg.head_dim_k + cfg.head_dim_v);
   }
@@ -302,7 +305,15 @@ int run_bench(const BenchArgs& a) {
     return 2;
   }
   const int32_t n_vocab = static_cast<int32_t>((*model)->config().n_vocab);
-  auto session = model::Session::create(**model, {.max_tokens = std::max(a.n_prompt, a.n_gen) + 16,
+  const int64_t context = (*model)->config().context_length;
+  int64_t needed = int64_t{a.n_depth} + std::max(a.n_prompt, a.n_gen);
+  if (context > 0 && needed > context) {
+    fmt::print(stderr, "bench: -d {} + max(-p, -n) = {} tokens exceeds the model's context of {}\n",
+               a.n_depth, needed, context);
+    return 2;
+  }
+  needed = context > 0 ? std::min(needed + 16, context) : needed + 16;
+  auto session = model::Session::create(**model, {.max_tokens = static_cast<int32_t>(needed),
                                                         .kv_type = a.kv_cache_type});
   if (!session) {
     fmt::print(stderr, "bench: {}\n", session.error());
@@ -323,6 +334,21 @@ int run_bench(const BenchArgs& a) {
 
   std::vector<double> pp, tg, tgb, pp_comm, tg_comm, tgb_comm;
   const auto prompt = bench_tokens(a.n_prompt, n_vocab);
+  // The context of -d tokens (other ids than the prompt's), filled untimed; to_depth() brings the
+  // session back to it: a rewind, or (a hybrid model, which cannot rewind into the middle) a refill.
+  std::vector<int32_t> depth_tokens = bench_tokens(a.n_depth, n_vocab);
+  for (int32_t& id : depth_tokens) id = 3 + (id * 31 + 17) % std::max(1, n_vocab - 3);
+  auto to_depth = [&]() -> Status {
+    if (a.n_depth == 0) {
+      s.reset();
+      return {};
+    }
+    if (s.n_past() >= a.n_depth && s.rewind(a.n_depth)) return {};
+    s.reset();
+    if (auto r = s.eval(depth_tokens); !r) return r.error_value();
+    return {};
+  };
+  if (a.n_depth > 0) fmt::print(stderr, "bench: filling a context of {} tokens (untimed)\n", a.n_depth);
   // The share of each test's wall time the driver spent in communication (split models).
   auto comm_share = [&](double comm_before, Clock::time_point t0) {
     return (comm_seconds(**model) - comm_before) /
@@ -330,7 +356,10 @@ int run_bench(const BenchArgs& a) {
   };
   for (int r = 0; r < a.repetitions; ++r) {
     if (a.n_prompt > 0) {
-      s.reset();
+      if (Status st = to_depth(); !st) {
+        fmt::print(stderr, "bench: {}\n", st.error());
+        return 1;
+      }
       const double c0 = comm_seconds(**model);
       const auto t0 = Clock::now();
       if (auto res = s.eval(prompt); !res) {
@@ -341,7 +370,10 @@ int run_bench(const BenchArgs& a) {
       pp_comm.push_back(comm_share(c0, t0));
     }
     if (a.n_gen > 0) {
-      s.reset();
+      if (Status st = to_depth(); !st) {
+        fmt::print(stderr, "bench: {}\n", st.error());
+        return 1;
+      }
       int32_t token = prompt.empty() ? 3 : prompt[0];
       const double c0 = comm_seconds(**model);
       const auto t0 = Clock::now();
@@ -406,7 +438,7 @@ int run_bench(const BenchArgs& a) {
                            static_cast<double>(macs.head) / static_cast<double>(a.n_prompt)
                      : 0.0;
   const double pp_gmacs = pps.median * pp_macs_per_token / 1e9;
-  const double pp_attention = attention_macs((*model)->config(), a.n_prompt);
+  const double pp_attention = attention_macs((*model)->config(), a.n_prompt, a.n_depth);
   auto fraction_of = [&](const simd::PeakResult& p) {
     return p.gmac_per_s > 0 ? pp_gmacs / p.gmac_per_s : 0.0;
   };
@@ -430,8 +462,9 @@ int run_bench(const BenchArgs& a) {
       return nlohmann::ordered_json{{"median", st.median}, {"min", st.min}, {"max", st.max},
                                     {"stddev", st.stddev}};
     };
-    if (a.n_prompt > 0) j["pp"] = {{"tokens", a.n_prompt}, {"tokens_per_s", stats(pps)}};
-    if (a.n_gen > 0) j["tg"] = {{"tokens", a.n_gen}, {"tokens_per_s", stats(tgs)}};
+    if (a.n_prompt > 0)
+      j["pp"] = {{"tokens", a.n_prompt}, {"depth", a.n_depth}, {"tokens_per_s", stats(pps)}};
+    if (a.n_gen > 0) j["tg"] = {{"tokens", a.n_gen}, {"depth", a.n_depth}, {"tokens_per_s", stats(tgs)}};
     if (!tgb.empty()) {
       j["tg_batch"] = {{"sequences", a.batch}, {"steps", a.n_gen}, {"tokens_per_s", stats(tgbs)}};
     }
@@ -501,12 +534,14 @@ int run_bench(const BenchArgs& a) {
              a.repetitions, kv_cache_type_name(a.kv_cache_type));
   fmt::print("| test   |     t/s (median) |   min  |   max  | stddev |\n");
   fmt::print("|--------|------------------|--------|--------|--------|\n");
+  // llama-bench's labels: "pp512 @ d8192" when a depth is set.
+  const std::string at_depth = a.n_depth > 0 ? fmt::format(" @ d{}", a.n_depth) : "";
   if (a.n_prompt > 0)
-    fmt::print("| pp{:<4} | {:16.2f} | {:6.2f} | {:6.2f} | {:6.2f} |\n", a.n_prompt, pps.median,
-               pps.min, pps.max, pps.stddev);
+    fmt::print("| {:<6} | {:16.2f} | {:6.2f} | {:6.2f} | {:6.2f} |\n",
+               fmt::format("pp{}{}", a.n_prompt, at_depth), pps.median, pps.min, pps.max, pps.stddev);
   if (a.n_gen > 0)
-    fmt::print("| tg{:<4} | {:16.2f} | {:6.2f} | {:6.2f} | {:6.2f} |\n", a.n_gen, tgs.median,
-               tgs.min, tgs.max, tgs.stddev);
+    fmt::print("| {:<6} | {:16.2f} | {:6.2f} | {:6.2f} | {:6.2f} |\n",
+               fmt::format("tg{}{}", a.n_gen, at_depth), tgs.median, tgs.min, tgs.max, tgs.stddev);
   if (!tgb.empty())
     fmt::print("| tg x{:<2} | {:16.2f} | {:6.2f} | {:6.2f} | {:6.2f} |  ({} sequences per step)\n",
                a.batch, tgbs.median, tgbs.min, tgbs.max, tgbs.stddev, a.batch);
@@ -573,6 +608,11 @@ Command bench_command() {
         ->capture_default_str();
     sub->add_option("-n,--n-gen", args->n_gen, "Generated tokens (tg test; 0 = skip)")
         ->capture_default_str();
+    sub->add_option("-d,--n-depth", args->n_depth,
+                    "Tokens of context already in the KV cache when pp and tg start (filled once, "
+                    "untimed; as llama-bench -d; not the -b test)")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 1 << 24));
     sub->add_option("-r,--repetitions", args->repetitions, "Repetitions per test")
         ->capture_default_str()
         ->check(CLI::Range(1, 1000));

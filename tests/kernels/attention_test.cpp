@@ -9,6 +9,9 @@
 //    (query heads sharing a KV head), each (token, KV head) resolved through its block table;
 //  - per-head invariance (a head's output does not depend on how many heads share the call), the
 //    property batch invariance rests on;
+//  - flash-decoding: splits of kAttendSplit positions through attend_partial / attend_partial_ref
+//    and merged by attend_combine, against the formula, vector against reference, and one split
+//    merged giving exactly what attend gives;
 // and simd::swiglu against its formula.
 #include <algorithm>
 #include <cmath>
@@ -262,6 +265,125 @@ TEST_P(AttendTest, PagedRaggedGqaBatchMatchesReference) {
         }
       }
     }
+  }
+}
+
+using PartialFn = void (*)(const float* const*, int, const void* const*, const void* const*, DType,
+                           int64_t, int, int, float, float* const*, float*, float*, float*);
+
+// Flash-decoding as the CPU backend runs it: splits of kAttendSplit positions, each through `fn`
+// into [split][nq * dv + 2 * nq] partial states, merged per head by attend_combine. [nq][dv].
+std::vector<float> run_split(PartialFn fn, const std::vector<const float*>& q,
+                             const std::vector<const void*>& k, const std::vector<const void*>& v,
+                             DType type, int dk, int dv, float scale, const float* sinks) {
+  const int nq = static_cast<int>(q.size());
+  const int64_t n = static_cast<int64_t>(k.size());
+  const int64_t splits = (n + kAttendSplit - 1) / kAttendSplit;
+  const int64_t stride = static_cast<int64_t>(nq) * (dv + 2);
+  std::vector<float> parts(static_cast<size_t>(splits * stride), NAN);
+  std::vector<float> scratch(static_cast<size_t>(attend_scratch_floats(nq, dk, dv)), NAN);
+  for (int64_t s = 0; s < splits; ++s) {
+    float* base = parts.data() + s * stride;
+    std::vector<float*> o(static_cast<size_t>(nq));
+    for (int h = 0; h < nq; ++h) o[static_cast<size_t>(h)] = base + h * dv;
+    const int64_t start = s * kAttendSplit, count = std::min<int64_t>(kAttendSplit, n - start);
+    fn(q.data(), nq, k.data() + start, v.data() + start, type, count, dk, dv, scale, o.data(),
+       base + nq * dv, base + nq * dv + nq, scratch.data());
+  }
+  std::vector<float> out(static_cast<size_t>(nq * dv), NAN);
+  for (int h = 0; h < nq; ++h) {
+    attend_combine(parts.data() + h * dv, parts.data() + nq * dv + h, parts.data() + nq * dv + nq + h,
+                   stride, splits, dv, sinks, h, out.data() + h * dv);
+  }
+  return out;
+}
+
+TEST_P(AttendTest, FlashDecodingSplitsMatchFormulaAndReference) {
+  IsaScope scope(GetParam());
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 14);
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (const HeadShape& hs : {HeadShape{64, 64}, HeadShape{32, 96}}) {
+      const int dk = hs.dk, dv = hs.dv, nq = 7;
+      const bool vector = attend_available(dk, dv);
+      for (int64_t n : {int64_t{1}, int64_t{kAttendSplit}, int64_t{kAttendSplit + 1}, int64_t{1000}, int64_t{2100}}) {
+        SCOPED_TRACE(std::string(dtype_name(type)) + " dk " + std::to_string(dk) + " dv " +
+                     std::to_string(dv) + " n " + std::to_string(n));
+        const TypedRows ks(rng, type, n, dk), vs(rng, type, n, dv);
+        std::vector<float> qs(static_cast<size_t>(nq * dk));
+        // Large scores (sigma 3 per element) so that the per-split maxima differ widely and the
+        // combine's rescaling matters.
+        for (auto& x : qs) x = normal(rng, 3.0f);
+        std::vector<const void*> k, v;
+        std::vector<const float*> kd, vd;
+        for (int64_t p = 0; p < n; ++p) {
+          k.push_back(ks.row(p));
+          v.push_back(vs.row(p));
+          kd.push_back(ks.decoded_row(p));
+          vd.push_back(vs.decoded_row(p));
+        }
+        std::vector<const float*> q;
+        for (int h = 0; h < nq; ++h) q.push_back(qs.data() + h * dk);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+        const std::vector<float> ref = run_split(attend_partial_ref, q, k, v, type, dk, dv, scale, nullptr);
+        std::vector<float> vec;
+        if (vector) vec = run_split(attend_partial, q, k, v, type, dk, dv, scale, nullptr);
+        if (n <= kAttendSplit) {
+          // One split merged is exactly the unsplit loop.
+          EXPECT_TRUE(bitwise_equal(ref, run_attend(attend_ref, q, k, v, type, dk, dv, scale)));
+          if (vector) {
+            EXPECT_TRUE(bitwise_equal(vec, run_attend(attend, q, k, v, type, dk, dv, scale)));
+          }
+        }
+        for (int h = 0; h < nq; ++h) {
+          const std::vector<double> want = naive_attention(q[static_cast<size_t>(h)], kd, vd, dk, dv, scale);
+          for (int i = 0; i < dv; ++i) {
+            const size_t at = static_cast<size_t>(h * dv + i);
+            const double w = want[static_cast<size_t>(i)];
+            ASSERT_NEAR(ref[at], w, 2e-5 * (1.0 + std::abs(w))) << "reference head " << h << " elem " << i;
+            if (vector) {
+              ASSERT_NEAR(vec[at], ref[at], 2e-5 * (1.0 + std::abs(w))) << "vector head " << h;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Sinks are applied once, by the combine: a sink logit joins the denominator of the whole
+// sequence, not of each split.
+TEST(AttendCombine, SinkJoinsTheDenominatorOnce) {
+  Rng rng(test_seed() + 15);
+  const int dk = 8, dv = 6, n = 3 * kAttendSplit + 5;
+  const TypedRows ks(rng, DType::F32, n, dk), vs(rng, DType::F32, n, dv);
+  std::vector<float> qv(static_cast<size_t>(dk));
+  for (auto& x : qv) x = normal(rng, 1.0f);
+  std::vector<const void*> k, v;
+  std::vector<const float*> kd, vd;
+  for (int p = 0; p < n; ++p) {
+    k.push_back(ks.row(p));
+    v.push_back(vs.row(p));
+    kd.push_back(ks.decoded_row(p));
+    vd.push_back(vs.decoded_row(p));
+  }
+  const float sink = 2.5f, scale = 0.35f;
+  const std::vector<float> got = run_split(attend_partial_ref, {qv.data()}, k, v, DType::F32, dk, dv, scale, &sink);
+  // Formula: out = sum_p e^{s_p} v_p / (sum_p e^{s_p} + e^{sink}).
+  std::vector<double> s(static_cast<size_t>(n));
+  double mx = sink;
+  for (int p = 0; p < n; ++p) {
+    double d = 0;
+    for (int i = 0; i < dk; ++i) d += static_cast<double>(qv[static_cast<size_t>(i)]) * kd[static_cast<size_t>(p)][i];
+    s[static_cast<size_t>(p)] = d * scale;
+    mx = std::max(mx, s[static_cast<size_t>(p)]);
+  }
+  double total = std::exp(sink - mx);
+  for (double& x : s) total += x = std::exp(x - mx);
+  for (int i = 0; i < dv; ++i) {
+    double want = 0;
+    for (int p = 0; p < n; ++p) want += s[static_cast<size_t>(p)] / total * vd[static_cast<size_t>(p)][i];
+    EXPECT_NEAR(got[static_cast<size_t>(i)], want, 2e-5 * (1.0 + std::abs(want))) << i;
   }
 }
 

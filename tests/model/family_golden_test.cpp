@@ -36,8 +36,7 @@
 #include "model/model.h"
 #include "reference_emulation.h"
 #include "shared_data.h"
-#include "synth/synth.h"
-#include "temp_dir.h"
+#include "synth_recipe.h"
 
 namespace cadenza::model {
 namespace {
@@ -148,28 +147,10 @@ nlohmann::json read_golden(const std::string& name) {
   return nlohmann::json::parse(in);
 }
 
-// The recipe's model, written once per test process into a folder removed at exit (the three
-// tests of a file share it; the IQ quantizers take a second or two per file). Empty on failure,
-// with the test failed.
+// The recipe's model, written once per test process (the three tests of a file share it; the IQ
+// quantizers take a second or two per file).
 std::string synthesize(const std::string& name, const nlohmann::json& recipe) {
-  static test::TempDir dir("family-golden");
-  static std::map<std::string, std::string> written_paths;
-  if (auto it = written_paths.find(name); it != written_paths.end()) return it->second;
-  std::optional<synth::ModelShape> shape = synth::find_preset(recipe["preset"].get<std::string>());
-  EXPECT_TRUE(shape) << recipe.dump();
-  if (!shape) return {};
-  if (recipe.contains("layers")) shape->n_layer = recipe["layers"].get<int64_t>();
-  synth::SynthOptions options;
-  options.shape = *shape;
-  options.weight_type = recipe["type"].get<std::string>();
-  options.seed = recipe["seed"].get<uint64_t>();
-  options.vocab_from = (test::shared_dir() / recipe["vocab_from"].get<std::string>()).string();
-  const std::string path = (dir.path() / (name + ".gguf")).string();
-  Result<synth::SynthSummary> written = synth::write_synthetic_model(options, path);
-  EXPECT_TRUE(written) << written.error();
-  if (!written) return {};
-  written_paths[name] = path;
-  return path;
+  return test::synthesize_recipe(name, recipe);
 }
 
 int32_t argmax(const float* logits, int64_t n) {

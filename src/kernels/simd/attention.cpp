@@ -50,6 +50,32 @@ void attend(const float* const* q, int nq, const void* const* k_rows, const void
   detail::attend_avx512(q, nq, k_rows, v_rows, type, n, dk, dv, scale, sinks, out, scratch);
 }
 
+void attend_partial(const float* const* q, int nq, const void* const* k_rows,
+                    const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
+                    float* const* out, float* part_max, float* part_sum, float* scratch) {
+  assert(attend_available(dk, dv) && attend_type_supported(type, dk, dv));
+  assert(nq >= 1 && nq <= kAttendMaxHeads && n >= 1 && part_max && part_sum);
+  detail::attend_avx512(q, nq, k_rows, v_rows, type, n, dk, dv, scale, nullptr, out, scratch,
+                        part_max, part_sum);
+}
+
+void attend_combine(const float* acc, const float* max, const float* sum, int64_t stride,
+                    int64_t n_parts, int dv, const float* sinks, int h, float* out) {
+  assert(n_parts >= 1 && dv >= 1);
+  float m = max[0];
+  for (int64_t s = 1; s < n_parts; ++s) m = std::max(m, max[s * stride]);
+  float l = 0.0f;
+  std::fill(out, out + dv, 0.0f);
+  for (int64_t s = 0; s < n_parts; ++s) {
+    const float c = std::exp(max[s * stride] - m);
+    l += sum[s * stride] * c;
+    const float* a = acc + s * stride;
+    for (int i = 0; i < dv; ++i) out[i] += a[i] * c;
+  }
+  const float f = attend_final_scale(m, l, sinks, h);
+  for (int i = 0; i < dv; ++i) out[i] *= f;
+}
+
 float attend_final_scale(float running_max, float running_sum, const float* sinks, int h) {
   if (!sinks) return 1.0f / running_sum;
   const float sink = sinks[h];
@@ -58,11 +84,15 @@ float attend_final_scale(float running_max, float running_sum, const float* sink
   return c / (running_sum * c + std::exp(sink - m));
 }
 
+namespace {
+
 // Chunk by chunk: the chunk's K/V rows are decoded once (F16/Q8_0) for all nq heads; then per
 // head the scores, the online-softmax update and the weighted value sum, element by element.
-void attend_ref(const float* const* q, int nq, const void* const* k_rows,
-                const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
-                const float* sinks, float* const* out, float* scratch) {
+// With part_max/part_sum: the partial form (attend_partial_ref).
+void attend_ref_impl(const float* const* q, int nq, const void* const* k_rows,
+                     const void* const* v_rows, DType type, int64_t n, int dk, int dv,
+                     float scale, const float* sinks, float* const* out, float* scratch,
+                     float* part_max, float* part_sum) {
   assert(attend_type_supported(type, dk, dv) && nq >= 1 && nq <= kAttendMaxHeads && n >= 1);
   float* scores = scratch;                                  // [kAttendChunk]
   float* acc = scores + kAttendChunk;                       // [nq][dv]
@@ -111,10 +141,32 @@ void attend_ref(const float* const* q, int nq, const void* const* k_rows,
     }
   }
   for (int h = 0; h < nq; ++h) {
-    const float inv_sum = attend_final_scale(running_max[h], running_sum[h], sinks, h);
     const float* ah = acc + static_cast<int64_t>(h) * dv;
+    if (part_max) {
+      part_max[h] = running_max[h];
+      part_sum[h] = running_sum[h];
+      std::copy(ah, ah + dv, out[h]);
+      continue;
+    }
+    const float inv_sum = attend_final_scale(running_max[h], running_sum[h], sinks, h);
     for (int i = 0; i < dv; ++i) out[h][i] = ah[i] * inv_sum;
   }
+}
+
+}  // namespace
+
+void attend_ref(const float* const* q, int nq, const void* const* k_rows,
+                const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
+                const float* sinks, float* const* out, float* scratch) {
+  attend_ref_impl(q, nq, k_rows, v_rows, type, n, dk, dv, scale, sinks, out, scratch, nullptr, nullptr);
+}
+
+void attend_partial_ref(const float* const* q, int nq, const void* const* k_rows,
+                        const void* const* v_rows, DType type, int64_t n, int dk, int dv,
+                        float scale, float* const* out, float* part_max, float* part_sum,
+                        float* scratch) {
+  assert(part_max && part_sum);
+  attend_ref_impl(q, nq, k_rows, v_rows, type, n, dk, dv, scale, nullptr, out, scratch, part_max, part_sum);
 }
 
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {

@@ -20,6 +20,17 @@
 // result for F16/Q8_0 rows is bit for bit the result for their decoded F32 rows: the element type
 // changes the stored values, never the arithmetic.
 //
+// Flash-decoding (attend_partial + attend_combine): a long sequence's positions are cut into
+// fixed splits of kAttendSplit positions (counted from its first position, independent of the
+// thread count, the block size and the batch); each split runs the loop above on its own and
+// leaves its unnormalised state (running max m_s, running sum l_s, accumulator a_s), and
+// attend_combine merges the splits in split order:
+//   m = max_s m_s;  c_s = exp(m_s - m) (std::exp);  l = sum_s l_s c_s;  a = sum_s a_s c_s
+//   out = a * attend_final_scale(m, l, sinks, h)
+// (sums in split order, starting from 0). The caller (kernels/cpu/attention.cpp) uses this for
+// every sequence longer than one split and plain attend() otherwise, so a sequence's result is a
+// function of its values and length only, whatever computes the splits in parallel.
+//
 // Batch invariance: per head the arithmetic depends only on q_h, the K/V rows and n (not on nq,
 // the block size, the batch or the thread), for a given path (attend_ref or the vector path of the
 // active ISA level).
@@ -37,6 +48,12 @@ namespace cadenza::simd {
 
 inline constexpr int kAttendChunk = 32;
 inline constexpr int kAttendMaxHeads = 16;
+// Positions per flash-decoding split (a multiple of kAttendChunk): fixed, so that results do not
+// depend on how many threads share a sequence. Sized so that a split's work (256 positions) dwarfs
+// its combine (one rescale of dv floats per head) and a 1k-token decode already has 4 splits per
+// KV head to share among threads.
+inline constexpr int kAttendSplit = 256;
+static_assert(kAttendSplit % kAttendChunk == 0);
 
 // Whether the vector attend() runs at the active ISA level (avx512 and above) for these head
 // sizes (multiples of 16).
@@ -58,6 +75,22 @@ void attend(const float* const* q, int nq, const void* const* k_rows, const void
 void attend_ref(const float* const* q, int nq, const void* const* k_rows,
                 const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
                 const float* sinks, float* const* out, float* scratch);
+// The partial forms (flash-decoding splits): the same loop as attend / attend_ref over the given
+// rows, with the same arithmetic, but instead of normalising, out[h] receives the accumulator
+// a_h (dv floats), part_max[h] the running max and part_sum[h] the running sum; sinks are left to
+// attend_combine. Same contracts as attend / attend_ref.
+void attend_partial(const float* const* q, int nq, const void* const* k_rows,
+                    const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
+                    float* const* out, float* part_max, float* part_sum, float* scratch);
+void attend_partial_ref(const float* const* q, int nq, const void* const* k_rows,
+                        const void* const* v_rows, DType type, int64_t n, int dk, int dv,
+                        float scale, float* const* out, float* part_max, float* part_sum,
+                        float* scratch);
+// Merges n_parts >= 1 partial states of head h (part s: accumulator acc + s * stride, max
+// max[s * stride], sum sum[s * stride]) in part order as above, writing dv floats to out (which
+// must not alias the parts). Scalar; shared by both paths. Pure.
+void attend_combine(const float* acc, const float* max, const float* sum, int64_t stride,
+                    int64_t n_parts, int dv, const float* sinks, int h, float* out);
 // The factor of head h's accumulator at the end (shared by both paths): 1 / running_sum without
 // a sink, else as above.
 float attend_final_scale(float running_max, float running_sum, const float* sinks, int h);
@@ -71,7 +104,8 @@ namespace detail {
 void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n);
 void attend_avx512(const float* const* q, int nq, const void* const* k_rows,
                    const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
-                   const float* sinks, float* const* out, float* scratch);
+                   const float* sinks, float* const* out, float* scratch, float* part_max = nullptr,
+                   float* part_sum = nullptr);
 }  // namespace detail
 
 }  // namespace cadenza::simd

@@ -116,7 +116,8 @@ void decode_rows(const void* const* rows, int count, int n, float* dst) {
 template <int KC, int NV, DType T>
 void attend_impl(const float* const* q, int nq, const void* const* k_rows,
                  const void* const* v_rows, int64_t n, int dk, int dv, float scale,
-                 const float* sinks, float* const* out, float* scratch) {
+                 const float* sinks, float* const* out, float* scratch, float* part_max,
+                 float* part_sum) {
   float* scores = scratch;                       // [nq][kAttendChunk]
   float* acc = scratch + nq * kAttendChunk;      // [nq][dv]
   float* k_dec = acc + nq * dv;                  // [kAttendChunk][dk] (F16/Q8_0)
@@ -199,6 +200,12 @@ void attend_impl(const float* const* q, int nq, const void* const* k_rows,
     }
   }
   for (int h = 0; h < nq; ++h) {
+    if (part_max) {  // the partial form: the state as it stands, unnormalised (attend_partial)
+      part_max[h] = running_max[h];
+      part_sum[h] = running_sum[h];
+      for (int i = 0; i < dv; i += 16) _mm512_storeu_ps(out[h] + i, _mm512_loadu_ps(acc + h * dv + i));
+      continue;
+    }
     const __m512 inv = _mm512_set1_ps(attend_final_scale(running_max[h], running_sum[h], sinks, h));
     for (int i = 0; i < dv; i += 16)
       _mm512_storeu_ps(out[h] + i, _mm512_mul_ps(_mm512_loadu_ps(acc + h * dv + i), inv));
@@ -208,21 +215,28 @@ void attend_impl(const float* const* q, int nq, const void* const* k_rows,
 template <DType T>
 void attend_typed(const float* const* q, int nq, const void* const* k_rows,
                   const void* const* v_rows, int64_t n, int dk, int dv, float scale,
-                  const float* sinks, float* const* out, float* scratch) {
-  if (dk == 64 && dv == 64) return attend_impl<4, 4, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch);
-  if (dk == 128 && dv == 128) return attend_impl<8, 8, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch);
-  attend_impl<0, 0, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch);
+                  const float* sinks, float* const* out, float* scratch, float* part_max,
+                  float* part_sum) {
+  if (dk == 64 && dv == 64)
+    return attend_impl<4, 4, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch, part_max, part_sum);
+  if (dk == 128 && dv == 128)
+    return attend_impl<8, 8, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch, part_max, part_sum);
+  attend_impl<0, 0, T>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch, part_max, part_sum);
 }
 
 }  // namespace
 
 void attend_avx512(const float* const* q, int nq, const void* const* k_rows,
                    const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,
-                   const float* sinks, float* const* out, float* scratch) {
+                   const float* sinks, float* const* out, float* scratch, float* part_max,
+                   float* part_sum) {
   switch (type) {
-    case DType::F16: return attend_typed<DType::F16>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch);
-    case DType::Q8_0: return attend_typed<DType::Q8_0>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch);
-    default: return attend_typed<DType::F32>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch);
+    case DType::F16:
+      return attend_typed<DType::F16>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch, part_max, part_sum);
+    case DType::Q8_0:
+      return attend_typed<DType::Q8_0>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch, part_max, part_sum);
+    default:
+      return attend_typed<DType::F32>(q, nq, k_rows, v_rows, n, dk, dv, scale, sinks, out, scratch, part_max, part_sum);
   }
 }
 

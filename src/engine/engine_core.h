@@ -43,7 +43,9 @@
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.
 // Thread-safety: none. One engine thread calls everything (a server hands requests to it through
-// a queue); the Model must not run other forward passes meanwhile.
+// a queue); the Model must not run other forward passes meanwhile. Inside step() the draws of
+// plain rows run on the model backend's thread pool (EngineConfig::parallel_sampling), which the
+// forward pass has finished with by then.
 #pragma once
 
 #include <array>

@@ -9,6 +9,7 @@
 #include "request/validate_request.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
+#include "util/thread_pool.h"
 
 namespace cadenza::engine {
 
@@ -299,6 +300,7 @@ bool EngineCore::process_token(Request& r, Stream& s, int32_t token, RequestOutp
 
 std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> outputs;
+  const Clock::time_point step_start = Clock::now();
   if (proposer_) propose_drafts();
   sched::SchedulePlan plan = scheduler_->schedule();
   if (proposer_)  // a preempted request starts over (the proposer contract)
@@ -348,11 +350,14 @@ std::vector<RequestOutput> EngineCore::step() {
   logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
   model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_, batch_state_slots_};
   const Clock::time_point forward_start = Clock::now();
+  totals_.step_schedule_s += seconds(forward_start - step_start);
   Status status = model_.forward(batch, *kv_cache_, logits_);
+  const Clock::time_point forward_end = Clock::now();
+  totals_.step_forward_s += seconds(forward_end - forward_start);
   // Adaptive speculation fits decode steps only (every position has a logit row, as drafts do):
   // prompt chunks cost less per position and would blur the slope.
   if (status && logit_rows_.size() == tokens_.size())
-    step_cost_.add(static_cast<double>(tokens_.size()), seconds(Clock::now() - forward_start));
+    step_cost_.add(static_cast<double>(tokens_.size()), seconds(forward_end - forward_start));
   if (!status) {
     // Nothing was computed; every scheduled request fails with the reason.
     for (const sched::ScheduledRequest& e : plan.scheduled) {
@@ -369,22 +374,35 @@ std::vector<RequestOutput> EngineCore::step() {
   totals_.num_computed_tokens += plan.num_batched_tokens;
   scheduler_->commit(plan);
 
+  // Each sampling entry's first logit row.
+  std::vector<size_t> rows(plan.scheduled.size(), 0);
   size_t row = 0;
-  for (const sched::ScheduledRequest& e : plan.scheduled) {
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    rows[i] = row;
+    if (plan.scheduled[i].sample) row += 1 + static_cast<size_t>(plan.scheduled[i].num_draft_tokens);
+  }
+  draw_in_parallel(plan, rows);
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const sched::ScheduledRequest& e = plan.scheduled[i];
     if (!e.sample) continue;
     Request& r = *e.request;
+    row = rows[i];
     if (e.num_draft_tokens > 0) {
       const size_t n_rows = 1 + static_cast<size_t>(e.num_draft_tokens);
       verify_drafts(r, e,
                     std::span<float>(logits_.data() + row * static_cast<size_t>(n_vocab_),
                                      n_rows * static_cast<size_t>(n_vocab_)),
                     outputs);
-      row += n_rows;
+      continue;
+    }
+    if (drawn_[i] >= 0) {  // drawn on the pool: emit in plan order, as the serial loop does
+      RequestOutput out = std::move(drawn_out_[i]);
+      if (emit_token(r, *streams_.at(r.id), drawn_[i], out)) finish_ended(r, out);
+      outputs.push_back(std::move(out));
       continue;
     }
     std::span<float> logits(logits_.data() + row * static_cast<size_t>(n_vocab_),
                             static_cast<size_t>(n_vocab_));
-    ++row;
     // Its prompt is computed (and its full blocks cached): the other samples start, from the
     // same logits when they can be forked (the row is then shared: each processes a copy).
     const std::vector<Request*> forked = release_pending(r.id, outputs);
@@ -392,6 +410,7 @@ std::vector<RequestOutput> EngineCore::step() {
     sample_next(r, logits, shared, outputs);
     for (Request* child : forked) sample_next(*child, logits, shared, outputs);
   }
+  totals_.step_sample_s += seconds(Clock::now() - forward_end);
   return outputs;
 }
 
@@ -403,8 +422,46 @@ void EngineCore::sample_next(Request& r, std::span<float> logits, bool shared_ro
   outputs.push_back(std::move(out));
 }
 
+void EngineCore::draw_in_parallel(const sched::SchedulePlan& plan,
+                                  const std::vector<size_t>& rows) {
+  drawn_.assign(plan.scheduled.size(), -1);
+  drawn_out_.resize(plan.scheduled.size());
+  ThreadPool* pool = model_.backend().host_pool();
+  if (!config_.parallel_sampling || pool == nullptr || pool->size() < 2) return;
+  std::vector<size_t> plain;  // plan entries drawn on the pool
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const sched::ScheduledRequest& e = plan.scheduled[i];
+    if (!e.sample || e.num_draft_tokens > 0) continue;
+    const Stream& s = *streams_.at(e.request->id);
+    // A grammar shares the engine's mask scratch; samples waiting to fork share the row.
+    if (s.matcher || pending_.count(e.request->id) != 0) continue;
+    plain.push_back(i);
+  }
+  if (plain.size() < 2) return;  // nothing to spread
+  for (size_t i : plain) drawn_out_[i] = new_output(plan.scheduled[i].request->id);
+  pool->parallel_for(static_cast<int64_t>(plain.size()), [&](int64_t k, int) {
+    thread_local std::vector<int32_t> logprob_scratch;
+    const size_t i = plain[static_cast<size_t>(k)];
+    Request& r = *plan.scheduled[i].request;
+    Stream& s = *streams_.find(r.id)->second;  // find: no insertion, safe beside other readers
+    std::span<float> row(logits_.data() + rows[i] * static_cast<size_t>(n_vocab_),
+                         static_cast<size_t>(n_vocab_));
+    // Without a grammar a draw always yields a token.
+    drawn_[i] = draw_token(r, s, row, /*shared_row=*/false, drawn_out_[i], -1, nullptr,
+                           logprob_scratch);
+  });
+}
+
 bool EngineCore::sample_token(Request& r, Stream& s, std::span<float> row, bool shared_row,
                               RequestOutput& out, int32_t draft, bool* accepted) {
+  const int32_t token = draw_token(r, s, row, shared_row, out, draft, accepted, scratch_);
+  if (token < 0) return true;
+  return emit_token(r, s, token, out);
+}
+
+int32_t EngineCore::draw_token(Request& r, Stream& s, std::span<float> row, bool shared_row,
+                               RequestOutput& out, int32_t draft, bool* accepted,
+                               std::vector<int32_t>& logprob_scratch) {
   std::span<const float> logits = row;
   if (s.processor.active() || s.matcher) {
     // A row no other sample reads is processed where it lies: copying 150k logits per token
@@ -423,7 +480,7 @@ bool EngineCore::sample_token(Request& r, Stream& s, std::span<float> row, bool 
         // min_tokens, say): nothing can be sampled, so the request ends here.
         out.text += s.stops.finish(s.detokenizer.finish()).text;
         out.finish_reason = FinishReason::kStop;
-        return true;
+        return -1;
       }
     }
     logits = processed;
@@ -437,7 +494,11 @@ bool EngineCore::sample_token(Request& r, Stream& s, std::span<float> row, bool 
     token = s.sampler.sample(logits);
   }
   if (r.params.logprobs >= 0)
-    out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, scratch_));
+    out.logprobs.push_back(compute_logprobs(logits, token, r.params.logprobs, logprob_scratch));
+  return token;
+}
+
+bool EngineCore::emit_token(Request& r, Stream& s, int32_t token, RequestOutput& out) {
   s.processor.accept(token);
   if (s.matcher) {
     const bool allowed = s.matcher->accept_token(token);

@@ -43,7 +43,9 @@
 // Ownership: Model and Tokenizer are borrowed and must outlive the engine; the engine owns the KV
 // memory (model::KvCache), the block manager, the scheduler and the requests.
 // Thread-safety: none. One engine thread calls everything (a server hands requests to it through
-// a queue); the Model must not run other forward passes meanwhile.
+// a queue); the Model must not run other forward passes meanwhile. Inside step() the draws of
+// plain rows run on the model backend's thread pool (EngineConfig::parallel_sampling), which the
+// forward pass has finished with by then.
 #pragma once
 
 #include <array>
@@ -98,6 +100,11 @@ struct EngineConfig {
   DType kv_type = DType::F16;  // KV element type: F16, F32 or Q8_0 (model::KvCacheOptions)
   // Speculative decoding for greedy requests (speculative.h); method none by default.
   SpeculativeConfig speculative = {};
+  // Sample the requests of a step in parallel on the model backend's thread pool
+  // (kernels::Backend::host_pool; serially when it has none). Each request's sampler, processor
+  // and random state are its own, so the tokens are those of sequential sampling, bit for bit;
+  // false samples one request after another on the engine thread (tests compare the two).
+  bool parallel_sampling = true;
   // Host-memory and disk tiers below the KV pool for evicted prefix-cache blocks (kv_tiers.h);
   // none by default. Off (logged) where prefix caching is off.
   KvTierConfig kv_tiers = {};
@@ -181,6 +188,13 @@ struct EngineStats {
     kv::KvTierStats stats;
   };
   std::vector<KvTier> kv_tiers;
+  // Wall seconds of step() by phase (the engine's own profile of a step): `schedule` (drafts,
+  // scheduling, building the batch), `forward` (Model::forward: matmuls, attention, the output
+  // head), `sample` (after the forward: logits processing, sampling, detokenization, stops).
+  // Time between steps (the caller's: queues, sinks) is in none of them.
+  double step_schedule_s = 0;
+  double step_forward_s = 0;
+  double step_sample_s = 0;
   LatencySummary queue_time;   // over finished requests that were scheduled
   LatencySummary ttft;         // over requests that produced a token
   LatencySummary inter_token;  // over all consecutive token pairs
@@ -299,6 +313,21 @@ class EngineCore {
   // `*accepted` (non-null then) says whether it is the draft.
   bool sample_token(Request& r, Stream& s, std::span<float> row, bool shared_row,
                     RequestOutput& out, int32_t draft = -1, bool* accepted = nullptr);
+  // The halves of sample_token. draw_token: processes the row, draws (or verifies `draft`) and
+  // records the logprobs into `out`; returns the token, or -1 when the grammar left nothing to
+  // sample (the request ends: `out` is completed). It touches only the stream, the row, `out`
+  // and, for a shared row or a grammar, the engine's scratch (processed_, grammar_mask_), so
+  // draws of different requests without those may run on different threads at once.
+  // emit_token: records the token in the stream and the request, applies stops; returns whether
+  // the request ended. Engine thread only.
+  int32_t draw_token(Request& r, Stream& s, std::span<float> row, bool shared_row,
+                     RequestOutput& out, int32_t draft, bool* accepted,
+                     std::vector<int32_t>& logprob_scratch);
+  bool emit_token(Request& r, Stream& s, int32_t token, RequestOutput& out);
+  // step(): draws the tokens of the plain entries of `plan` (one row each, no drafts, no grammar,
+  // no samples waiting to fork) in parallel on the backend's pool; the others are left to the
+  // serial loop (token -1). `rows`: each entry's first logit row.
+  void draw_in_parallel(const sched::SchedulePlan& plan, const std::vector<size_t>& rows);
   void finish_ended(Request& r, RequestOutput& out);
   // Speculative decoding (speculative.cpp). Before schedule(): appends drafts to every eligible
   // running request in its decode phase (Request::num_draft_tokens).
@@ -360,6 +389,10 @@ class EngineCore {
   std::vector<float> processed_;    // one request's processed logits
   std::vector<int32_t> scratch_;   // compute_logprobs
   std::vector<uint32_t> grammar_mask_;  // one constrained request's next-token bitmask
+  // draw_in_parallel's results per plan entry: the token (-1: not drawn there) and the output
+  // holding its logprobs.
+  std::vector<int32_t> drawn_;
+  std::vector<RequestOutput> drawn_out_;
 };
 
 }  // namespace cadenza::engine

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/simd/sampling.h"
+
 namespace cadenza {
 
 namespace {
@@ -19,10 +21,9 @@ thread_local std::vector<float> tl_weights;
 
 int32_t argmax(std::span<const float> values) {
   if (values.empty()) return -1;
-  size_t best = 0;
-  for (size_t i = 1; i < values.size(); ++i)
-    if (values[i] > values[best]) best = i;
-  return static_cast<int32_t>(best);
+  // The greedy path of every request: a vector loop (simd/sampling.h), exact at every ISA level.
+  return static_cast<int32_t>(
+      simd::argmax(values.data(), static_cast<int64_t>(values.size())));
 }
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
@@ -110,13 +111,24 @@ Sampler::Filtered Sampler::filter(std::span<const float> logits) {
   candidates_.clear();
   double z = 0.0;  // softmax denominator over the candidates the filters start from
   if (top_k) {
-    // top-k: keep the k best, sorted (a partial sort of k out of the vocabulary).
-    candidates_.reserve(logits.size());
-    for (size_t i = 0; i < logits.size(); ++i)
-      candidates_.push_back({static_cast<int32_t>(i), logits[i], 0.0f});
-    const auto keep = static_cast<ptrdiff_t>(params_.top_k);
-    std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(), by_logit);
-    candidates_.resize(static_cast<size_t>(keep));
+    // top-k: keep the k best, sorted. One pass with a heap of the k best so far (its front the
+    // worst of them): most tokens cost one comparison, and no vocabulary-sized candidate list is
+    // built. by_logit is a strict total order, so the k kept are those a full sort would keep.
+    const auto keep = static_cast<size_t>(params_.top_k);
+    candidates_.reserve(keep);
+    for (size_t i = 0; i < logits.size(); ++i) {
+      const Candidate c{static_cast<int32_t>(i), logits[i], 0.0f};
+      if (candidates_.size() < keep) {
+        candidates_.push_back(c);
+        if (candidates_.size() == keep)
+          std::make_heap(candidates_.begin(), candidates_.end(), by_logit);
+      } else if (by_logit(c, candidates_.front())) {
+        std::pop_heap(candidates_.begin(), candidates_.end(), by_logit);
+        candidates_.back() = c;
+        std::push_heap(candidates_.begin(), candidates_.end(), by_logit);
+      }
+    }
+    std::sort(candidates_.begin(), candidates_.end(), by_logit);
     const float max_logit = candidates_[0].logit;
     for (auto& c : candidates_) {
       c.p = std::exp((c.logit - max_logit) * inv_t);
@@ -126,24 +138,19 @@ Sampler::Filtered Sampler::filter(std::span<const float> logits) {
     // No top-k: the softmax runs over the whole vocabulary, but top-p and min-p keep a prefix of
     // the tokens sorted by logit, so only a pool that surely contains that prefix is sorted (the
     // OpenAI defaults, temperature 1 without top-k, would otherwise sort 150k logits per token).
-    float max_logit = logits[0];
-    for (float l : logits) max_logit = std::max(max_logit, l);
+    const auto n = static_cast<int64_t>(logits.size());
+    const float max_logit = simd::max_value(logits.data(), n);
+    // The weights exp((logit - max) / T) of every token (0 for masked ones) and their sum, in
+    // one vector pass (simd/sampling.h); kept for the draw or the pool below.
+    tl_weights.resize(logits.size());
+    z = simd::softmax_weights(logits.data(), n, max_logit, inv_t, tl_weights.data());
     if (!top_p && !min_p) {
-      // Every token stays: keep the weights for the draw (the same floats, summed in the same
-      // order, so the draw is bit for bit what exponentiating again gave).
-      tl_weights.resize(logits.size());
-      for (size_t i = 0; i < logits.size(); ++i) {
-        const float w = logits[i] != kMasked ? std::exp((logits[i] - max_logit) * inv_t) : 0.0f;
-        tl_weights[i] = w;
-        if (logits[i] != kMasked) z += w;  // masked: weight 0, no exp
-      }
+      // Every token stays: the draw reads the same weights.
       f.all_tokens = true;
       f.max_logit = max_logit;
       f.z = z;
       return f;
     }
-    for (float l : logits)
-      if (l != kMasked) z += std::exp((l - max_logit) * inv_t);  // masked: weight 0, no exp
     // The pool: tokens whose weight relative to the top token is >= floor. It is a prefix of the
     // sorted order. min-p's own floor bounds the result; top-p needs a pool holding >= top_p of
     // the mass (the nucleus is then inside it), so the floor drops until it does.
@@ -153,7 +160,7 @@ Sampler::Filtered Sampler::filter(std::span<const float> logits) {
       double pool = 0.0;
       for (size_t i = 0; i < logits.size(); ++i) {
         if (logits[i] == kMasked) continue;  // weight 0: never in the pool
-        const float w = std::exp((logits[i] - max_logit) * inv_t);
+        const float w = tl_weights[i];
         if (w >= floor) {
           candidates_.push_back({static_cast<int32_t>(i), logits[i], w});
           pool += w;

@@ -45,6 +45,7 @@ class ActivationRecorder final : public kernels::Backend {
     inner_.copy(dst, doff, src, soff, n);
   }
   bool host_memory() const override { return inner_.host_memory(); }
+  ThreadPool* host_pool() override { return inner_.host_pool(); }
   void read_view(kernels::Matrix src, float* dst) override { inner_.read_view(src, dst); }
   void write_view(const float* src, kernels::Matrix dst) override { inner_.write_view(src, dst); }
   void synchronize() override { inner_.synchronize(); }

@@ -29,6 +29,10 @@
 #include "tensor/dtype.h"
 #include "util/result.h"
 
+namespace cadenza {
+class ThreadPool;
+}
+
 namespace cadenza::kernels {
 
 // ---------------------------------------------------------------------------------------------
@@ -288,6 +292,10 @@ class Backend {
   virtual void synchronize() {}
   // The GPU this backend runs on, or -1 (the CPU backend).
   virtual int device_ordinal() const { return -1; }
+  // The thread pool the backend computes on (the CPU backend), or null. Host work between
+  // forward passes (the engine's per-request sampling) runs on it, so that it uses the cores the
+  // model uses instead of competing with them; never while an op runs (one thread issues both).
+  virtual ThreadPool* host_pool() { return nullptr; }
   // Whether kv_write / attention accept a KV store of this element type.
   virtual bool supports_kv_type(DType type) const = 0;
   // Whether short_conv and gated_delta_rule run here (hybrid models' linear-attention layers).

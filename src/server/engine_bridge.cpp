@@ -210,6 +210,9 @@ void EngineBridge::publish_gauges(size_t pending) {
   g.spec_num_drafts = s.num_spec_drafts;
   g.spec_num_draft_tokens = s.num_spec_draft_tokens;
   g.spec_num_accepted_tokens = s.num_spec_accepted_tokens;
+  g.step_schedule_s = s.step_schedule_s;
+  g.step_forward_s = s.step_forward_s;
+  g.step_sample_s = s.step_sample_s;
   g.spec_accepted_per_position.clear();
   for (size_t i = 0; i < s.spec_draft_tokens_per_position.size(); ++i) {
     if (s.spec_draft_tokens_per_position[i] == 0) break;  // positions fill from 0 up

@@ -28,6 +28,7 @@ constexpr const char* kSpecDrafts = "cadenza_spec_decode_num_drafts_total";
 constexpr const char* kSpecDraftTokens = "cadenza_spec_decode_num_draft_tokens_total";
 constexpr const char* kSpecAccepted = "cadenza_spec_decode_num_accepted_tokens_total";
 constexpr const char* kSpecAcceptedPerPos = "cadenza_spec_decode_num_accepted_tokens_per_pos_total";
+constexpr const char* kStepSeconds = "cadenza_engine_step_seconds_total";
 constexpr const char* kExpertTokens = "cadenza_moe_expert_tokens_total";
 constexpr const char* kDistWorld = "cadenza_dist_world_size";
 constexpr const char* kDistHeartbeat = "cadenza_dist_heartbeat_seconds";
@@ -105,6 +106,9 @@ Metrics::Metrics() {
             "Speculative decoding: accepted draft tokens by draft position (0-based).");
   r.declare(kSpecAccepted, MetricType::counter, "Speculative decoding: draft tokens accepted.",
             WhenEmpty::zero);
+  r.declare(kStepSeconds, MetricType::counter,
+            "Wall seconds of engine steps by phase: schedule, forward (the model), sample "
+            "(logits processing, sampling, detokenization, stops).");
   // Dense models export no expert series at all.
   r.declare(kExpertTokens, MetricType::counter,
             "Tokens routed to each expert, per layer (each token counts once per expert it uses).",
@@ -207,6 +211,9 @@ void Metrics::set_snapshot(const EngineGauges& g, const std::string& model) cons
   registry_.set(kSpecDrafts, m, static_cast<double>(g.spec_num_drafts));
   registry_.set(kSpecDraftTokens, m, static_cast<double>(g.spec_num_draft_tokens));
   registry_.set(kSpecAccepted, m, static_cast<double>(g.spec_num_accepted_tokens));
+  registry_.set(kStepSeconds, with_model(model, {{"phase", "schedule"}}), g.step_schedule_s);
+  registry_.set(kStepSeconds, with_model(model, {{"phase", "forward"}}), g.step_forward_s);
+  registry_.set(kStepSeconds, with_model(model, {{"phase", "sample"}}), g.step_sample_s);
   for (size_t i = 0; i < g.spec_accepted_per_position.size(); ++i)
     registry_.set(kSpecAcceptedPerPos, with_model(model, {{"position", std::to_string(i)}}),
                   static_cast<double>(g.spec_accepted_per_position[i]));
@@ -229,7 +236,7 @@ std::string Metrics::render() const {
   for (const char* name : {kRunning, kWaiting, kKvUsage, kPrefixQueries, kPrefixHits, kPreemptions,
                            kSpecDrafts, kSpecDraftTokens, kSpecAccepted, kSpecAcceptedPerPos,
                            kTierBytes, kTierCapacity, kTierBlocks, kTierHits, kTierPromotions,
-                           kTierDemotions, kTierEvictions, kTierRejected})
+                           kTierDemotions, kTierEvictions, kTierRejected, kStepSeconds})
     registry_.clear(name);
   // The one model's gauges ("" in the map: a server that is not in router mode) are published
   // even before its first step, as always.

@@ -47,6 +47,10 @@ struct EngineGauges {
   int64_t spec_num_drafts = 0;
   int64_t spec_num_draft_tokens = 0;
   int64_t spec_num_accepted_tokens = 0;
+  // engine::EngineStats' step_*_s: wall seconds of engine steps by phase.
+  double step_schedule_s = 0;
+  double step_forward_s = 0;
+  double step_sample_s = 0;
   // Accepted draft tokens by draft position (0-based), for each position that ever had a draft.
   std::vector<int64_t> spec_accepted_per_position;
   // MoE routing statistics: tokens routed to each expert, [layer][expert] row-major

@@ -56,6 +56,7 @@ class ReferenceEmulatingBackend final : public kernels::Backend {
     return inner_->supports_latent_kv(dk, dv);
   }
   bool host_memory() const override { return inner_->host_memory(); }
+  ThreadPool* host_pool() override { return inner_->host_pool(); }
   void read_view(kernels::Matrix src, float* dst) override { inner_->read_view(src, dst); }
   void write_view(const float* src, kernels::Matrix dst) override { inner_->write_view(src, dst); }
 

@@ -425,12 +425,15 @@ TEST_F(ServerTest, MetricsText) {
         "cadenza_prefix_cache_hits_total", "cadenza_num_preemptions_total",
         "cadenza_request_success_total", "cadenza_http_requests_total",
         "cadenza_spec_decode_num_drafts_total", "cadenza_spec_decode_num_draft_tokens_total",
-        "cadenza_spec_decode_num_accepted_tokens_total"}) {
+        "cadenza_spec_decode_num_accepted_tokens_total", "cadenza_engine_step_seconds_total"}) {
     EXPECT_NE(m.body.find(std::string("# TYPE ") + name + " "), std::string::npos) << name;
     EXPECT_NE(m.body.find(std::string("# HELP ") + name + " "), std::string::npos) << name;
   }
   EXPECT_GE(metric_value(m.body, "cadenza_e2e_request_latency_seconds_count"), 1);
   EXPECT_GE(metric_value(m.body, "cadenza_generation_tokens_total"), 3);
+  // The engine's step timers: the request's steps ran the model and sampled.
+  EXPECT_GT(metric_value(m.body, "cadenza_engine_step_seconds_total{phase=\"forward\"}"), 0);
+  EXPECT_GT(metric_value(m.body, "cadenza_engine_step_seconds_total{phase=\"sample\"}"), 0);
   EXPECT_NE(m.body.find(http_sample), std::string::npos);
   // Every sample line is "name[{labels}] number".
   std::istringstream in(m.body);

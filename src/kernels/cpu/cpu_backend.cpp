@@ -50,6 +50,7 @@ class CpuBackend final : public Backend {
   }
 
   std::string_view name() const override { return "cpu"; }
+  ThreadPool* host_pool() override { return &pool_; }
 
   Result<std::unique_ptr<Weight>> upload_weight(const WeightDesc& desc) override {
     const std::optional<DTypeTraits> traits = dtype_traits(static_cast<uint32_t>(desc.type));

@@ -16,32 +16,7 @@
 namespace cadenza::simd::detail {
 namespace {
 
-// exp(x) for x <= 0 (softmax arguments; -inf and very negative values give 0): 2^n * p(r) with
-// n = round(x / ln 2), r = x - n ln 2 (two-part ln 2), p a degree-6 Taylor polynomial (Horner),
-// 2^n applied by scalef. Relative error ~2e-7. Fixed instruction sequence: deterministic.
-inline __m512 exp_nonpositive_unclamped(__m512 x) {
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
-inline __m512 exp_nonpositive(__m512 x) {
-  return exp_nonpositive_unclamped(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)));
-}
-
-// exp(x) for any finite x: the argument clamped to [-104, 88] (results 0 .. 1.65e38), then as
-// exp_nonpositive (the reduction and polynomial hold for either sign).
-inline __m512 exp_any(__m512 x) {
-  return exp_nonpositive_unclamped(_mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.0f)));
-}
+#include "kernels/simd/exp_avx512.inc"
 
 // Lane j of the result = the sum of the 16 lanes of v[j] (a fixed tree: pairs within 128-bit
 // lanes, then across them).

@@ -166,6 +166,9 @@ struct ModelConfig {
   // The first layers with a dense FFN (n_ff) before the expert layers (`leading_dense_block_count`,
   // deepseek2 / glm4moe).
   int64_t n_leading_dense = 0;
+  // The FFN's pre-norm tensor of each layer (`blk.N.<this>`; arch/mixture_decoder.h):
+  // "ffn_norm.weight" (llama4), "post_attention_norm.weight" (glm4moe).
+  std::string ffn_norm_tensor = "ffn_norm.weight";
   // Interleaved experts (llama4 `interleave_moe_layer_step` S > 1): only the layers with
   // (layer + 1) % S == 0 have experts, the others a dense FFN (n_ff).
   int64_t moe_interleave_step = 0;

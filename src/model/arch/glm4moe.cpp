@@ -17,16 +17,12 @@
 //
 // Multi-token-prediction layers (`nextn_predict_layers`, HF num_nextn_predict_layers) follow the
 // trunk's layers in the file; they are not run: they are left out of the layer count and the load
-// log says so. The blocks and their shapes: src/model/blocks/*.h.
-#include <memory>
-#include <vector>
+// log says so. The network: arch/mixture_decoder.h (shared with llama4).
 
 #include <spdlog/spdlog.h>
 
 #include "gguf/gguf.h"
-#include "model/blocks/attention.h"
-#include "model/blocks/embedding.h"
-#include "model/blocks/mixture_ffn.h"
+#include "model/arch/mixture_decoder.h"
 #include "model/metadata.h"
 #include "model/registry.h"
 
@@ -34,11 +30,10 @@ namespace cadenza::model::arch {
 
 namespace {
 
-using kernels::Matrix;
-
 Status configure(const MetadataReader& md, ModelConfig& c) {
   const std::string& file = md.file().name();
   c.rope_layout = kernels::RopeLayout::NeoX;
+  c.ffn_norm_tensor = "post_attention_norm.weight";
   // Biases and Q/K norms as layer 0 has them (then every layer must).
   c.qkv_bias = md.file().find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qk_norm = md.file().find_tensor("blk.0.attn_q_norm.weight") != nullptr;
@@ -68,70 +63,9 @@ Status configure(const MetadataReader& md, ModelConfig& c) {
   return {};
 }
 
-class Glm4Moe final : public Network {
- public:
-  explicit Glm4Moe(const ModelConfig& c)
-      : c_(c), embedding_(c), attention_(c), ffn_(c), head_(c) {}
-
-  Status load(WeightLoader& loader) {
-    Status st = embedding_.load(loader);
-    if (st) st = head_.load(loader);
-    if (st) st = attention_.load_rope(loader);
-    layers_.resize(static_cast<size_t>(c_.n_layers));
-    for (int64_t il = c_.shard.layer_begin; st && il < c_.shard.layer_end; ++il) {
-      Layer& L = layers_[static_cast<size_t>(il)];
-      st = loader.load({{L.attn_norm, layer_tensor(il, "attn_norm.weight"), {c_.n_embd}},
-                        {L.ffn_norm, layer_tensor(il, "post_attention_norm.weight"), {c_.n_embd}}});
-      if (st) st = attention_.load(loader, il, L.attention);
-      if (st) st = ffn_.load(loader, il, L.ffn);
-    }
-    return st;
-  }
-
-  Status reserve(kernels::Backend& be, const StepCapacity& cap) override {
-    Status st = x_.reserve(be, cap.max_tokens, c_.n_embd);
-    if (st) st = h_.reserve(be, cap.max_tokens, c_.n_embd);
-    if (st) st = attention_.reserve(be, cap);
-    if (st) st = ffn_.reserve(be, cap);
-    if (st) st = head_.reserve(be, cap);
-    return st;
-  }
-
-  void forward(const ForwardContext& ctx) override {
-    kernels::Backend& be = ctx.backend;
-    const int64_t n = ctx.inputs.n_tokens;
-    const Matrix x = x_.rows(n);  // [n][d] the residual stream
-    const Matrix h = h_.rows(n);  // [n][d] a block's input, then its output
-    blocks::stage_input(ctx, c_, embedding_, x);
-    for (int64_t il = c_.shard.layer_begin; il < c_.shard.layer_end; ++il) {
-      const Layer& L = layers_[static_cast<size_t>(il)];
-      be.rms_norm(x, *L.attn_norm, c_.rms_norm_eps, h);
-      attention_.forward(ctx, il, L.attention, h, h);
-      be.add(x, h, x);
-      be.rms_norm(x, *L.ffn_norm, c_.rms_norm_eps, h);
-      ffn_.forward(ctx, il, L.ffn, h, x);
-    }
-    blocks::stage_output(ctx, c_, head_, embedding_, x);
-  }
-
- private:
-  struct Layer {
-    std::unique_ptr<kernels::Weight> attn_norm, ffn_norm;  // [d]; ffn_norm: post_attention_norm
-    blocks::Attention::Weights attention;
-    blocks::MixtureFfn::Weights ffn;
-  };
-
-  const ModelConfig& c_;
-  blocks::TokenEmbedding embedding_;
-  blocks::Attention attention_;
-  blocks::MixtureFfn ffn_;
-  blocks::OutputHead head_;
-  std::vector<Layer> layers_;
-  ScratchMatrix x_, h_;
-};
-
 }  // namespace
 
-extern const ArchitectureFamily glm4moe_family{"glm4moe", &configure, &load_network<Glm4Moe>};
+extern const ArchitectureFamily glm4moe_family{"glm4moe", &configure,
+                                               &load_network<MixtureDecoder>};
 
 }  // namespace cadenza::model::arch

@@ -108,6 +108,18 @@ constexpr Allowance kAllowances[] = {
     // reference around the linear-attention and expert layers (see qwen35-small), so the strict
     // first positions of every case carry the check here.
     {"qwen35moe-small", 0.035, 1, kF16Bound, 0.1},
+    // granitehybrid: 6 layers (4 Mamba-2 in 2 groups, 2 attention without RoPE), f16: 33 of
+    // 2912 top-k logits (1.1%) over the bound, max 0.111, all in the 265-token case (a sentence of
+    // 22 tokens repeated) at the same few tokens of each repetition, growing with it (positions
+    // 45, 67, 89, ...: 0.065, 0.092, ..., 0.111; the same tokens' first occurrence 0.014-0.017;
+    // everywhere else at most 0.02), at every level; greedy 6 of 6 (11 of 96 steps compared).
+    // Rounding, not a formula: with the reference's f16 rounding of matmul inputs and K/V
+    // emulated over the whole case, max 0.026 and 1 over; the alternatives a wrong formula would
+    // be (head h reading group h % groups, one norm over the whole inner width, the norm before
+    // the z gate) are 2.9-3.7 off nearly everywhere. Position 0 emulated: 0.0035 (unemulated
+    // 0.0022): as for qwen35, the emulation does not model the reference around its recurrent
+    // layers.
+    {"granitehybrid-small", 0.02, 0, kF16Bound, 0.005},
     // llama4: 4 layers (layer 3 NoPE), experts in layers 1 and 3 (16, one per token, weighted at
     // their input, an ungated shared expert), dense layers 0 and 2, unweighted Q/K norm, f16:
     // top-k max 0.0035, 0 of 2392 over the bound, greedy 6 of 6 (19 of 96 steps compared);

@@ -84,8 +84,45 @@ void decode_rows(const void* const* rows, int count, int n, float* dst) {
   }
 }
 
-// The online-softmax update of one row for one chunk (attend_impl and the tile kernel run exactly
-// these instructions): sh holds the chunk's scaled scores (lanes >= count ignored) and receives
+// The sum of x's 16 lanes by a fixed tree: the 256-bit halves, then the 128-bit halves, then lanes
+// 0 + 2 and 1 + 3, then those two (the tree of GCC's _mm512_reduce_add_ps, written out so that it
+// does not depend on the compiler's header and so that reduce_rows can run it on 16 rows at once).
+inline float hsum16(__m512 x) {
+  const __m256 a = _mm256_add_ps(_mm512_extractf32x8_ps(x, 1), _mm512_castps512_ps256(x));
+  const __m128 b = _mm_add_ps(_mm256_extractf128_ps(a, 1), _mm256_castps256_ps128(a));
+  const __m128 c = _mm_add_ps(b, _mm_shuffle_ps(b, b, _MM_SHUFFLE(1, 0, 3, 2)));
+  return _mm_cvtss_f32(_mm_add_ss(c, _mm_shuffle_ps(c, c, _MM_SHUFFLE(1, 1, 1, 1))));
+}
+
+template <bool Max>
+inline __m512 reduce_op(__m512 a, __m512 b) {
+  if constexpr (Max) return _mm512_max_ps(a, b);
+  else return _mm512_add_ps(a, b);
+}
+
+// Lane j = the reduction of v[j]'s 16 lanes, for 16 rows at once: hsum16's tree (Max = false,
+// bit for bit hsum16(v[j])) or the maximum (Max = true; exact in any order), level by level as a
+// butterfly that packs two rows' partial results into one vector per level. The butterfly leaves
+// row 4(s % 4) + s / 4 in lane s, so the rows are read in that order.
+template <bool Max>
+inline __m512 reduce_rows(const __m512 v[16]) {
+  const auto row = [&](int s) { return v[4 * (s % 4) + s / 4]; };
+  __m512 c[8], e[4], g[2];
+  for (int k = 0; k < 8; ++k) {  // lanes i + 8 and i (256-bit halves): two rows per vector
+    const __m512 a = row(2 * k), b = row(2 * k + 1);
+    c[k] = reduce_op<Max>(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)), _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)));
+  }
+  for (int m = 0; m < 4; ++m)  // + 4 (128-bit halves): four rows per vector
+    e[m] = reduce_op<Max>(_mm512_shuffle_f32x4(c[2 * m], c[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1)),
+                          _mm512_shuffle_f32x4(c[2 * m], c[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0)));
+  for (int n = 0; n < 2; ++n)  // lanes 0 + 2, 1 + 3 within 128 bits
+    g[n] = reduce_op<Max>(_mm512_shuffle_ps(e[2 * n], e[2 * n + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                          _mm512_shuffle_ps(e[2 * n], e[2 * n + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  return reduce_op<Max>(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The online-softmax update of one row for one chunk (attend_impl; the tile kernel's softmax_rows
+// does the same per lane for 16 rows at once): sh holds the chunk's scaled scores (lanes >= count ignored) and receives
 // its weights (0 past count); returns the accumulator's correction factor (in every lane).
 inline __m512 softmax_chunk(float* sh, int count, float& running_max, float& running_sum) {
   const __mmask32 valid = count == 32 ? 0xffffffffu : ((1u << count) - 1u);
@@ -100,9 +137,60 @@ inline __m512 softmax_chunk(float* sh, int count, float& running_max, float& run
   const __m512 p1 = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid >> 16), exp_nonpositive(_mm512_sub_ps(s1, mx)));
   _mm512_storeu_ps(sh, p0);
   _mm512_storeu_ps(sh + 16, p1);
-  running_sum = running_sum * _mm512_cvtss_f32(corr) + (_mm512_reduce_add_ps(p0) + _mm512_reduce_add_ps(p1));
+  running_sum = running_sum * _mm512_cvtss_f32(corr) + (hsum16(p0) + hsum16(p1));
   running_max = new_max;
   return corr;
+}
+
+// softmax_chunk for m <= 16 rows at once: rows i < m, scores s[i] (32 floats, count[i] valid),
+// state running_max[idx[i]] / running_sum[idx[i]]; corr[i] receives the correction. Per row the
+// same operations on the same values as softmax_chunk: the maximum is exact in any order, the
+// correction's exp works lane by lane, and the sums of the weights follow hsum16's tree
+// (reduce_rows).
+inline void softmax_rows(int m, float* const* s, const int* count, const int* idx, float* running_max,
+                         float* running_sum, float* corr) {
+  const __m512 ninf = _mm512_set1_ps(-__builtin_inff());
+  __m512 v0[16], v1[16];
+  float rm[16], rs[16], nm[16];
+  for (int i = 0; i < 16; ++i) {
+    if (i >= m) {  // padding lanes: a harmless state, results unused
+      v0[i] = ninf;
+      rm[i] = 0.0f;
+      rs[i] = 0.0f;
+      continue;
+    }
+    const __mmask32 valid = count[i] == 32 ? 0xffffffffu : ((1u << count[i]) - 1u);
+    v0[i] = _mm512_max_ps(_mm512_mask_loadu_ps(ninf, static_cast<__mmask16>(valid), s[i]),
+                          _mm512_mask_loadu_ps(ninf, static_cast<__mmask16>(valid >> 16), s[i] + 16));
+    rm[i] = running_max[idx[i]];
+    rs[i] = running_sum[idx[i]];
+  }
+  const __m512 old_max = _mm512_loadu_ps(rm);
+  const __m512 new_max = _mm512_max_ps(old_max, reduce_rows<true>(v0));
+  const __m512 c = exp_nonpositive(_mm512_sub_ps(old_max, new_max));
+  _mm512_storeu_ps(nm, new_max);
+  _mm512_storeu_ps(corr, c);  // corr has room for 16
+  for (int i = 0; i < 16; ++i) {
+    if (i >= m) {
+      v0[i] = v1[i] = _mm512_setzero_ps();
+      continue;
+    }
+    const __mmask32 valid = count[i] == 32 ? 0xffffffffu : ((1u << count[i]) - 1u);
+    const __m512 mx = _mm512_set1_ps(nm[i]);
+    v0[i] = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid),
+                                exp_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, static_cast<__mmask16>(valid), s[i]), mx)));
+    v1[i] = _mm512_maskz_mov_ps(static_cast<__mmask16>(valid >> 16),
+                                exp_nonpositive(_mm512_sub_ps(_mm512_mask_loadu_ps(ninf, static_cast<__mmask16>(valid >> 16), s[i] + 16), mx)));
+    _mm512_storeu_ps(s[i], v0[i]);
+    _mm512_storeu_ps(s[i] + 16, v1[i]);
+  }
+  const __m512 sum = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(rs), c),
+                                   _mm512_add_ps(reduce_rows<false>(v0), reduce_rows<false>(v1)));
+  _mm512_storeu_ps(rs, sum);
+  for (int i = 0; i < m; ++i) {
+    running_max[idx[i]] = nm[i];
+    running_sum[idx[i]] = rs[i];
+  }
 }
 
 // A row's end: the partial form's state as it stands, unnormalised (part_max non-null), or the
@@ -271,8 +359,11 @@ inline void tile_scores(const float* const* q, const float* kT, int kc_rt, __m51
       for (int c = 0; c < kc; ++c) {
         const float* ka = kT + (16 * c + la) * kAttendChunk;
         const float* kb = kT + (16 * c + lb) * kAttendChunk;
-        const __m512 ka0 = _mm512_loadu_ps(ka), ka1 = _mm512_loadu_ps(ka + 16);
-        const __m512 kb0 = _mm512_loadu_ps(kb), kb1 = _mm512_loadu_ps(kb + 16);
+        __m512 ka0 = _mm512_loadu_ps(ka), ka1 = _mm512_loadu_ps(ka + 16);
+        __m512 kb0 = _mm512_loadu_ps(kb), kb1 = _mm512_loadu_ps(kb + 16);
+        if constexpr (R > 1) {  // loaded once for the R rows (the compiler would reload per fma)
+          __asm__("" : "+v"(ka0), "+v"(ka1), "+v"(kb0), "+v"(kb1));
+        }
         for (int r = 0; r < R; ++r) {
           const __m512 qa = _mm512_set1_ps(q[r][16 * c + la]), qb = _mm512_set1_ps(q[r][16 * c + lb]);
           if (c == 0) {
@@ -354,7 +445,7 @@ void attend_tile_impl(const AttendTile& tl, float* scratch) {
   float* kT = acc + rows * dv;                     // [dk][kAttendChunk]
   float* k_dec = kT + kAttendChunk * dk;           // [kAttendChunk][dk] (F16/Q8_0)
   float* v_dec = k_dec + kAttendChunk * dk;        // [kAttendChunk][dv] (F16/Q8_0)
-  float running_max[kTileMaxRows], running_sum[kTileMaxRows], corr[kTileMaxRows];
+  float running_max[kTileMaxRows], running_sum[kTileMaxRows], corr[kTileMaxRows + 16];
   int64_t n_max = 0;
   for (int t = 0; t < nt; ++t) n_max = tl.n[t] > n_max ? tl.n[t] : n_max;
   for (int r = 0; r < rows; ++r) {
@@ -403,10 +494,9 @@ void attend_tile_impl(const AttendTile& tl, float* scratch) {
     int i = 0;
     for (; i + 2 <= n_active; i += 2) tile_scores<KC, 2>(q_of + i, kT, kc, vscale, s_of + i);
     if (i < n_active) tile_scores<KC, 1>(q_of + i, kT, kc, vscale, s_of + i);
-    for (i = 0; i < n_active; ++i) {
-      const int r = active[i];
-      corr[i] = _mm512_cvtss_f32(softmax_chunk(s_of[i], count_of[i], running_max[r], running_sum[r]));
-    }
+    for (i = 0; i < n_active; i += 16)
+      softmax_rows(n_active - i < 16 ? n_active - i : 16, s_of + i, count_of + i, active + i, running_max,
+                   running_sum, corr + i);
     for (i = 0; i < n_active;) {
       int m = 1;
       while (m < 4 && i + m < n_active && count_of[i + m] == count_of[i]) ++m;

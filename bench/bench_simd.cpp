@@ -242,14 +242,13 @@ void BM_prefill(benchmark::State& state, DType t, bool repacked, int64_t n, Isa 
 }
 
 // Prefill attention over one full split (kAttendSplit positions, the bulk of a long prompt's
-// attention): `tokens` query tokens of one sequence with a GQA group of 7 heads (Qwen2.5's
-// 14 / 2) and dk = dv = d, K/V rows of `type` in a paged-like scattered order. tile = false: one
+// attention): `tokens` query tokens of one sequence with a GQA group of nq heads (7: Qwen2.5's
+// 14 / 2; "/g<nq>" in the name otherwise) and dk = dv = d, K/V rows of `type` in a paged-like scattered order. tile = false: one
 // attend_partial call per token (the single-query loop decode uses); true: one attend_tile call.
 // One thread; counter: f32 multiply-adds (q.k and p.v) per second.
-void BM_attention(benchmark::State& state, DType type, int d, int tokens, bool tile) {
+void BM_attention(benchmark::State& state, DType type, int d, int tokens, bool tile, int nq) {
   if (!use_level(state, Isa::avx512)) return;
   set_isa(detected_isa());
-  constexpr int nq = 7;
   const int64_t n = kAttendSplit;
   const size_t rb = static_cast<size_t>(*row_bytes(type, d));
   std::vector<uint8_t> kv(2 * static_cast<size_t>(n) * rb);
@@ -349,9 +348,17 @@ void register_all() {
       for (int tokens : {1, 2, 4, 9, 16}) {
         if (tokens != 9 && (t != DType::F16 || d != 64)) continue;  // tile sizes: F16 d64 only
         const std::string tn = std::to_string(tokens);
-        benchmark::RegisterBenchmark((base + "/single/t" + tn).c_str(), BM_attention, t, d, tokens, false)
+        benchmark::RegisterBenchmark((base + "/single/t" + tn).c_str(), BM_attention, t, d, tokens, false, 7)
             ->Unit(benchmark::kMicrosecond);
-        benchmark::RegisterBenchmark((base + "/tile/t" + tn).c_str(), BM_attention, t, d, tokens, true)
+        benchmark::RegisterBenchmark((base + "/tile/t" + tn).c_str(), BM_attention, t, d, tokens, true, 7)
+            ->Unit(benchmark::kMicrosecond);
+      }
+      if (t != DType::F16) continue;
+      for (int nq : {1, 2, 4, 7, 8}) {  // one token (decode) with smaller groups: where the tile starts to pay
+        const std::string g = "/g" + std::to_string(nq);
+        benchmark::RegisterBenchmark((base + g + "/single/t1").c_str(), BM_attention, t, d, 1, false, nq)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark((base + g + "/tile/t1").c_str(), BM_attention, t, d, 1, true, nq)
             ->Unit(benchmark::kMicrosecond);
       }
     }

@@ -70,6 +70,10 @@ namespace {
 // bytes, e.g. 0.6 MiB for a 128k-token Qwen2.5-0.5B layer).
 constexpr int64_t kMaxPartialFloats = int64_t{1} << 22;  // 16 MiB
 
+// The fewest query rows (tokens x heads) a call of simd::attend_tile takes; smaller tiles (a
+// decode token of a small GQA group, the last tokens of a prompt) run token by token.
+constexpr int kMinTileRows = 8;
+
 }  // namespace
 
 void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBatch& batch,
@@ -154,7 +158,10 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
     // group's query heads, share the K/V rows, which are resolved through the block table once
     // per item. A token of one split writes its output; longer ones leave partial states for the
     // combine below.
-    pool.parallel_for(items, [&](int64_t item, int) {
+    // Handed out last item first: later tiles see more positions, so the longest items start
+    // first and the pool's dynamic hand-out evens out the tail.
+    pool.parallel_for(items, [&](int64_t reversed, int) {
+      const int64_t item = items - 1 - reversed;
       const size_t tile = static_cast<size_t>(std::upper_bound(tile_item.begin(), tile_item.end(), item) - tile_item.begin() - 1);
       const int64_t ta = tile_first[tile], tb = tile_first[tile + 1];
       const int64_t splits = (tile_item[tile + 1] - tile_item[tile]) / n_kv;
@@ -228,27 +235,32 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
         tl.out = out_rows;
         tl.part_max = part_max;
         tl.part_sum = part_sum;
-        if (nt > 1) {
+        // Below ~8 rows the transposition of each K chunk costs more than the tile saves
+        // (bench_simd attention/*/g*/t1): tokens go one at a time through the single-query loop.
+        if (nt * nq >= kMinTileRows) {
           float* scratch = thread_scratch(Scratch::Attention,
                                           static_cast<size_t>(simd::attend_tile_scratch_floats(nt, nq, dk, dv)));
           if (vectorised) simd::attend_tile(tl, scratch);
           else simd::attend_tile_ref(tl, scratch);
           continue;
         }
-        // One token: the single-query loop (no transposition to amortise).
         float* scratch = thread_scratch(Scratch::Attention, static_cast<size_t>(simd::attend_scratch_floats(nq, dk, dv)));
-        if (part_max[0]) {
-          if (vectorised) {
-            simd::attend_partial(q_rows, nq, k_rows, v_rows, kv.type, n_tok[0], dk, dv, scale, out_rows,
-                                 part_max[0], part_sum[0], scratch);
+        for (int j = 0; j < nt; ++j) {
+          const float* const* qj = q_rows + j * nq;
+          float* const* oj = out_rows + j * nq;
+          if (part_max[j]) {
+            if (vectorised) {
+              simd::attend_partial(qj, nq, k_rows, v_rows, kv.type, n_tok[j], dk, dv, scale, oj, part_max[j],
+                                   part_sum[j], scratch);
+            } else {
+              simd::attend_partial_ref(qj, nq, k_rows, v_rows, kv.type, n_tok[j], dk, dv, scale, oj, part_max[j],
+                                       part_sum[j], scratch);
+            }
+          } else if (vectorised) {
+            simd::attend(qj, nq, k_rows, v_rows, kv.type, n_tok[j], dk, dv, scale, tl.sinks, oj, scratch);
           } else {
-            simd::attend_partial_ref(q_rows, nq, k_rows, v_rows, kv.type, n_tok[0], dk, dv, scale,
-                                     out_rows, part_max[0], part_sum[0], scratch);
+            simd::attend_ref(qj, nq, k_rows, v_rows, kv.type, n_tok[j], dk, dv, scale, tl.sinks, oj, scratch);
           }
-        } else if (vectorised) {
-          simd::attend(q_rows, nq, k_rows, v_rows, kv.type, n_tok[0], dk, dv, scale, tl.sinks, out_rows, scratch);
-        } else {
-          simd::attend_ref(q_rows, nq, k_rows, v_rows, kv.type, n_tok[0], dk, dv, scale, tl.sinks, out_rows, scratch);
         }
       }
     });

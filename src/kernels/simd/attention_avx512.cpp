@@ -7,6 +7,11 @@
 // are summed by a fixed transposing tree shared by 16 positions (sum16); per chunk the running max, the chunk's weights (vector exp) and their sum
 // (a fixed reduction) update the running sum; the value accumulator (dv floats per head, kept in
 // registers for the chunk) is rescaled once per chunk and gets one fma per (position, 16 values).
+//
+// The tile kernel (attend_tile, prefill) runs the same operations per row for many rows at once:
+// K transposed per chunk so that a vector holds 16 positions (the lane chains and sum16's tree
+// become whole-vector fmas and adds), the softmax step of 16 rows at once (reduce_rows), the
+// value update of up to 4 rows per V load. Bit for bit attend's result per row (attention.h).
 #include "kernels/simd/intrinsics.h"
 
 #include <cstdint>
@@ -361,7 +366,8 @@ inline void tile_scores(const float* const* q, const float* kT, int kc_rt, __m51
         const float* kb = kT + (16 * c + lb) * kAttendChunk;
         __m512 ka0 = _mm512_loadu_ps(ka), ka1 = _mm512_loadu_ps(ka + 16);
         __m512 kb0 = _mm512_loadu_ps(kb), kb1 = _mm512_loadu_ps(kb + 16);
-        if constexpr (R > 1) {  // loaded once for the R rows (the compiler would reload per fma)
+        if constexpr (R > 1) {  // in registers for the R rows (GCC folded a reload into each fma:
+                                // one more load per fma, ~10% slower for head dim 64)
           __asm__("" : "+v"(ka0), "+v"(ka1), "+v"(kb0), "+v"(kb1));
         }
         for (int r = 0; r < R; ++r) {

@@ -117,14 +117,14 @@ Result<engine::EngineConfig> engine_config(const ServeArgs& a, const model::Mode
   ec.max_model_len = a.max_model_len;
   ec.kv_type = a.kv_cache_type;
   ec.speculative = a.speculative;
+  auto tiers = kv_tier_config(a.kv_tiers);  // before sizing: tiers turn the window group off
+  if (!tiers) return tiers.error_value();
+  ec.kv_tiers = *tiers;
   if (!a.kv_cache_memory.empty()) {
     auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
     if (!blocks) return blocks.error_value();
     ec.num_kv_blocks = *blocks;
   }
-  auto tiers = kv_tier_config(a.kv_tiers);
-  if (!tiers) return tiers.error_value();
-  ec.kv_tiers = *tiers;
   return ec;
 }
 

@@ -62,7 +62,7 @@ struct GenerateArgs {
   int32_t block_size = 16;
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
-  bool no_sliding_window_kv = false;
+  KvLayoutArgs kv_layout;
   int32_t max_tokens = 128;
   float temperature = 0.8f;
   int32_t top_k = 40;
@@ -365,7 +365,7 @@ int run_generate(GenerateArgs a) {
 
   engine::EngineConfig ec;
   ec.enable_prefix_caching = !a.no_prefix_caching;
-  ec.sliding_window_kv = !a.no_sliding_window_kv;
+  if (Status st = apply_kv_layout_options(a.kv_layout, ec); !st) return fail(st.error());
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_model_len = a.max_model_len;
@@ -504,8 +504,7 @@ Command generate_command() {
     sub->add_option("--max-model-len", args->max_model_len,
                     "Prompt + output tokens at most (default: the model's context, at most 4096)");
     sub->add_flag("--no-prefix-caching", args->no_prefix_caching, "Disable prefix caching");
-    sub->add_flag("--no-sliding-window-kv", args->no_sliding_window_kv,
-                  "Sliding-window layers keep full-context KV (default: only their window)");
+    add_kv_layout_options(*sub, args->kv_layout);
     sub->add_option("--max-tokens", args->max_tokens, "Default tokens to generate per request")
         ->capture_default_str();
     sub->add_option("--temp", args->temperature, "Default temperature (0 = greedy)")

@@ -315,6 +315,25 @@ void add_kv_tier_options(CLI::App& sub, KvTierArgs& value) {
   sub.add_option("--kv-disk-size", value.disk_size, "Disk tier budget, e.g. 100GiB");
 }
 
+void add_kv_layout_options(CLI::App& sub, KvLayoutArgs& value) {
+  sub.add_flag("--no-sliding-window-kv", value.no_sliding_window_kv,
+               "Sliding-window layers (gemma3, gpt-oss) keep full-context KV (default: only their "
+               "window, in a block group of their own)");
+  sub.add_option("--state-snapshot-memory", value.state_snapshot_memory,
+                 "Hybrid models (qwen35): host memory for the recurrent-state snapshots that prefix "
+                 "caching resumes from, e.g. 1GiB; 0 turns their prefix caching off (default: 512MiB)");
+}
+
+Status apply_kv_layout_options(const KvLayoutArgs& args, engine::EngineConfig& engine) {
+  engine.sliding_window_kv = !args.no_sliding_window_kv;
+  if (!args.state_snapshot_memory.empty()) {
+    auto n = parse_byte_size("--state-snapshot-memory", args.state_snapshot_memory);
+    if (!n) return n.error_value();
+    engine.state_snapshot_bytes = *n;
+  }
+  return {};
+}
+
 Result<engine::KvTierConfig> kv_tier_config(const KvTierArgs& args) {
   engine::KvTierConfig c;
   if (!args.offload_memory.empty()) {

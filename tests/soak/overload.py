@@ -206,6 +206,10 @@ if rate is None:
     if lost_c:
         failures.append(f"calibration: {len(lost_c)} of {len(done)} requests lost: {lost_c[:3]}")
     rate = ok / elapsed
+if rate <= 0:
+    server.kill()
+    sys.exit(f"no request completed in the {args.calibrate:.0f} s calibration: give a longer "
+             "--calibrate or the rate itself (--rate)")
 log(f"sustainable rate {rate:.2f} req/s; offering {args.factor * rate:.1f} req/s for {args.duration:.0f} s")
 
 # 3. The overload: open loop.

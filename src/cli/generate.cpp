@@ -62,6 +62,7 @@ struct GenerateArgs {
   int32_t block_size = 16;
   int32_t max_model_len = 0;
   bool no_prefix_caching = false;
+  KvLayoutArgs kv_layout;
   int32_t max_tokens = 128;
   float temperature = 0.8f;
   int32_t top_k = 40;
@@ -253,6 +254,7 @@ struct RunTotals {
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;
   int64_t generated_tokens = 0;
+  int64_t peak_kv_used_bytes = 0;  // EngineStats::kv_used_bytes after a step, at most
 };
 
 // Applies one step's outputs to the jobs; returns how many finished.
@@ -312,7 +314,9 @@ Status drain(engine::EngineCore& engine, std::unordered_map<engine::RequestId, J
       writer.flush_ready();
       if (!writer.ok()) return make_error("cannot write the output");
     }
-    progress.update(done, totals.generated_tokens, engine.stats());
+    const engine::EngineStats st = engine.stats();
+    totals.peak_kv_used_bytes = std::max(totals.peak_kv_used_bytes, st.kv_used_bytes);
+    progress.update(done, totals.generated_tokens, st);
   }
   return {};
 }
@@ -361,6 +365,7 @@ int run_generate(GenerateArgs a) {
 
   engine::EngineConfig ec;
   ec.enable_prefix_caching = !a.no_prefix_caching;
+  if (Status st = apply_kv_layout_options(a.kv_layout, ec); !st) return fail(st.error());
   ec.max_num_batched_tokens = a.max_num_batched_tokens;
   ec.max_num_seqs = a.max_num_seqs;
   ec.max_model_len = a.max_model_len;
@@ -370,14 +375,14 @@ int run_generate(GenerateArgs a) {
   ec.speculative = a.speculative;
   auto block_bytes = kv_block_bytes(mc, ec);
   if (!block_bytes) return fail(block_bytes.error());
+  auto tiers = kv_tier_config(a.kv_tiers);  // before sizing: tiers turn the window group off
+  if (!tiers) return fail(tiers.error());
+  ec.kv_tiers = *tiers;
   if (!a.kv_cache_memory.empty()) {
     auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
     if (!blocks) return fail(blocks.error());
     ec.num_kv_blocks = *blocks;
   }
-  auto tiers = kv_tier_config(a.kv_tiers);
-  if (!tiers) return fail(tiers.error());
-  ec.kv_tiers = *tiers;
   auto engine = engine::EngineCore::create(**model, **tokenizer, ec);
   if (!engine) return fail(engine.error());
   const engine::EngineConfig& cfg = (*engine)->config();
@@ -390,8 +395,7 @@ int run_generate(GenerateArgs a) {
              "generate: KV cache {} blocks x {} tokens ({:.1f} MiB, {}): {} sequences of the maximum "
              "length {} fit; max {} sequences, {} tokens per step, prefix caching {}\n",
              cfg.num_kv_blocks, cfg.block_size,
-             static_cast<double>(cfg.num_kv_blocks) * static_cast<double>(*block_bytes) /
-                 (1024.0 * 1024.0),
+             static_cast<double>((*engine)->kv_cache_bytes()) / (1024.0 * 1024.0),
              kv_cache_type_name(cfg.kv_type), cfg.num_kv_blocks / blocks_per_seq, cfg.max_model_len, cfg.max_num_seqs,
              cfg.max_num_batched_tokens, cfg.enable_prefix_caching ? "on" : "off");
 
@@ -463,6 +467,8 @@ int run_generate(GenerateArgs a) {
   if (a.speculative.enabled()) fmt::print(stderr, "generate: {}\n", speculative_summary(st));
   fmt::print(stderr, "generate: preemptions {}, steps {}, mean TTFT {:.3f} s\n",
              st.num_preemptions, st.num_steps, st.ttft.mean_s());
+  fmt::print(stderr, "generate: KV in use at peak {:.2f} MiB (blocks held by live requests, "
+             "after each step)\n", static_cast<double>(totals.peak_kv_used_bytes) / (1024.0 * 1024.0));
   return 0;
 }
 
@@ -498,6 +504,7 @@ Command generate_command() {
     sub->add_option("--max-model-len", args->max_model_len,
                     "Prompt + output tokens at most (default: the model's context, at most 4096)");
     sub->add_flag("--no-prefix-caching", args->no_prefix_caching, "Disable prefix caching");
+    add_kv_layout_options(*sub, args->kv_layout);
     sub->add_option("--max-tokens", args->max_tokens, "Default tokens to generate per request")
         ->capture_default_str();
     sub->add_option("--temp", args->temperature, "Default temperature (0 = greedy)")

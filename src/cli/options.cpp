@@ -50,7 +50,10 @@ int resolve_threads(int requested) {
 
 namespace {
 
-kv::KvShape kv_shape(const model::ModelConfig& model, const engine::EngineConfig& engine) {
+// window_layers: which attention layers to count: -1 all, 0 those outside a window group, 1
+// those in it (engine::kv_window_for > 0: the windowed ones keep a block group of their own).
+kv::KvShape kv_shape(const model::ModelConfig& model, const engine::EngineConfig& engine,
+                     int window_layers = -1) {
   // EngineConfig::kv_type is one of the three types parse_kv_cache_type gives.
   kv::KvElementType type = kv::KvElementType::kF32;
   if (engine.kv_type == DType::F16) type = kv::KvElementType::kF16;
@@ -58,7 +61,11 @@ kv::KvShape kv_shape(const model::ModelConfig& model, const engine::EngineConfig
   // A hybrid model's recurrent layers keep no K/V (model::KvCache): only its attention layers
   // count per block.
   int64_t layers = model.n_layers;
-  for (int64_t l = 0; l < model.n_layers; ++l) layers -= model.is_recurrent(l) ? 1 : 0;
+  for (int64_t l = 0; l < model.n_layers; ++l) {
+    const bool windowed = model.attention_window(l) > 0;
+    const bool counted = window_layers < 0 || windowed == (window_layers == 1);
+    layers -= model.is_recurrent(l) || !counted ? 1 : 0;
+  }
   return {.n_layers = layers,
           .n_kv_heads = model.n_kv_heads,
           .head_dim_k = model.head_dim_k,
@@ -98,6 +105,25 @@ Result<int32_t> kv_blocks_for_memory(const model::ModelConfig& model,
   }
   auto blocks = kv::kv_num_blocks_for_budget(shape, *budget - state_bytes);
   if (!blocks) return blocks.error_value();
+  // With a window group (as the engine will build it), its blocks come out of the budget next
+  // and the main pool counts only the other layers. Worth it only if the group is smaller than
+  // the main pool would be (the engine caps it there); else every layer counts per block.
+  if (const int32_t window = engine::kv_window_for(model, engine); window > 0) {
+    const kv::KvShape main = kv_shape(model, engine, 0);
+    const kv::KvShape windowed = kv_shape(model, engine, 1);
+    auto main_bytes = kv::kv_bytes_per_block(main);
+    auto window_bytes = kv::kv_bytes_per_block(windowed);
+    if (!main_bytes) return main_bytes.error_value();
+    if (!window_bytes) return window_bytes.error_value();
+    const int64_t n_window = kv::kv_window_blocks(window, engine.block_size, engine.max_num_seqs,
+                                                  engine.max_num_batched_tokens,
+                                                  std::numeric_limits<int32_t>::max());
+    const int64_t left = *budget - state_bytes - n_window * *window_bytes;
+    if (left > 0 && *main_bytes > 0) {
+      const int64_t n_main = std::min<int64_t>(left / *main_bytes, std::numeric_limits<int32_t>::max());
+      if (n_main > n_window) blocks = static_cast<int32_t>(n_main);
+    }
+  }
   if (*blocks == 0)
     return make_error("--kv-cache-memory {} is smaller than one KV block ({} bytes)", text,
                       *block_bytes);
@@ -287,6 +313,25 @@ void add_kv_tier_options(CLI::App& sub, KvTierArgs& value) {
                  "Directory of the disk tier for evicted prefix-cache KV blocks; it persists "
                  "across restarts (needs --kv-disk-size)");
   sub.add_option("--kv-disk-size", value.disk_size, "Disk tier budget, e.g. 100GiB");
+}
+
+void add_kv_layout_options(CLI::App& sub, KvLayoutArgs& value) {
+  sub.add_flag("--no-sliding-window-kv", value.no_sliding_window_kv,
+               "Sliding-window layers (gemma3, gpt-oss) keep full-context KV (default: only their "
+               "window, in a block group of their own)");
+  sub.add_option("--state-snapshot-memory", value.state_snapshot_memory,
+                 "Hybrid models (qwen35): host memory for the recurrent-state snapshots that prefix "
+                 "caching resumes from, e.g. 1GiB; 0 turns their prefix caching off (default: 512MiB)");
+}
+
+Status apply_kv_layout_options(const KvLayoutArgs& args, engine::EngineConfig& engine) {
+  engine.sliding_window_kv = !args.no_sliding_window_kv;
+  if (!args.state_snapshot_memory.empty()) {
+    auto n = parse_byte_size("--state-snapshot-memory", args.state_snapshot_memory);
+    if (!n) return n.error_value();
+    engine.state_snapshot_bytes = *n;
+  }
+  return {};
 }
 
 Result<engine::KvTierConfig> kv_tier_config(const KvTierArgs& args) {

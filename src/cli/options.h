@@ -70,6 +70,19 @@ void add_kv_tier_options(CLI::App& sub, KvTierArgs& value);
 // size without a directory.
 Result<engine::KvTierConfig> kv_tier_config(const KvTierArgs& args);
 
+// The KV layout options (src/kv/README.md) as typed: sliding-window layers' window group and hybrid
+// models' recurrent-state snapshots.
+struct KvLayoutArgs {
+  bool no_sliding_window_kv = false;  // --no-sliding-window-kv
+  std::string state_snapshot_memory;  // --state-snapshot-memory SIZE (empty: the engine's default)
+};
+// Adds --no-sliding-window-kv and --state-snapshot-memory to `sub`, bound to `value` (which must
+// outlive the parse).
+void add_kv_layout_options(CLI::App& sub, KvLayoutArgs& value);
+// Sets EngineConfig::sliding_window_kv and state_snapshot_bytes. Errors: a bad size. Apply
+// before kv_blocks_for_memory (the window group changes the sizing).
+Status apply_kv_layout_options(const KvLayoutArgs& args, engine::EngineConfig& engine);
+
 // Adds the speculative decoding options (docs/speculative.md) to `sub`, bound to `value`:
 // --speculative-method {none,ngram,draft} (checked at parse time), --num-speculative-tokens K,
 // --speculative-adaptive BOOL, --ngram-min N, --ngram-max N, --draft-model FILE. Their ranges,

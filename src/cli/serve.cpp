@@ -50,6 +50,7 @@ struct ServeArgs {
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;  // a CPU step of 2048 prompt tokens stalls every decode ~2 s
   std::string kv_cache_memory;
+  KvLayoutArgs kv_layout;
   KvTierArgs kv_tiers;  // --kv-offload-memory, --kv-disk-dir, --kv-disk-size
   DType kv_cache_type = DType::F16;
   engine::SpeculativeConfig speculative;  // --speculative-method etc.
@@ -117,14 +118,15 @@ Result<engine::EngineConfig> engine_config(const ServeArgs& a, const model::Mode
   ec.max_model_len = a.max_model_len;
   ec.kv_type = a.kv_cache_type;
   ec.speculative = a.speculative;
+  if (Status st = apply_kv_layout_options(a.kv_layout, ec); !st) return st.error_value();
+  auto tiers = kv_tier_config(a.kv_tiers);  // before sizing: tiers turn the window group off
+  if (!tiers) return tiers.error_value();
+  ec.kv_tiers = *tiers;
   if (!a.kv_cache_memory.empty()) {
     auto blocks = kv_blocks_for_memory(mc, ec, a.kv_cache_memory);
     if (!blocks) return blocks.error_value();
     ec.num_kv_blocks = *blocks;
   }
-  auto tiers = kv_tier_config(a.kv_tiers);
-  if (!tiers) return tiers.error_value();
-  ec.kv_tiers = *tiers;
   return ec;
 }
 
@@ -487,6 +489,7 @@ Command serve_command() {
                     "maximum-length sequences)");
     add_kv_cache_type_option(*sub, args->kv_cache_type);
     add_kv_tier_options(*sub, args->kv_tiers);
+    add_kv_layout_options(*sub, args->kv_layout);
     add_speculative_options(*sub, args->speculative);
     sub->add_option("--max-model-len", args->max_model_len,
                     "Prompt + output tokens at most (default: the model's context, at most 4096)");

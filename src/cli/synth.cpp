@@ -25,6 +25,7 @@ struct SynthArgs {
   int threads = 0;
   int64_t layers = 0;
   int64_t ctx = 0;
+  int64_t sliding_window = 0;
   bool list = false;
   std::string mmproj;       // an mmproj preset: write a vision projector file instead of a model
   int64_t mmproj_embd = 0;  // the language model's embedding width (the projector's output)
@@ -84,6 +85,13 @@ int run_synth(const SynthArgs& a) {
   }
   if (a.layers > 0) shape->n_layer = a.layers;
   if (a.ctx > 0) shape->n_ctx = a.ctx;
+  if (a.sliding_window > 0) {
+    if (shape->sliding_window <= 0) {
+      fmt::print(stderr, "synth: preset '{}' has no sliding window to override\n", a.preset);
+      return 2;
+    }
+    shape->sliding_window = a.sliding_window;
+  }
   synth::SynthOptions opts;
   opts.shape = *shape;
   opts.weight_type = a.type;
@@ -134,6 +142,8 @@ Command synth_command() {
     sub->add_option("-t,--threads", args->threads, "Threads (default: all cores)");
     sub->add_option("--layers", args->layers, "Override the preset's layer count");
     sub->add_option("--ctx", args->ctx, "Override the preset's context length");
+    sub->add_option("--sliding-window", args->sliding_window,
+                    "Override the preset's attention window (presets with one: gemma3, gpt-oss)");
     sub->add_flag("--list", args->list, "List the presets and exit");
     sub->add_option("--mmproj", args->mmproj,
                     "Write a vision projector (mmproj) file of this preset instead of a model: "

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "engine/grammar_mask.h"
+#include "kv/kv_sizing.h"
 #include "request/validate_request.h"
 #include "spec/draft_model_proposer.h"
 #include "spec/ngram_proposer.h"
@@ -18,6 +19,20 @@ namespace {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
+
+int32_t kv_window_for(const model::ModelConfig& mc, const EngineConfig& config) {
+  if (!config.sliding_window_kv || config.kv_tiers.enabled()) return 0;
+  int32_t window = 0;
+  for (int64_t l = 0; l < mc.n_layers; ++l)
+    if (!mc.is_recurrent(l)) window = std::max(window, mc.attention_window(l));
+  const int64_t max_len =
+      config.max_model_len > 0 ? config.max_model_len : std::min<int64_t>(mc.context_length, 4096);
+  return window < max_len ? window : 0;
+}
+
+int32_t kv_window_for(const model::Model& model, const EngineConfig& config) {
+  return model.distributed() != nullptr ? 0 : kv_window_for(model.config(), config);
+}
 
 Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
                                                        const Tokenizer& tokenizer,
@@ -54,17 +69,21 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
                       tokenizer.n_vocab(), model.config().n_vocab);
   if (Status st = validate(c.speculative); !st) return make_error("engine: {}", st.error());
   if (model.config().hybrid()) {
-    // A recurrent state only moves forward: rejected drafts could not be rolled back, and a
-    // cached prefix's blocks carry no state to resume from (prefix caching would need state
-    // snapshots at block boundaries, not implemented).
+    // A recurrent state only moves forward: rejected drafts could not be rolled back. A cached
+    // prefix resumes from a snapshot of the state taken at its last block (state_snapshots_).
     if (c.speculative.enabled()) {
       return make_error("engine: speculative decoding is not supported for the hybrid model {} "
                         "(its linear-attention state cannot roll back rejected drafts)",
                         model.config().architecture);
     }
-    if (c.enable_prefix_caching) {
-      spdlog::info("engine: prefix caching is off for the hybrid model {} (its recurrent state "
-                   "is not snapshotted at block boundaries)", model.config().architecture);
+    if (c.state_snapshot_bytes < 0) return make_error("engine: state_snapshot_bytes must be >= 0");
+    if (c.state_snapshot_interval < 0 || c.state_snapshot_interval % c.block_size != 0) {
+      return make_error("engine: state_snapshot_interval {} must be a non-negative multiple of the "
+                        "block size {}", c.state_snapshot_interval, c.block_size);
+    }
+    if (c.enable_prefix_caching && c.state_snapshot_bytes == 0) {
+      spdlog::info("engine: prefix caching is off for the hybrid model {} (no memory for "
+                   "recurrent-state snapshots)", model.config().architecture);
       c.enable_prefix_caching = false;
     }
   }
@@ -95,10 +114,39 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
     if (!p) return make_error("engine: speculative: {}", p.error());
     proposer = std::move(*p);
   }
+  const int32_t window = kv_window_for(model, c);
+  if (window == 0 && c.sliding_window_kv && (c.kv_tiers.enabled() || model.distributed() != nullptr)) {
+    const model::ModelConfig& mc = model.config();
+    for (int64_t l = 0; l < mc.n_layers; ++l) {
+      if (mc.attention_window(l) > 0 && mc.attention_window(l) < c.max_model_len) {
+        spdlog::info("engine: the sliding-window layers keep full-context KV ({})",
+                     c.kv_tiers.enabled() ? "KV tiers hold blocks of every layer"
+                                          : "not supported on a model split across processes");
+        break;
+      }
+    }
+  }
+  if (c.num_window_kv_blocks < 0) return make_error("engine: num_window_kv_blocks must be >= 0");
+  if (window == 0) {
+    c.num_window_kv_blocks = 0;
+  } else {
+    if (c.num_window_kv_blocks == 0) {
+      c.num_window_kv_blocks = kv::kv_window_blocks(window, c.block_size, c.max_num_seqs,
+                                                    c.max_num_batched_tokens, c.num_kv_blocks);
+    }
+    // One sequence alone: its window behind a step plus the step's own positions.
+    const int64_t one = std::min<int64_t>(
+        seq_blocks, ceil_div(window - 1, c.block_size) +
+                        ceil_div(std::min(c.max_num_batched_tokens, c.max_model_len), c.block_size) + 1);
+    if (c.num_window_kv_blocks < one)
+      return make_error("engine: {} window KV blocks cannot hold one sequence's window (need {})",
+                        c.num_window_kv_blocks, one);
+  }
   auto kv = model.create_kv_cache({.num_blocks = c.num_kv_blocks,
                                    .block_size = c.block_size,
                                    .type = c.kv_type,
-                                   .num_state_slots = c.max_num_seqs});
+                                   .num_state_slots = c.max_num_seqs,
+                                   .num_window_blocks = c.num_window_kv_blocks});
   if (!kv) return make_error("engine: KV cache: {}", kv.error());
   // Scratch for the largest step: the token budget, one logit row and one block table per running
   // request, tables as long as max_model_len. A speculating request wants a row per draft too
@@ -107,7 +155,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(model::Model& model,
   const int64_t max_rows = std::min<int64_t>(c.max_num_batched_tokens, c.max_num_seqs * rows_per_seq);
   Status reserved = model.reserve({c.max_num_batched_tokens, max_rows, c.max_num_seqs, seq_blocks});
   if (!reserved) return make_error("engine: {}", reserved.error());
-  auto tiers = make_kv_tiers(c.kv_tiers, model, **kv, c.enable_prefix_caching);
+  // Tiers hold attention blocks only; a hybrid model's prefix needs its state snapshot too, kept
+  // in host memory apart (not moved through tiers): tiers stay off there.
+  if (model.config().hybrid() && c.kv_tiers.enabled())
+    spdlog::info("engine: KV tiers are off for the hybrid model {}", model.config().architecture);
+  auto tiers = make_kv_tiers(c.kv_tiers, model, **kv,
+                             c.enable_prefix_caching && !model.config().hybrid());
   if (!tiers) return tiers.error_value();
   auto engine = std::unique_ptr<EngineCore>(new EngineCore(model, tokenizer, c, std::move(*kv)));
   engine->proposer_ = std::move(proposer);
@@ -132,11 +185,35 @@ EngineCore::EngineCore(model::Model& model, const Tokenizer& tokenizer, const En
   kv_manager_ = std::make_unique<kv::KvCacheManager>(
       kv::KvCacheConfig{.num_blocks = config_.num_kv_blocks,
                         .block_size = config_.block_size,
-                        .enable_prefix_caching = config_.enable_prefix_caching});
+                        .enable_prefix_caching = config_.enable_prefix_caching,
+                        .window = config_.num_window_kv_blocks > 0 ? kv_window_for(model, config_) : 0,
+                        .num_window_blocks = config_.num_window_kv_blocks});
+  if (config_.num_window_kv_blocks > 0) {
+    spdlog::info("engine: sliding-window layers keep only their window ({} tokens): {} window "
+                 "blocks beside {} main blocks ({} MiB of KV instead of {} MiB)",
+                 kv_manager_->window(), config_.num_window_kv_blocks, config_.num_kv_blocks,
+                 kv_cache_->size_bytes() >> 20,
+                 (kv_cache_->size_bytes() + static_cast<size_t>(config_.num_kv_blocks - config_.num_window_kv_blocks) *
+                                                kv_cache_->window_block_bytes()) >> 20);
+  }
   if (model.config().hybrid()) state_slots_ = std::make_unique<kv::StateSlots>(config_.max_num_seqs);
+  const bool snapshots = state_slots_ && config_.enable_prefix_caching;
+  if (snapshots) {
+    state_snapshots_ = std::make_unique<kv::MemoryTier>(config_.state_snapshot_bytes);
+    state_bytes_.resize(kv_cache_->state_slot_bytes());
+    // A cached prefix is usable only where the state after it was snapshotted.
+    kv_manager_->set_prefix_usable(
+        [s = state_snapshots_.get()](const kv::BlockHash& h) { return s->contains(h); });
+    if (static_cast<int64_t>(state_bytes_.size()) > config_.state_snapshot_bytes) {
+      spdlog::warn("engine: one recurrent-state snapshot ({} bytes) exceeds state_snapshot_bytes "
+                   "({}): no prefix will be reused", state_bytes_.size(), config_.state_snapshot_bytes);
+    }
+  }
   scheduler_ = std::make_unique<sched::Scheduler>(
       sched::SchedulerConfig{.max_num_batched_tokens = config_.max_num_batched_tokens,
-                             .max_num_seqs = config_.max_num_seqs},
+                             .max_num_seqs = config_.max_num_seqs,
+                             .cut_chunks_at_last_block = snapshots,
+                             .snapshot_interval = snapshots ? config_.state_snapshot_interval : 0},
       *kv_manager_);
   for (int32_t id = 0; id < tokenizer_.n_vocab(); ++id)
     if (tokenizer_.is_end_of_generation(id)) eog_ids_.push_back(id);
@@ -163,6 +240,40 @@ EngineCore::~EngineCore() {
   }
 }
 
+size_t EngineCore::kv_cache_bytes() const { return kv_cache_->size_bytes(); }
+
+Status EngineCore::restore_state(const Request& r, int32_t start, int32_t slot) {
+  const int32_t bs = config_.block_size;
+  const std::optional<kv::BlockHash> h =
+      start % bs == 0 ? kv_manager_->block_hash(r.id, start / bs - 1) : std::nullopt;
+  if (!h || !state_snapshots_->get(*h, state_bytes_))
+    return make_error("engine: the recurrent-state snapshot of a {}-token cached prefix is missing", start);
+  state_snapshots_->count_promotion();
+  return kv_cache_->write_state(slot, state_bytes_);
+}
+
+void EngineCore::snapshot_states(const sched::SchedulePlan& plan) {
+  const int32_t bs = config_.block_size;
+  for (const sched::ScheduledRequest& e : plan.scheduled) {
+    const Request& r = *e.request;
+    const int32_t end = e.start + e.num_tokens;
+    // Prompt chunks (a decode step is one token at the end) that ended on a block boundary.
+    if (end % bs != 0 || (e.num_tokens == 1 && end == r.num_tokens())) continue;
+    const std::optional<kv::BlockHash> h = kv_manager_->block_hash(r.id, end / bs - 1);
+    if (!h || state_snapshots_->contains(*h)) continue;
+    const std::optional<int32_t> slot = state_slots_->find(r.id);
+    if (slot && kv_cache_->read_state(*slot, state_bytes_)) state_snapshots_->put(*h, state_bytes_);
+  }
+}
+
+Status EngineCore::copy_kv(const kv::BlockCopy& copy) {
+  if (copy.src >= 0) {
+    if (Status st = kv_cache_->copy_block(copy.src, copy.dst, copy.num_tokens); !st) return st;
+  }
+  if (copy.window_src >= 0) return kv_cache_->copy_window_block(copy.window_src, copy.window_dst, copy.num_tokens);
+  return {};
+}
+
 Result<PrefixCacheCleared> EngineCore::clear_prefix_cache(std::string_view tier) {
   const bool all = tier == "all";
   if (!all && tier != "pool" && tier != "memory" && tier != "disk")
@@ -171,6 +282,7 @@ Result<PrefixCacheCleared> EngineCore::clear_prefix_cache(std::string_view tier)
   if (all || tier == "pool") {
     c.pool_blocks = kv_manager_->pool().num_cached();
     kv_manager_->reset_prefix_cache();
+    if (state_snapshots_) state_snapshots_->clear();  // the prefixes they resumed are gone
   }
   if (kv_tiers_) {
     for (const auto& t : kv_tiers_->tiers()) {
@@ -315,7 +427,33 @@ std::vector<RequestOutput> EngineCore::step() {
     outputs.push_back(std::move(out));
     drop_pending(id, FinishReason::kAbort, {}, outputs);
   }
-  if (plan.empty()) return outputs;
+  if (state_snapshots_) {
+    // Requests admitted on a prefix hit start past 0 without a state: their fresh slot gets the
+    // state snapshotted after that prefix (the manager found only prefixes with one).
+    for (size_t i = 0; i < plan.scheduled.size();) {
+      const sched::ScheduledRequest& e = plan.scheduled[i];
+      if (e.start == 0 || state_slots_->find(e.request->id)) {
+        ++i;
+        continue;
+      }
+      const std::optional<int32_t> slot = state_slots_->acquire(e.request->id);
+      Status st = slot ? restore_state(*e.request, e.start, *slot)
+                       : Status(Error("engine: no recurrent-state slot"));
+      if (st) {
+        ++i;
+        continue;
+      }
+      const RequestId id = e.request->id;  // a bug if it happens: the manager checked the snapshot
+      plan.num_batched_tokens -= e.num_tokens;
+      plan.scheduled.erase(plan.scheduled.begin() + static_cast<std::ptrdiff_t>(i));
+      RequestOutput out = new_output(id);
+      out.error = st.error();
+      finish(id, FinishReason::kError, out);
+      outputs.push_back(std::move(out));
+      drop_pending(id, FinishReason::kError, st.error(), outputs);
+    }
+    if (plan.empty()) return outputs;
+  }
 
   // One ragged batch over every scheduled request.
   tokens_.clear();
@@ -323,6 +461,7 @@ std::vector<RequestOutput> EngineCore::step() {
   seq_index_.clear();
   logit_rows_.clear();
   tables_.clear();
+  window_tables_.clear();
   batch_state_slots_.clear();
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
@@ -334,6 +473,7 @@ std::vector<RequestOutput> EngineCore::step() {
       seq_index_.push_back(static_cast<int32_t>(i));
     }
     tables_.push_back(e.block_table);
+    if (kv_manager_->has_window_group()) window_tables_.push_back(e.window_block_table);
     if (state_slots_) {
       // At most max_num_seqs requests run, each holding one of max_num_seqs slots.
       const std::optional<int32_t> slot = state_slots_->acquire(r.id);
@@ -349,6 +489,7 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
   model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_, batch_state_slots_};
+  batch.window_block_tables = window_tables_;
   const Clock::time_point forward_start = Clock::now();
   totals_.step_schedule_s += seconds(forward_start - step_start);
   Status status = model_.forward(batch, *kv_cache_, logits_);
@@ -373,6 +514,7 @@ std::vector<RequestOutput> EngineCore::step() {
   ++totals_.num_steps;
   totals_.num_computed_tokens += plan.num_batched_tokens;
   scheduler_->commit(plan);
+  if (state_snapshots_) snapshot_states(plan);
 
   // Each sampling entry's first logit row.
   std::vector<size_t> rows(plan.scheduled.size(), 0);
@@ -528,6 +670,17 @@ EngineStats EngineCore::stats() const {
   s.num_waiting = ss.num_waiting;
   s.num_preemptions = ss.num_preemptions;
   s.kv_usage = kv_manager_->usage();
+  if (state_snapshots_) {
+    const kv::KvTierStats ss = state_snapshots_->stats();
+    s.state_snapshots = ss.blocks;
+    s.state_snapshot_bytes = ss.bytes;
+    s.state_snapshot_restores = ss.promotions;
+  }
+  s.kv_used_bytes =
+      static_cast<int64_t>(kv_manager_->num_blocks() - kv_manager_->num_free_blocks()) *
+          static_cast<int64_t>(kv_cache_->block_bytes()) +
+      static_cast<int64_t>(kv_manager_->num_window_blocks() - kv_manager_->num_free_window_blocks()) *
+          static_cast<int64_t>(kv_cache_->window_block_bytes());
   const kv::KvCacheStats ks = kv_manager_->stats();
   s.prefix_cache_queries = ks.queries;
   s.prefix_cache_hits = ks.hits;

@@ -66,6 +66,7 @@
 #include "engine/speculative.h"
 #include "engine/stop_strings.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/memory_tier.h"
 #include "kv/state_slots.h"
 #include "model/kv_cache.h"
 #include "model/model.h"
@@ -108,7 +109,35 @@ struct EngineConfig {
   // Host-memory and disk tiers below the KV pool for evicted prefix-cache blocks (kv_tiers.h);
   // none by default. Off (logged) where prefix caching is off.
   KvTierConfig kv_tiers = {};
+  // Sliding-window layers (gemma3, gpt-oss) keep only their window's KV: a window block group
+  // (kv::KvCacheConfig::num_window_blocks) beside the main pool. Off, or with KV tiers or a model
+  // split across processes (not supported there; logged), they keep full-context KV in the
+  // main pool like every other layer. Outputs are the same either way.
+  bool sliding_window_kv = true;
+  // Blocks of the window group; 0: kv::kv_window_blocks (room for max_num_seqs sequences).
+  int32_t num_window_kv_blocks = 0;
+  // Hybrid models' prefix caching: host memory for recurrent-state snapshots (each sequence's
+  // state at block boundaries of its prompt, kv::MemoryTier, LRU), keyed by the prefix's block
+  // hash, so that a cached prefix resumes from its snapshot (src/kv/README.md). 0: prefix
+  // caching is off for hybrid models. Not part of the KV memory (--kv-cache-memory).
+  int64_t state_snapshot_bytes = int64_t{512} << 20;
+  // Where snapshots are taken: at the end of every prompt chunk that ends on a block boundary;
+  // prompt chunks are cut at the last block boundary before a prompt's last token (the longest
+  // prefix a later request can reuse: a multi-turn conversation's previous prompt) and at every
+  // multiple of this many tokens (a multiple of block_size; 0: only the former), so that a
+  // shared system prompt followed by different messages reuses up to the last multiple before
+  // they diverge. Smaller: more reuse, smaller prefill chunks and more snapshots.
+  int32_t state_snapshot_interval = 512;
 };
+
+// The window the engine's window group would use for a model of shape `model` under `config`
+// (the largest attention window of an attention layer), or 0 when the layers keep full-context
+// KV (no windowed layer, sliding_window_kv off, KV tiers, a window as long as max_model_len;
+// max_model_len 0 resolves as in EngineCore::create). The CLI's --kv-cache-memory sizing uses
+// it to count the same layers as the engine.
+int32_t kv_window_for(const model::ModelConfig& model, const EngineConfig& config);
+// The same for a loaded model: 0 also when it is split across processes.
+int32_t kv_window_for(const model::Model& model, const EngineConfig& config);
 
 // What EngineCore::clear_prefix_cache dropped.
 struct PrefixCacheCleared {
@@ -157,7 +186,15 @@ struct LatencySummary {
 struct EngineStats {
   int32_t num_running = 0;
   int32_t num_waiting = 0;  // waiting and preempted
-  double kv_usage = 0;      // used blocks / all blocks
+  double kv_usage = 0;      // used blocks / all blocks (the fuller pool with a window group)
+  // KV bytes the blocks of live requests take (free cached blocks not counted): main pool
+  // blocks * KvCache::block_bytes() + window-group blocks * KvCache::window_block_bytes().
+  int64_t kv_used_bytes = 0;
+  // Hybrid models' recurrent-state snapshots (prefix caching): held, their bytes, and how many
+  // were restored into a request's state slot on a prefix hit.
+  int64_t state_snapshots = 0;
+  int64_t state_snapshot_bytes = 0;
+  int64_t state_snapshot_restores = 0;
   int64_t num_preemptions = 0;
   int64_t prefix_cache_queries = 0;
   int64_t prefix_cache_hits = 0;
@@ -247,6 +284,8 @@ class EngineCore {
   EngineStats stats() const;
   const EngineConfig& config() const { return config_; }
   const kv::KvCacheManager& kv_manager() const { return *kv_manager_; }
+  // Bytes of the KV memory (model::KvCache::size_bytes: both block groups, recurrent states).
+  size_t kv_cache_bytes() const;
   // Drops the prefix cache of `tier`: "pool" (the cached blocks of the KV pool), "memory",
   // "disk", or "all" (every one of them). A tier that is not configured frees nothing. Running
   // requests keep their blocks. Error: an unknown tier name.
@@ -348,6 +387,8 @@ class EngineCore {
   const Tokenizer& tokenizer_;
   EngineConfig config_;
   int32_t n_vocab_ = 0;
+  // Performs a KV copy the manager asked for (fork, trim): main group, then window group.
+  Status copy_kv(const kv::BlockCopy& copy);
   std::unique_ptr<model::KvCache> kv_cache_;
   // Declared before kv_manager_, which borrows it (destroyed after it). On destruction the pool's
   // cached blocks and the memory tier go to the disk tier, for the next run.
@@ -356,6 +397,15 @@ class EngineCore {
   // Hybrid models (ModelConfig::hybrid): each running request's recurrent-state slot in
   // kv_cache_ (max_num_seqs of them); null for other models.
   std::unique_ptr<kv::StateSlots> state_slots_;
+  // Hybrid models with prefix caching: recurrent-state snapshots by block hash (opaque
+  // KvCache::read_state bytes), and one slot's bytes in transit. Null otherwise.
+  std::unique_ptr<kv::MemoryTier> state_snapshots_;
+  std::vector<uint8_t> state_bytes_;
+  // Restores the snapshot of the prefix a newly admitted request of a hybrid model found
+  // (positions [0, start)) into its fresh state slot; snapshots the states of this step's
+  // prompt chunks that ended on a block boundary.
+  Status restore_state(const Request& r, int32_t start, int32_t slot);
+  void snapshot_states(const sched::SchedulePlan& plan);
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unordered_map<RequestId, std::unique_ptr<Stream>> streams_;  // by internal id
   // n > 1: public id -> internal ids of its live samples; parent internal id -> samples waiting
@@ -384,7 +434,7 @@ class EngineCore {
 
   // Batch buffers, reused from step to step.
   std::vector<int32_t> tokens_, positions_, seq_index_, logit_rows_, batch_state_slots_;
-  std::vector<std::span<const int32_t>> tables_;
+  std::vector<std::span<const int32_t>> tables_, window_tables_;
   std::vector<float> logits_;
   std::vector<float> processed_;    // one request's processed logits
   std::vector<int32_t> scratch_;   // compute_logprobs

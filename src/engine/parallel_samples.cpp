@@ -47,7 +47,7 @@ std::vector<Request*> EngineCore::release_pending(RequestId parent,
       continue;
     }
     if (copy->num_tokens > 0) {
-      if (Status st = kv_cache_->copy_block(copy->src, copy->dst, copy->num_tokens); !st) {
+      if (Status st = copy_kv(*copy); !st) {
         RequestOutput out = new_output(id);  // a bug if it happens: the ids come from the manager
         out.error = st.error();
         finish(id, FinishReason::kError, out);

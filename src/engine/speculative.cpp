@@ -197,7 +197,7 @@ void EngineCore::verify_drafts(Request& r, const sched::ScheduledRequest& e,
     // tokens before the newest); the rejected positions go.
     const kv::BlockCopy copy = scheduler_->rollback(r.id, e.start + 1 + accepted);
     if (copy.num_tokens > 0) {
-      if (Status st = kv_cache_->copy_block(copy.src, copy.dst, copy.num_tokens); !st) {
+      if (Status st = copy_kv(copy); !st) {
         out.error = st.error();  // a bug if it happens: the ids come from the manager
         finish(r.id, FinishReason::kError, out);
       }

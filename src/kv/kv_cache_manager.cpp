@@ -2,12 +2,62 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstdint>
 
 namespace cadenza::kv {
 
 KvCacheManager::KvCacheManager(const KvCacheConfig& config)
     : config_(config), pool_(config.num_blocks) {
   assert(config.num_blocks > 0 && config.block_size > 0);
+  assert(config.window >= 0 && config.num_window_blocks >= 0);
+  if (config.window > 0 && config.num_window_blocks > 0)
+    wpool_ = std::make_unique<BlockPool>(config.num_window_blocks);
+}
+
+int32_t KvCacheManager::window_first_block(int32_t pos) const {
+  return std::max(0, pos - config_.window + 1) / config_.block_size;
+}
+
+int32_t KvCacheManager::window_releasable(const RequestState& st) const {
+  const int32_t lo = std::min(window_first_block(st.num_computed), static_cast<int32_t>(st.wblocks.size()));
+  int32_t n = 0;
+  for (int32_t i = st.wheld_from; i < lo; ++i)
+    if (wpool_->ref_count(st.wblocks[static_cast<size_t>(i)]) == 1) ++n;
+  return n;
+}
+
+void KvCacheManager::release_behind_window(RequestState& st) {
+  const int32_t lo = std::min(window_first_block(st.num_computed), static_cast<int32_t>(st.wblocks.size()));
+  // Oldest first: released cached blocks queue at the tail, so the newest (the ones a request
+  // with a longer shared prefix needs for its own window) are evicted last.
+  for (int32_t i = st.wheld_from; i < lo; ++i) {
+    wpool_->release(st.wblocks[static_cast<size_t>(i)]);
+    st.wblocks[static_cast<size_t>(i)] = -1;
+  }
+  st.wheld_from = std::max(st.wheld_from, lo);
+}
+
+int32_t KvCacheManager::usable_prefix(RequestState& st, int32_t num_full) const {
+  if (!wpool_ && !usable_) return num_full;
+  // run[i]: how many consecutive blocks ending at block i the window pool holds.
+  std::vector<int32_t> run;
+  if (wpool_) {
+    run.resize(static_cast<size_t>(num_full));
+    for (int32_t i = 0; i < num_full; ++i) {
+      const bool hit = wpool_->lookup(st.hashes[static_cast<size_t>(i)]) >= 0;
+      run[static_cast<size_t>(i)] = hit ? (i > 0 ? run[static_cast<size_t>(i - 1)] : 0) + 1 : 0;
+    }
+  }
+  int32_t k = num_full;
+  for (; k > 0; --k) {
+    const BlockHash& last = st.hashes[static_cast<size_t>(k - 1)];
+    // The next position, k * B, reads the window blocks [window_first_block(k * B), k).
+    const bool window_ok =
+        !wpool_ || run[static_cast<size_t>(k - 1)] >= k - window_first_block(k * config_.block_size);
+    if (window_ok && (!usable_ || usable_(last))) break;
+  }
+  st.wheld_from = wpool_ ? std::min(k, window_first_block(k * config_.block_size)) : 0;
+  return k;
 }
 
 int32_t KvCacheManager::blocks_for(int32_t tokens) const {
@@ -56,6 +106,7 @@ int32_t KvCacheManager::find_cached_prefix(RequestId id, std::span<const int32_t
     }
     ++found;
   }
+  found = usable_prefix(st, found);
   // Released last block first, like free(): the prefix's first blocks end nearest the tail.
   for (auto b = pinned.rbegin(); b != pinned.rend(); ++b) pool_.release(*b);
   st.num_found_blocks = found;
@@ -90,10 +141,43 @@ KvCacheManager::Plan KvCacheManager::plan(const RequestState* st, int32_t total_
       // A free cached block we are about to take is no longer available for new blocks.
       if (pool_.ref_count(b) == 0) --free_available;
     }
+    if (st->num_found_blocks > 0 && usable_ &&
+        !usable_(st->hashes[static_cast<size_t>(st->num_found_blocks - 1)])) {
+      p.status = AllocStatus::kStalePrefix;  // its state snapshot is gone
+      return p;
+    }
     p.new_blocks = needed - st->num_found_blocks;
   }
   p.status = p.new_blocks <= free_available ? AllocStatus::kOk : AllocStatus::kNoRoom;
+  if (wpool_) {
+    AllocStatus w = AllocStatus::kOk;
+    if (!window_fits(st, total_tokens, w) && (w == AllocStatus::kStalePrefix || p.status == AllocStatus::kOk))
+      p.status = w;
+  }
   return p;
+}
+
+bool KvCacheManager::window_fits(const RequestState* st, int32_t total_tokens, AllocStatus& status) const {
+  const int32_t needed = blocks_for(total_tokens);
+  int32_t available = wpool_->num_free();
+  int32_t fresh = needed;
+  if (st != nullptr && st->allocated) {
+    fresh = std::max(0, needed - static_cast<int32_t>(st->wblocks.size()));
+    available += window_releasable(*st);
+  } else if (st != nullptr) {
+    for (int32_t i = st->wheld_from; i < st->num_found_blocks; ++i) {
+      const int32_t b = wpool_->lookup(st->hashes[static_cast<size_t>(i)]);
+      if (b < 0) {
+        status = AllocStatus::kStalePrefix;
+        return false;
+      }
+      if (wpool_->ref_count(b) == 0) --available;
+    }
+    fresh = needed - st->num_found_blocks;
+  }
+  if (fresh <= available) return true;
+  status = AllocStatus::kNoRoom;
+  return false;
 }
 
 bool KvCacheManager::can_allocate(RequestId id, int32_t num_new_tokens) const {
@@ -120,8 +204,20 @@ Allocation KvCacheManager::allocate(RequestId id, int32_t total_tokens) {
     }
     st.num_registered = st.num_found_blocks;
     st.allocated = true;
+    if (wpool_) {
+      st.wblocks.assign(static_cast<size_t>(st.num_found_blocks), -1);
+      for (int32_t i = st.wheld_from; i < st.num_found_blocks; ++i) {
+        const int32_t b = wpool_->lookup(st.hashes[static_cast<size_t>(i)]);
+        wpool_->acquire(b);
+        st.wblocks[static_cast<size_t>(i)] = b;
+      }
+    }
+  } else if (wpool_) {
+    release_behind_window(st);
   }
   for (int32_t i = 0; i < p.new_blocks; ++i) st.blocks.push_back(pool_.allocate());
+  if (wpool_)
+    while (st.wblocks.size() < st.blocks.size()) st.wblocks.push_back(wpool_->allocate());
   st.num_tokens = std::max(st.num_tokens, total_tokens);
   return Allocation{AllocStatus::kOk, st.blocks};
 }
@@ -145,6 +241,11 @@ void KvCacheManager::mark_computed(RequestId id, int32_t num_computed_tokens,
     // (Blocks at i >= num_registered are this request's own, so a cached one carries our hash.)
     assert(!pool_.is_cached(b) || pool_.hash(b) == st.hashes[static_cast<size_t>(i)]);
     if (!pool_.is_cached(b)) pool_.cache(b, st.hashes[static_cast<size_t>(i)]);
+    if (wpool_) {  // the window layers' KV of the same tokens, under the same hash
+      const int32_t wb = st.wblocks[static_cast<size_t>(i)];
+      assert(wb >= 0 && "a window block is released only after it was registered");
+      if (!wpool_->is_cached(wb)) wpool_->cache(wb, st.hashes[static_cast<size_t>(i)]);
+    }
   }
   st.num_registered = std::max(st.num_registered, full);
 }
@@ -154,6 +255,9 @@ void KvCacheManager::free(RequestId id) {
   if (it == requests_.end()) return;
   const std::vector<int32_t>& blocks = it->second.blocks;
   for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.release(*b);
+  const std::vector<int32_t>& wblocks = it->second.wblocks;
+  for (auto b = wblocks.rbegin(); b != wblocks.rend(); ++b)
+    if (*b >= 0) wpool_->release(*b);
   requests_.erase(it);
 }
 
@@ -174,20 +278,35 @@ Result<TrimResult> KvCacheManager::trim(RequestId id, int32_t num_tokens) {
   const int32_t kept_slots = num_tokens % bs;
   const int32_t cut_block = kept_slots > 0 ? st.blocks[static_cast<size_t>(keep_blocks - 1)] : -1;
   const bool cut_block_shared = cut_block >= 0 && pool_.ref_count(cut_block) > 1;
-
-  if (cut_block_shared) {
-    // Room for the private replacement: free blocks now, plus released tail blocks that nobody
-    // else holds (they become free before the replacement is drawn).
-    int32_t available = pool_.num_free();
-    for (int32_t i = keep_blocks; i < table_size; ++i) {
-      if (pool_.ref_count(st.blocks[static_cast<size_t>(i)]) == 1) ++available;
-    }
-    if (available < 1) return TrimResult{};
+  if (wpool_ && window_first_block(std::min(st.num_computed, num_tokens)) < st.wheld_from) {
+    return make_error("kv trim: request {}: length {} reaches back behind the window blocks it "
+                      "released", id, num_tokens);
   }
+  // The window group's cut block: held (it is at or after the new window's first block).
+  const int32_t wcut = wpool_ && kept_slots > 0 ? st.wblocks[static_cast<size_t>(keep_blocks - 1)] : -1;
+  const bool wcut_shared = wcut >= 0 && wpool_->ref_count(wcut) > 1;
+
+  // Room for a private replacement: free blocks now, plus released tail blocks that nobody
+  // else holds (they become free before the replacement is drawn).
+  auto room = [&](const BlockPool& pool, const std::vector<int32_t>& table) {
+    int32_t available = pool.num_free();
+    for (int32_t i = keep_blocks; i < table_size; ++i) {
+      const int32_t b = table[static_cast<size_t>(i)];
+      if (b >= 0 && pool.ref_count(b) == 1) ++available;
+    }
+    return available >= 1;
+  };
+  if (cut_block_shared && !room(pool_, st.blocks)) return TrimResult{};
+  if (wcut_shared && !room(*wpool_, st.wblocks)) return TrimResult{};
 
   // From here on nothing can fail. Tail first, like free(): the last blocks go nearest the head.
   for (int32_t i = table_size - 1; i >= keep_blocks; --i) pool_.release(st.blocks[static_cast<size_t>(i)]);
   st.blocks.resize(static_cast<size_t>(keep_blocks));
+  if (wpool_) {
+    for (int32_t i = table_size - 1; i >= keep_blocks; --i)
+      if (st.wblocks[static_cast<size_t>(i)] >= 0) wpool_->release(st.wblocks[static_cast<size_t>(i)]);
+    st.wblocks.resize(static_cast<size_t>(keep_blocks));
+  }
 
   TrimResult r;
   r.status = AllocStatus::kOk;
@@ -203,6 +322,16 @@ Result<TrimResult> KvCacheManager::trim(RequestId id, int32_t num_tokens) {
     // Private: this request will overwrite slots [kept_slots, bs), so the old full content must
     // not stay findable. (Blocks at index >= full_blocks are never registered after this.)
     pool_.uncache(cut_block);
+  }
+  if (wcut_shared) {  // the same in the window group
+    const int32_t fresh = wpool_->allocate();
+    wpool_->release(wcut);
+    st.wblocks.back() = fresh;
+    if (r.copy.num_tokens == 0) r.copy.num_tokens = kept_slots;
+    r.copy.window_src = wcut;
+    r.copy.window_dst = fresh;
+  } else if (wcut >= 0) {
+    wpool_->uncache(wcut);
   }
 
   st.num_tokens = num_tokens;
@@ -222,6 +351,7 @@ ForkResult KvCacheManager::fork(RequestId parent, RequestId child) {
   const int32_t shared = ps.num_computed / config_.block_size;
   const int32_t fresh = static_cast<int32_t>(ps.blocks.size()) - shared;
   if (fresh > pool_.num_free()) return ForkResult{};
+  if (wpool_ && fresh > wpool_->num_free()) return ForkResult{};
 
   RequestState cs;
   cs.root = ps.root;
@@ -238,11 +368,25 @@ ForkResult KvCacheManager::fork(RequestId parent, RequestId child) {
     cs.blocks.push_back(b);
   }
   for (int32_t i = 0; i < fresh; ++i) cs.blocks.push_back(pool_.allocate());
+  if (wpool_) {  // the same over the window table; entries behind the window stay -1
+    cs.wheld_from = ps.wheld_from;
+    cs.wblocks.assign(ps.wblocks.size(), -1);
+    for (int32_t i = ps.wheld_from; i < shared; ++i) {
+      const int32_t b = ps.wblocks[static_cast<size_t>(i)];
+      wpool_->acquire(b);
+      cs.wblocks[static_cast<size_t>(i)] = b;
+    }
+    for (size_t i = static_cast<size_t>(shared); i < cs.wblocks.size(); ++i) cs.wblocks[i] = wpool_->allocate();
+  }
 
   ForkResult r;
   r.status = AllocStatus::kOk;
   if (const int32_t partial = ps.num_computed % config_.block_size; partial > 0) {
     r.copy = BlockCopy{ps.blocks[static_cast<size_t>(shared)], cs.blocks[static_cast<size_t>(shared)], partial};
+    if (wpool_) {
+      r.copy.window_src = ps.wblocks[static_cast<size_t>(shared)];
+      r.copy.window_dst = cs.wblocks[static_cast<size_t>(shared)];
+    }
   }
   RequestState& inserted = requests_[child];
   inserted = std::move(cs);
@@ -251,7 +395,8 @@ ForkResult KvCacheManager::fork(RequestId parent, RequestId child) {
 }
 
 void KvCacheManager::attach_tiers(KvTierStack* tiers, KvBlockIo io) {
-  tiers_ = config_.enable_prefix_caching ? tiers : nullptr;
+  // Not with a window group: a payload holds one block of the main group's layers only.
+  tiers_ = config_.enable_prefix_caching && !wpool_ ? tiers : nullptr;
   io_ = std::move(io);
   if (tiers_ == nullptr) {
     pool_.set_eviction_hook({});
@@ -297,6 +442,42 @@ int64_t KvCacheManager::persist_to_tiers() {
 
 void KvCacheManager::reset_prefix_cache() {
   pool_.clear_cache();
+  if (wpool_) wpool_->clear_cache();
+}
+
+std::optional<BlockHash> KvCacheManager::block_hash(RequestId id, int32_t i) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end() || i < 0 || static_cast<size_t>(i) >= it->second.hashes.size()) return std::nullopt;
+  return it->second.hashes[static_cast<size_t>(i)];
+}
+
+std::span<const int32_t> KvCacheManager::window_block_table(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? std::span<const int32_t>{} : std::span<const int32_t>(it->second.wblocks);
+}
+
+int32_t KvCacheManager::max_allocatable_tokens(RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return 0;
+  const RequestState& st = it->second;
+  int64_t blocks = static_cast<int64_t>(st.blocks.size()) + pool_.num_free();
+  if (wpool_ && st.allocated) {
+    blocks = std::min<int64_t>(
+        blocks, static_cast<int64_t>(st.wblocks.size()) + wpool_->num_free() + window_releasable(st));
+  }
+  return static_cast<int32_t>(std::min<int64_t>(blocks * config_.block_size, INT32_MAX));
+}
+
+int32_t KvCacheManager::num_held_blocks(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() || !it->second.allocated ? 0 : static_cast<int32_t>(it->second.blocks.size());
+}
+
+int32_t KvCacheManager::num_held_window_blocks(RequestId id) const {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return 0;
+  return static_cast<int32_t>(std::count_if(it->second.wblocks.begin(), it->second.wblocks.end(),
+                                            [](int32_t b) { return b >= 0; }));
 }
 
 std::span<const int32_t> KvCacheManager::block_table(RequestId id) const {
@@ -315,7 +496,9 @@ int32_t KvCacheManager::num_computed(RequestId id) const {
 }
 
 double KvCacheManager::usage() const {
-  return static_cast<double>(pool_.num_blocks() - pool_.num_free()) / pool_.num_blocks();
+  const double full = static_cast<double>(pool_.num_blocks() - pool_.num_free()) / pool_.num_blocks();
+  if (!wpool_) return full;
+  return std::max(full, static_cast<double>(wpool_->num_blocks() - wpool_->num_free()) / wpool_->num_blocks());
 }
 
 KvCacheStats KvCacheManager::stats() const {

@@ -26,6 +26,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <unordered_map>
@@ -43,6 +45,14 @@ struct KvCacheConfig {
   int32_t num_blocks = 0;             // > 0; the same as model::KvCacheOptions::num_blocks
   int32_t block_size = 16;            // tokens per block, > 0
   bool enable_prefix_caching = true;  // off: no lookups, no registration, no sharing by hash
+  // Sliding-window layers' own block group (both > 0 to enable): a second pool of
+  // num_window_blocks blocks backs the model's windowed layers (model::KvCache built with the
+  // same num_window_blocks), and each request gets a second table for them
+  // (window_block_table). A token at position p of a windowed layer reads positions
+  // > p - window only, so the window blocks wholly behind the next position's window are released
+  // as the request advances (at its next allocate). 0: windowed layers use the main table.
+  int32_t window = 0;
+  int32_t num_window_blocks = 0;
 };
 
 struct KvCacheStats {
@@ -83,6 +93,10 @@ struct BlockCopy {
   int32_t src = -1;
   int32_t dst = -1;
   int32_t num_tokens = 0;  // 0: nothing to copy
+  // With a window group: the same slots from window block window_src to window_dst, in the
+  // windowed layers (model::KvCache::copy_window_block). -1: none.
+  int32_t window_src = -1;
+  int32_t window_dst = -1;
 };
 
 struct ForkResult {
@@ -179,19 +193,46 @@ class KvCacheManager {
   // returns how many. 0 without tiers.
   int64_t persist_to_tiers();
 
+  // Hybrid models: a cached prefix of k blocks is usable only if `usable(hash of block k - 1)`
+  // (the recurrent state after those k blocks was snapshotted: StateSnapshots::contains).
+  // find_cached_prefix returns the longest usable prefix, and allocate reports kStalePrefix when
+  // the found prefix stopped being usable. Empty (the default): every prefix is usable.
+  void set_prefix_usable(std::function<bool(const BlockHash&)> usable) { usable_ = std::move(usable); }
+  // The chain hash of full block `i` of request `id` (i < num_computed(id) / block_size, or a
+  // block find_cached_prefix found); nullopt when it has none (unknown, caching off, i out of
+  // range). The key of the recurrent-state snapshot taken after that block.
+  std::optional<BlockHash> block_hash(RequestId id, int32_t i) const;
+
   // Forgets every cached hash: later lookups miss until blocks are computed again. Running
   // requests are unaffected (they keep their blocks); blocks found but not yet allocated go stale.
   void reset_prefix_cache();
 
   bool contains(RequestId id) const { return requests_.count(id) != 0; }
   std::span<const int32_t> block_table(RequestId id) const;  // empty when unknown
+  // The request's table in the window group (window_blocks() > 0), as long as block_table(id):
+  // entries wholly behind the window are -1 (released, or never held after a prefix hit); the
+  // entries the next step reads and writes are valid. Empty without a window group.
+  std::span<const int32_t> window_block_table(RequestId id) const;
+  // Tokens the request's table can cover without blocks beyond the free ones (and, in the
+  // window group, the ones it would release itself): the largest total_tokens allocate could
+  // grant. 0 for an unknown request.
+  int32_t max_allocatable_tokens(RequestId id) const;
+  // Blocks the request holds: main table, window table (entries >= 0).
+  int32_t num_held_blocks(RequestId id) const;
+  int32_t num_held_window_blocks(RequestId id) const;
   int32_t num_tokens(RequestId id) const;     // positions covered by allocate (or found so far)
   int32_t num_computed(RequestId id) const;   // last mark_computed count (or found so far)
 
   int32_t block_size() const { return config_.block_size; }
   int32_t num_blocks() const { return pool_.num_blocks(); }
   int32_t num_free_blocks() const { return pool_.num_free(); }  // includes evictable cached ones
-  double usage() const;  // used blocks / all blocks, in [0, 1]
+  // used blocks / all blocks, in [0, 1]; with a window group, the fuller of the two pools.
+  double usage() const;
+  bool has_window_group() const { return wpool_ != nullptr; }
+  int32_t window() const { return config_.window; }
+  int32_t num_window_blocks() const { return wpool_ ? wpool_->num_blocks() : 0; }
+  int32_t num_free_window_blocks() const { return wpool_ ? wpool_->num_free() : 0; }
+  const BlockPool* window_pool() const { return wpool_.get(); }  // null without a window group
   KvCacheStats stats() const;
   bool prefix_caching() const { return config_.enable_prefix_caching; }
   const BlockPool& pool() const { return pool_; }  // read-only view for tests and metrics
@@ -207,6 +248,10 @@ class KvCacheManager {
     int32_t num_tokens = 0;
     int32_t num_computed = 0;
     int32_t num_registered = 0;     // blocks [0, num_registered) have been offered to the index
+    // Window group: the window table (same length as blocks); entries [0, wheld_from) are -1,
+    // the rest held. Before the first allocate, wheld_from is the first found window block.
+    std::vector<int32_t> wblocks;
+    int32_t wheld_from = 0;
   };
 
   struct Plan {
@@ -217,6 +262,17 @@ class KvCacheManager {
   int32_t blocks_for(int32_t tokens) const;
   // What allocate(id, total_tokens) would do; `st` may be null (an unknown request).
   Plan plan(const RequestState* st, int32_t total_tokens) const;
+  // Window group: whether the new blocks fit the window pool (counting found blocks taken and
+  // blocks the request releases behind its window).
+  bool window_fits(const RequestState* st, int32_t total_tokens, AllocStatus& stale) const;
+  // The first block a step starting at position `pos` reads in a windowed layer.
+  int32_t window_first_block(int32_t pos) const;
+  // Window blocks of `st` wholly behind its next position's window that no one else holds.
+  int32_t window_releasable(const RequestState& st) const;
+  // Releases them (and shared ones: they just lose this user), oldest first.
+  void release_behind_window(RequestState& st);
+  // The longest usable prefix of found <= num_full blocks (window blocks, usable_).
+  int32_t usable_prefix(RequestState& st, int32_t num_full) const;
   // Extends st.hashes to cover full block `i` of `tokens`.
   void ensure_hash(RequestState& st, int32_t i, std::span<const int32_t> tokens) const;
   // Brings block `hash` from the tiers into a free pool block, registered and free (at the
@@ -226,6 +282,8 @@ class KvCacheManager {
 
   KvCacheConfig config_;
   BlockPool pool_;
+  std::unique_ptr<BlockPool> wpool_;  // the window group's pool, or null
+  std::function<bool(const BlockHash&)> usable_;
   std::unordered_map<RequestId, RequestState> requests_;
   KvCacheStats stats_;
   KvTierStack* tiers_ = nullptr;

@@ -54,4 +54,12 @@ Result<int64_t> kv_sequences_for_budget(const KvShape& shape, int64_t budget_byt
   return *blocks / per_sequence;
 }
 
+int32_t kv_window_blocks(int64_t window, int64_t block_size, int64_t max_num_seqs,
+                         int64_t max_num_batched_tokens, int64_t cap) {
+  auto ceil_div = [](int64_t a, int64_t b) { return (a + b - 1) / b; };
+  const int64_t per_seq = ceil_div(window - 1, block_size) + 2;
+  const int64_t n = max_num_seqs * per_seq + ceil_div(max_num_batched_tokens, block_size);
+  return static_cast<int32_t>(std::min<int64_t>({n, cap, std::numeric_limits<int32_t>::max()}));
+}
+
 }  // namespace cadenza::kv

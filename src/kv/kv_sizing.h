@@ -48,4 +48,14 @@ Result<int32_t> kv_num_blocks_for_budget(const KvShape& shape, int64_t budget_by
 Result<int64_t> kv_sequences_for_budget(const KvShape& shape, int64_t budget_bytes,
                                         int64_t tokens_per_sequence);
 
+// The window group (KvCacheConfig::num_window_blocks) that lets `max_num_seqs` sequences run at
+// once without running out of window blocks: a sequence computing positions [s, s + n) holds
+// the blocks of positions max(0, s - window + 1) .. s + n - 1, at most
+// ceil((window - 1) / block_size) + ceil(n / block_size) + 1 blocks, and the n of one step sum
+// to at most max_num_batched_tokens. So max_num_seqs * (ceil((window - 1) / block_size) + 2)
+// + ceil(max_num_batched_tokens / block_size) blocks (at least one sequence's worth), capped at
+// `cap` (the main pool: a window group never needs more). Arguments must be positive.
+int32_t kv_window_blocks(int64_t window, int64_t block_size, int64_t max_num_seqs,
+                         int64_t max_num_batched_tokens, int64_t cap);
+
 }  // namespace cadenza::kv

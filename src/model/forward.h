@@ -28,6 +28,10 @@ struct StepInputs {
   kernels::IndexMatrix logit_rows;  // [n_logits][1]
   kernels::AttentionBatch attention;
   kernels::RecurrentBatch recurrent;  // hybrid models only (positions shared with attention)
+  // A KV cache with a window group (KvCache::in_window_group): the windowed layers' KV slot of
+  // each token and their block tables (positions and sequence indices as in `attention`).
+  kernels::IndexMatrix window_slots;
+  kernels::AttentionBatch window_attention;
   // Batch::embd_rows / embd_values, host memory (TokenEmbedding writes them over the lookup).
   std::span<const int32_t> embd_rows;
   std::span<const float> embd_values;

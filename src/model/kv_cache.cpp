@@ -46,15 +46,18 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
     return make_error("kv cache: element type {} cannot hold head dims {} / {}",
                       dtype_name(options.type), config.head_dim_k, config.head_dim_v);
   }
+  if (options.num_window_blocks < 0) {
+    return make_error("kv cache: num_window_blocks ({}) must not be negative", options.num_window_blocks);
+  }
   const uint64_t slots = static_cast<uint64_t>(options.num_blocks) * static_cast<uint64_t>(options.block_size);
+  const uint64_t window_slots =
+      static_cast<uint64_t>(options.num_window_blocks) * static_cast<uint64_t>(options.block_size);
   // This process's share (shard.h): its KV heads and its stage's layers.
   const int64_t n_kv_heads = config.shard.kv_heads(config.n_kv_heads).count;
   const uint64_t key_slot = static_cast<uint64_t>(n_kv_heads) * *key_row;
   // The compressed (latent) cache keeps no values: they are the start of each key row.
   const uint64_t value_slot =
       config.kv_values_in_keys ? 0 : static_cast<uint64_t>(n_kv_heads) * *value_row;
-  const uint64_t key_bytes = slots * key_slot;
-  const uint64_t value_bytes = slots * value_slot;
 
   std::unique_ptr<KvCache> cache(new KvCache(backend));
   cache->options_ = options;
@@ -88,6 +91,11 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
     cache->recurrent_.push_back(state);
     // A recurrent layer keeps no K/V: a token-sized placeholder keeps the layer indexing.
     const bool kv_held = !config.is_recurrent(l);
+    const bool windowed = kv_held && options.num_window_blocks > 0 && config.attention_window(l) > 0;
+    cache->window_layer_.push_back(windowed);
+    const uint64_t layer_slots = windowed ? window_slots : slots;
+    const uint64_t key_bytes = layer_slots * key_slot;
+    const uint64_t value_bytes = layer_slots * value_slot;
     Result<std::unique_ptr<kernels::Buffer>> keys =
         backend.allocate(kv_held ? static_cast<size_t>(key_bytes) : 1);
     if (!keys) return make_error("kv cache: layer {} keys: {}", l, keys.error());
@@ -99,7 +107,7 @@ Result<std::unique_ptr<KvCache>> KvCache::create(kernels::Backend& backend,
     layer.values = config.kv_values_in_keys ? nullptr : (*values)->data();
     layer.values_in_keys = config.kv_values_in_keys;
     layer.type = options.type;
-    layer.num_blocks = options.num_blocks;
+    layer.num_blocks = windowed ? options.num_window_blocks : options.num_blocks;
     layer.block_size = options.block_size;
     layer.n_kv_heads = static_cast<int32_t>(n_kv_heads);
     layer.head_dim_k = static_cast<int32_t>(config.head_dim_k);
@@ -136,9 +144,27 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
     h.args[3] = mirror_id_;
     if (Status st = mirror_->send_command(h, {}); !st) return st;
   }
+  copy_slots(src, dst, num_tokens, [&](size_t l) { return !window_layer_[l]; });
+  return {};
+}
+
+Status KvCache::copy_window_block(int32_t src, int32_t dst, int32_t num_tokens) {
+  if (!has_window_group() || src < 0 || src >= num_window_blocks() || dst < 0 ||
+      dst >= num_window_blocks() || num_tokens < 0 || num_tokens > block_size()) {
+    return make_error("kv cache: cannot copy {} slots of window block {} to {} ({} window blocks)",
+                      num_tokens, src, dst, num_window_blocks());
+  }
+  if (src == dst || num_tokens == 0) return {};
+  copy_slots(src, dst, num_tokens, [&](size_t l) { return window_layer_[l]; });
+  return {};
+}
+
+template <typename Pred>
+void KvCache::copy_slots(int32_t src, int32_t dst, int32_t num_tokens, Pred&& layer_selected) {
   const size_t block = static_cast<size_t>(block_size());
   for (size_t l = 0; l < layers_.size(); ++l) {
     if (recurrent_[l].delta.data != nullptr) continue;  // no K/V in a recurrent layer
+    if (!layer_selected(l)) continue;
     backend_.copy(*buffers_[2 * l], static_cast<size_t>(dst) * block * key_slot_bytes_,
                   *buffers_[2 * l], static_cast<size_t>(src) * block * key_slot_bytes_,
                   static_cast<size_t>(num_tokens) * key_slot_bytes_);
@@ -147,23 +173,30 @@ Status KvCache::copy_block(int32_t src, int32_t dst, int32_t num_tokens) {
                   *buffers_[2 * l + 1], static_cast<size_t>(src) * block * value_slot_bytes_,
                   static_cast<size_t>(num_tokens) * value_slot_bytes_);
   }
-  return {};
 }
 
 size_t KvCache::block_bytes() const {
   size_t n = 0;
-  for (const RecurrentLayer& r : recurrent_)
-    if (r.delta.data == nullptr) n += static_cast<size_t>(block_size()) * (key_slot_bytes_ + value_slot_bytes_);
+  for (size_t l = 0; l < recurrent_.size(); ++l)
+    if (recurrent_[l].delta.data == nullptr && !window_layer_[l])
+      n += static_cast<size_t>(block_size()) * (key_slot_bytes_ + value_slot_bytes_);
+  return n;
+}
+
+size_t KvCache::window_block_bytes() const {
+  size_t n = 0;
+  for (size_t l = 0; l < recurrent_.size(); ++l)
+    if (window_layer_[l]) n += static_cast<size_t>(block_size()) * (key_slot_bytes_ + value_slot_bytes_);
   return n;
 }
 
 // Visits the (buffer, offset, size) ranges of one block, layer by layer, keys before values.
 template <typename Fn>
 static void for_each_block_range(size_t n_layers, const std::vector<KvCache::RecurrentLayer>& recurrent,
-                                 size_t block_offset_slots, size_t block, size_t key_slot,
-                                 size_t value_slot, Fn&& fn) {
+                                 const std::vector<bool>& window_layer, size_t block_offset_slots,
+                                 size_t block, size_t key_slot, size_t value_slot, Fn&& fn) {
   for (size_t l = 0; l < n_layers; ++l) {
-    if (recurrent[l].delta.data != nullptr) continue;
+    if (recurrent[l].delta.data != nullptr || window_layer[l]) continue;
     fn(2 * l, block_offset_slots * key_slot, block * key_slot);
     if (value_slot != 0) fn(2 * l + 1, block_offset_slots * value_slot, block * value_slot);
   }
@@ -176,7 +209,7 @@ Status KvCache::read_block(int32_t block, std::span<uint8_t> out) const {
   }
   const size_t bs = static_cast<size_t>(block_size());
   size_t at = 0;
-  for_each_block_range(layers_.size(), recurrent_, static_cast<size_t>(block) * bs, bs, key_slot_bytes_,
+  for_each_block_range(layers_.size(), recurrent_, window_layer_, static_cast<size_t>(block) * bs, bs, key_slot_bytes_,
                        value_slot_bytes_, [&](size_t buf, size_t offset, size_t size) {
                          backend_.read(*buffers_[buf], offset, out.data() + at, size);
                          at += size;
@@ -191,11 +224,52 @@ Status KvCache::write_block(int32_t block, std::span<const uint8_t> in) {
   }
   const size_t bs = static_cast<size_t>(block_size());
   size_t at = 0;
-  for_each_block_range(layers_.size(), recurrent_, static_cast<size_t>(block) * bs, bs, key_slot_bytes_,
+  for_each_block_range(layers_.size(), recurrent_, window_layer_, static_cast<size_t>(block) * bs, bs, key_slot_bytes_,
                        value_slot_bytes_, [&](size_t buf, size_t offset, size_t size) {
                          backend_.write(*buffers_[buf], offset, in.data() + at, size);
                          at += size;
                        });
+  return {};
+}
+
+// Visits each state buffer's row of one slot: (buffer index, byte offset, row bytes).
+template <typename Fn>
+static void for_each_state_row(const std::vector<KvCache::RecurrentLayer>& recurrent, int32_t slot, Fn&& fn) {
+  size_t b = 0;
+  for (const KvCache::RecurrentLayer& r : recurrent) {
+    if (r.delta.data == nullptr) continue;
+    for (const kernels::Matrix& m : {r.conv, r.delta}) {
+      const size_t row = static_cast<size_t>(m.cols) * sizeof(float);
+      fn(b++, static_cast<size_t>(slot) * row, row);
+    }
+  }
+}
+
+Status KvCache::read_state(int32_t slot, std::span<uint8_t> out) const {
+  if (!hybrid_ || slot < 0 || slot >= num_state_slots() || out.size() != state_slot_bytes_ ||
+      mirror_ != nullptr) {
+    return make_error("kv cache: cannot read state slot {} into {} bytes ({} slots of {} bytes)", slot,
+                      out.size(), num_state_slots(), state_slot_bytes_);
+  }
+  size_t at = 0;
+  for_each_state_row(recurrent_, slot, [&](size_t b, size_t offset, size_t size) {
+    backend_.read(*state_buffers_[b], offset, out.data() + at, size);
+    at += size;
+  });
+  return {};
+}
+
+Status KvCache::write_state(int32_t slot, std::span<const uint8_t> in) {
+  if (!hybrid_ || slot < 0 || slot >= num_state_slots() || in.size() != state_slot_bytes_ ||
+      mirror_ != nullptr) {
+    return make_error("kv cache: cannot write {} bytes to state slot {} ({} slots of {} bytes)",
+                      in.size(), slot, num_state_slots(), state_slot_bytes_);
+  }
+  size_t at = 0;
+  for_each_state_row(recurrent_, slot, [&](size_t b, size_t offset, size_t size) {
+    backend_.write(*state_buffers_[b], offset, in.data() + at, size);
+    at += size;
+  });
   return {};
 }
 
@@ -206,16 +280,9 @@ Status KvCache::copy_state(int32_t src, int32_t dst) {
   }
   if (mirror_ != nullptr) return Error("kv cache: recurrent states are not supported split");
   if (src == dst) return {};
-  size_t b = 0;
-  for (const RecurrentLayer& r : recurrent_) {
-    if (r.delta.data == nullptr) continue;
-    for (const kernels::Matrix& m : {r.conv, r.delta}) {
-      const size_t row = static_cast<size_t>(m.cols) * sizeof(float);
-      backend_.copy(*state_buffers_[b], static_cast<size_t>(dst) * row, *state_buffers_[b],
-                    static_cast<size_t>(src) * row, row);
-      ++b;
-    }
-  }
+  for_each_state_row(recurrent_, src, [&](size_t b, size_t offset, size_t row) {
+    backend_.copy(*state_buffers_[b], static_cast<size_t>(dst) * row, *state_buffers_[b], offset, row);
+  });
   return {};
 }
 

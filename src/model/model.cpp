@@ -164,6 +164,8 @@ void Model::reset_expert_token_counts() {
 }
 
 Result<std::unique_ptr<KvCache>> Model::create_kv_cache(const KvCacheOptions& options) {
+  if (distributed_ && options.num_window_blocks > 0)
+    return Error("model: a window KV group is not supported on a model split across processes");
   const int64_t id = next_kv_id_++;
   if (distributed_ && distributed_->driver()) {
     CommandHeader h;
@@ -213,11 +215,13 @@ Status Model::reserve_here(const StepCapacity& requested) {
   const StepCapacity cap = capacity_.merged(requested);
   const int64_t n = cap.max_tokens;
   Status st = network_->reserve(backend_, cap);
-  for (ScratchIndices* per_token : {&tokens_, &positions_, &seq_index_, &slots_, &state_slots_}) {
+  for (ScratchIndices* per_token :
+       {&tokens_, &positions_, &seq_index_, &slots_, &state_slots_, &window_slots_}) {
     if (st) st = per_token->reserve(backend_, n, 1);
   }
   if (st) st = logit_rows_.reserve(backend_, cap.max_logit_rows, 1);
   if (st) st = block_tables_.reserve(backend_, cap.max_sequences, cap.max_blocks_per_sequence);
+  if (st) st = window_tables_.reserve(backend_, cap.max_sequences, cap.max_blocks_per_sequence);
   // This rank's vocabulary columns (all of them unless the head is tensor-parallel).
   const int64_t vocab = config_.shard.columns(config_.n_vocab).count;
   if (st) st = logits_.reserve(backend_, cap.max_logit_rows, vocab);
@@ -230,8 +234,11 @@ Status Model::reserve_here(const StepCapacity& requested) {
   host_slots_.reserve(static_cast<size_t>(n));
   sorted_slots_.reserve(static_cast<size_t>(n));
   max_position_.reserve(static_cast<size_t>(cap.max_sequences));
+  min_position_.reserve(static_cast<size_t>(cap.max_sequences));
   host_state_slots_.reserve(static_cast<size_t>(std::max(n, cap.max_sequences)));
   host_tables_.reserve(static_cast<size_t>(cap.max_sequences * cap.max_blocks_per_sequence));
+  host_window_tables_.reserve(host_tables_.capacity());
+  host_window_slots_.reserve(static_cast<size_t>(n));
   capacity_ = cap;
   return {};
 }
@@ -313,6 +320,9 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) {
   if (config_.hybrid()) {
     if (Status st = validate_recurrent(b, kv); !st) return st;
   }
+  if (kv.has_window_group()) {
+    if (Status st = validate_window(b, kv); !st) return st;
+  }
   for (size_t i = 0; i < b.logit_rows.size(); ++i) {
     if (b.logit_rows[i] < 0 || static_cast<size_t>(b.logit_rows[i]) >= n) {
       return make_error("forward: logit row {} is out of range ({} tokens)", b.logit_rows[i], n);
@@ -330,6 +340,53 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) {
         std::adjacent_find(rows.begin(), rows.end()) != rows.end()) {
       return make_error("forward: input embedding rows must be distinct and < {} (batch rows)", n);
     }
+  }
+  return {};
+}
+
+// The window group's contract (Batch::window_block_tables): a table per sequence whose entries
+// from the first position's window to the last position are window blocks, and distinct slots.
+Status Model::validate_window(const Batch& b, const KvCache& kv) {
+  const size_t n_seqs = b.block_tables.size();
+  if (b.window_block_tables.size() != n_seqs) {
+    return make_error("forward: {} window block tables for {} sequences (the KV cache keeps a "
+                      "window group)", b.window_block_tables.size(), n_seqs);
+  }
+  int32_t window = 0;
+  for (int64_t l = kv.first_layer(); l < kv.first_layer() + kv.num_layers(); ++l)
+    if (kv.in_window_group(l)) window = std::max(window, config_.attention_window(l));
+  const int64_t block_size = kv.block_size();
+  min_position_.assign(n_seqs, std::numeric_limits<int32_t>::max());
+  for (size_t t = 0; t < b.tokens.size(); ++t) {
+    int32_t& lo = min_position_[static_cast<size_t>(b.seq_index[t])];
+    lo = std::min(lo, b.positions[t]);
+  }
+  sorted_slots_.clear();
+  for (size_t seq = 0; seq < n_seqs; ++seq) {
+    if (max_position_[seq] < 0) continue;
+    const std::span<const int32_t> table = b.window_block_tables[seq];
+    const int64_t first = std::max<int64_t>(0, min_position_[seq] - window + 1) / block_size;
+    const int64_t last = max_position_[seq] / block_size;
+    if (static_cast<size_t>(last) >= table.size()) {
+      return make_error("forward: position {} of sequence {} is past its window block table ({} "
+                        "blocks)", max_position_[seq], seq, table.size());
+    }
+    for (int64_t i = first; i <= last; ++i) {
+      const int32_t block = table[static_cast<size_t>(i)];
+      if (block < 0 || block >= kv.num_window_blocks()) {
+        return make_error("forward: window block {} (entry {} of sequence {}'s window table) is "
+                          "out of range ({} window blocks)", block, i, seq, kv.num_window_blocks());
+      }
+    }
+  }
+  for (size_t t = 0; t < b.tokens.size(); ++t) {
+    const int32_t pos = b.positions[t];
+    const int32_t block = b.window_block_tables[static_cast<size_t>(b.seq_index[t])][static_cast<size_t>(pos / block_size)];
+    sorted_slots_.push_back(static_cast<int64_t>(block) * block_size + pos % block_size);
+  }
+  std::sort(sorted_slots_.begin(), sorted_slots_.end());
+  if (std::adjacent_find(sorted_slots_.begin(), sorted_slots_.end()) != sorted_slots_.end()) {
+    return Error("forward: two tokens of the batch map to the same window KV slot");
   }
   return {};
 }
@@ -370,7 +427,7 @@ Status Model::validate_recurrent(const Batch& b, const KvCache& kv) {
   return {};
 }
 
-void Model::upload(const Batch& b, int32_t block_size, StepInputs& in) {
+void Model::upload(const Batch& b, int32_t block_size, bool window_group, StepInputs& in) {
   const int64_t n = static_cast<int64_t>(b.tokens.size());
   const int64_t n_logits = static_cast<int64_t>(b.logit_rows.size());
   const int64_t n_seqs = static_cast<int64_t>(b.block_tables.size());
@@ -401,6 +458,26 @@ void Model::upload(const Batch& b, int32_t block_size, StepInputs& in) {
   in.attention.block_tables =
       write(block_tables_, block_tables_.shaped(n_seqs, max_blocks), host_tables_.data());
   in.slots = write(slots_, slots_.rows(n), host_slots_.data());
+  if (window_group) {
+    host_window_slots_.resize(static_cast<size_t>(n));
+    for (int64_t t = 0; t < n; ++t) {
+      const std::span<const int32_t> table = b.window_block_tables[static_cast<size_t>(b.seq_index[t])];
+      const int32_t pos = b.positions[t];
+      host_window_slots_[t] = table[static_cast<size_t>(pos / block_size)] * block_size + pos % block_size;
+    }
+    // Entries behind a window are -1 and never read: block 0 keeps every entry in range.
+    host_window_tables_.assign(static_cast<size_t>(n_seqs * max_blocks), 0);
+    for (int64_t s = 0; s < n_seqs; ++s) {
+      const std::span<const int32_t> table = b.window_block_tables[static_cast<size_t>(s)];
+      const size_t count = std::min(table.size(), static_cast<size_t>(max_blocks));
+      for (size_t i = 0; i < count; ++i)
+        host_window_tables_[static_cast<size_t>(s * max_blocks) + i] = std::max(table[i], 0);
+    }
+    in.window_slots = write(window_slots_, window_slots_.rows(n), host_window_slots_.data());
+    in.window_attention = in.attention;
+    in.window_attention.block_tables =
+        write(window_tables_, window_tables_.shaped(n_seqs, max_blocks), host_window_tables_.data());
+  }
   in.logit_rows = write(logit_rows_, logit_rows_.rows(n_logits), b.logit_rows.data());
   in.embd_rows = b.embd_rows;
   in.embd_values = b.embd_values;
@@ -439,7 +516,7 @@ Status Model::forward_hidden(const Batch& b, KvCache& kv, std::span<float> hidde
   }
   if (Status valid = validate(b, kv, SIZE_MAX); !valid) return valid;
   StepInputs in;
-  upload(b, kv.block_size(), in);
+  upload(b, kv.block_size(), kv.has_window_group(), in);
   ForwardContext ctx{backend_, in, kv, config_.n_experts > 0 ? expert_counts_.get() : nullptr,
                      logits_.shaped(in.n_logits, config_.n_embd), nullptr};
   ctx.hidden_only = true;
@@ -450,7 +527,7 @@ Status Model::forward_hidden(const Batch& b, KvCache& kv, std::span<float> hidde
 
 Status Model::forward_shard(const Batch& b, KvCache& kv, std::span<float> logits) {
   StepInputs in;
-  upload(b, kv.block_size(), in);
+  upload(b, kv.block_size(), kv.has_window_group(), in);
   if (distributed_) return forward_split(b, in, kv, logits);
   const ForwardContext ctx{backend_, in, kv,
                            config_.n_experts > 0 ? expert_counts_.get() : nullptr,

@@ -65,6 +65,12 @@ struct Batch {
   // i. A sequence's tokens must come in order of consecutive positions; the state continues
   // from its last step (position 0 starts afresh). Ignored for other models.
   std::span<const int32_t> state_slots = {};
+  // A KV cache with a window group (KvCacheOptions::num_window_blocks > 0): per sequence, the
+  // windowed layers' table (kv::KvCacheManager::window_block_table), as many as block_tables.
+  // Only the entries of a sequence's window are read: those of positions
+  // max(0, first position here - window + 1) .. its last position here must be valid window
+  // blocks (< kv.num_window_blocks()); entries before may be -1. Ignored without a window group.
+  std::span<const std::span<const int32_t>> window_block_tables = {};
   // Input embeddings given instead of looked up (image embeddings at their placeholder tokens):
   // batch row embd_rows[i] enters the network as embd_values[i * n_embd .. (i + 1) * n_embd)
   // (after the embedding scale other rows get). Rows distinct and < n; the token id at such a
@@ -170,7 +176,9 @@ class Model {
   // `logits_size` is checked unless it is SIZE_MAX (a worker, which returns no logits).
   Status validate(const Batch& batch, const KvCache& kv, size_t logits_size);
   Status validate_recurrent(const Batch& batch, const KvCache& kv);
-  void upload(const Batch& batch, int32_t block_size, StepInputs& inputs);
+  Status validate_window(const Batch& batch, const KvCache& kv);
+  // window_group: the cache keeps one (KvCache::has_window_group; the batch was validated so).
+  void upload(const Batch& batch, int32_t block_size, bool window_group, StepInputs& inputs);
   Status reserve_here(const StepCapacity& capacity);
   // This rank's part of a validated step; `logits` is empty on workers.
   Status forward_shard(const Batch& batch, KvCache& kv, std::span<float> logits);
@@ -192,9 +200,12 @@ class Model {
   // [logit rows][1], [sequences][blocks per sequence]; and the logits [logit rows][n_vocab].
   ScratchIndices tokens_, positions_, seq_index_, slots_, logit_rows_, block_tables_;
   ScratchIndices state_slots_;  // [n][1] hybrid models: each token's state slot
+  // A window group (Batch::window_block_tables): its slots [n][1] and tables [seqs][blocks].
+  ScratchIndices window_slots_, window_tables_;
   ScratchMatrix logits_;
   // Host-side work of validate/upload, reserved with the rest.
   std::vector<int32_t> host_slots_, host_tables_, max_position_, host_state_slots_;
+  std::vector<int32_t> min_position_, host_window_slots_, host_window_tables_;
   std::vector<int64_t> sorted_slots_;
   std::unique_ptr<std::atomic<uint64_t>[]> expert_counts_;  // [n_layers * n_experts]
   std::unique_ptr<Distributed> distributed_;  // null in one process

@@ -117,10 +117,19 @@ std::unique_ptr<Request> Scheduler::finish(RequestId id, FinishReason reason) {
 }
 
 int32_t Scheduler::room_for(const Request* r) const {
-  const int64_t blocks =
-      static_cast<int64_t>(kv_.block_table(r->id).size()) + kv_.num_free_blocks();
-  const int64_t room = blocks * kv_.block_size() - r->num_computed_tokens;
+  const int64_t room = static_cast<int64_t>(kv_.max_allocatable_tokens(r->id)) - r->num_computed_tokens;
   return static_cast<int32_t>(std::clamp<int64_t>(room, 0, INT32_MAX));
+}
+
+int32_t Scheduler::cut_chunk(const Request* r, int32_t start, int32_t n) const {
+  if (config_.snapshot_interval > 0) {
+    const int32_t next = (start / config_.snapshot_interval + 1) * config_.snapshot_interval;
+    if (start + n > next) n = next - start;
+  }
+  if (!config_.cut_chunks_at_last_block) return n;
+  const int32_t bs = kv_.block_size();
+  const int32_t last = (r->num_tokens() - 1) / bs * bs;
+  return start < last && start + n > last ? last - start : n;
 }
 
 void Scheduler::preempt(Request* victim, StepState* step) {
@@ -194,7 +203,7 @@ bool Scheduler::schedule_running(Request* r, int32_t n, StepState& step) {
     kv::Allocation a = kv_.allocate(r->id, r->num_computed_tokens + n);
     if (a) {
       step.index[r->id] = step.plan.scheduled.size();
-      step.plan.scheduled.push_back({r, r->num_computed_tokens, n, false, 0, {}});
+      step.plan.scheduled.push_back({r, r->num_computed_tokens, n, false, 0, {}, {}});
       step.budget -= n;
       return true;
     }
@@ -250,7 +259,7 @@ SchedulePlan Scheduler::schedule() {
     if (r->status != RequestStatus::kRunning || step.index.count(r->id)) continue;
     const int32_t want = r->num_tokens() - r->num_computed_tokens;
     if (want <= 1) continue;
-    int32_t n = std::min(want, step.budget);
+    int32_t n = cut_chunk(r, r->num_computed_tokens, std::min(want, step.budget));
     const int32_t room = room_for(r);
     if (room >= 1) n = std::min(n, room);
     schedule_running(r, n, step);
@@ -270,11 +279,11 @@ SchedulePlan Scheduler::schedule() {
       if (step.budget < 1 || static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) break;
       const std::span<const int32_t> tokens(r->tokens);
       int32_t cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt);
-      int32_t n = std::min(r->num_tokens() - cached, step.budget);
+      int32_t n = cut_chunk(r, cached, std::min(r->num_tokens() - cached, step.budget));
       kv::Allocation a = kv_.allocate(r->id, cached + n);
       if (a.status == kv::AllocStatus::kStalePrefix) {
         cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt);
-        n = std::min(r->num_tokens() - cached, step.budget);
+        n = cut_chunk(r, cached, std::min(r->num_tokens() - cached, step.budget));
         a = kv_.allocate(r->id, cached + n);
       }
       if (!a) break;  // strict order: nobody overtakes the head of the queue
@@ -284,7 +293,7 @@ SchedulePlan Scheduler::schedule() {
       r->status = RequestStatus::kRunning;
       insert_running(r);
       step.index[r->id] = plan.scheduled.size();
-      plan.scheduled.push_back({r, cached, n, false, 0, {}});
+      plan.scheduled.push_back({r, cached, n, false, 0, {}, {}});
       step.budget -= n;
     }
   }
@@ -294,6 +303,7 @@ SchedulePlan Scheduler::schedule() {
   std::erase_if(plan.scheduled, [](const ScheduledRequest& e) { return e.num_tokens == 0; });
   for (ScheduledRequest& e : plan.scheduled) {
     e.block_table = kv_.block_table(e.request->id);
+    e.window_block_table = kv_.window_block_table(e.request->id);
     e.sample = e.start + e.num_tokens == e.request->num_tokens();
     plan.num_batched_tokens += e.num_tokens;
   }

@@ -45,6 +45,15 @@ namespace cadenza::sched {
 struct SchedulerConfig {
   int32_t max_num_batched_tokens = 2048;  // token budget per step, >= max_num_seqs
   int32_t max_num_seqs = 64;              // running requests at most, >= 1
+  // Hybrid models' prefix caching (recurrent-state snapshots are taken at the end of a step):
+  // a chunk that would run past the last block boundary before a request's last token,
+  // ((num_tokens - 1) / block_size) * block_size, stops there, so that the state at the longest
+  // prefix find_cached_prefix can ever return gets snapshotted. The rest runs next step.
+  bool cut_chunks_at_last_block = false;
+  // > 0 (a multiple of the block size): prompt chunks also stop at every multiple of this many
+  // tokens, so that snapshots exist at those prefixes too (a shared system prompt followed by
+  // different messages reuses the last multiple before they diverge). 0: no such cut.
+  int32_t snapshot_interval = 0;
 };
 
 // Checks the config's own bounds.
@@ -63,6 +72,8 @@ struct ScheduledRequest {
   int32_t num_draft_tokens = 0;
   // The request's whole block table; valid until the next schedule() or finish().
   std::span<const int32_t> block_table;
+  // Its window-group table (kv::KvCacheManager::window_block_table; empty without one).
+  std::span<const int32_t> window_block_table;
 };
 
 struct SchedulePlan {
@@ -152,6 +163,8 @@ class Scheduler {
   void remove_from(std::vector<Request*>& queue, Request* r);
   // Tokens `r` (allocated) can still grow by without new blocks beyond the free ones.
   int32_t room_for(const Request* r) const;
+  // A prompt chunk of `n` tokens from `start`, cut per cut_chunks_at_last_block.
+  int32_t cut_chunk(const Request* r, int32_t start, int32_t n) const;
 
   SchedulerConfig config_;
   kv::KvCacheManager& kv_;

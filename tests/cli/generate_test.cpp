@@ -300,6 +300,50 @@ TEST_F(GenerateTest, KvDiskTierServesTheNextRunsPrefixes) {
   EXPECT_NE(log.find("unknown unit"), std::string::npos) << log;
 }
 
+TEST_F(GenerateTest, SlidingWindowLayersTakeTheirWindowGroupOutOfTheKvBudget) {
+  // gemma3-small: 5 layers with a 16-position window, 1 global; 8 KiB per layer and block (f16).
+  synth::SynthOptions opts;
+  opts.shape = *synth::find_preset("gemma3-small");
+  opts.shape.n_vocab = 300;
+  opts.weight_type = "f32";
+  const fs::path model = *dir_ / "gemma3.gguf";
+  ASSERT_TRUE(synth::write_synthetic_model(opts, model.string()).ok());
+  std::vector<Line> lines;
+  for (uint32_t i = 0; i < 3; ++i)
+    lines.push_back({json{{"id", i}, {"prompt_token_ids", ids_json(random_ids(100 + 30 * i, 90 + i))},
+                          {"max_tokens", 6}}.dump()});
+  const fs::path in = write_input("window.jsonl", lines);
+  auto run = [&](const std::string& name, const std::string& extra, std::string* log) {
+    const fs::path out = *dir_ / name;
+    const std::string cmd = fmt::format(
+        "'{}' generate -m '{}' --input '{}' --output '{}' -t 2 --max-model-len 256 --temp 0 "
+        "--max-num-seqs 2 --max-num-batched-tokens 32 --kv-cache-memory 1MiB {} 2> '{}.log'",
+        CADENZA_BIN, model.string(), in.string(), out.string(), extra, out.string());
+    const int status = std::system(cmd.c_str());
+    *log = read_text(out.string() + ".log");
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << *log;
+    return read_jsonl(out);
+  };
+  std::string full_log, window_log;
+  const std::vector<json> full = run("full.out.jsonl", "--no-sliding-window-kv", &full_log);
+  const std::vector<json> window = run("window.out.jsonl", "", &window_log);
+  // Full-context KV: 1 MiB / (6 layers x 8 KiB) = 21 blocks. Window group: 2 sequences x
+  // (ceil(15 / 16) + 2) + 32 / 16 = 8 window blocks x 5 layers x 8 KiB come out first, the rest
+  // is 704 KiB / 8 KiB = 88 blocks of the global layer.
+  EXPECT_NE(full_log.find("KV cache 21 blocks"), std::string::npos) << full_log;
+  EXPECT_NE(window_log.find("KV cache 88 blocks"), std::string::npos) << window_log;
+  EXPECT_NE(window_log.find("8 window blocks beside 88 main blocks"), std::string::npos) << window_log;
+  expect_same_results(full, window, "window group");
+  ASSERT_EQ(full.size(), 3u);
+  std::string bad_log;
+  const fs::path out = *dir_ / "bad.jsonl";
+  const std::string cmd = fmt::format("'{}' generate -m '{}' --input '{}' --output '{}' "
+                                      "--state-snapshot-memory 12XB 2> '{}.log'",
+                                      CADENZA_BIN, model.string(), in.string(), out.string(), out.string());
+  EXPECT_NE(std::system(cmd.c_str()), 0);
+  EXPECT_NE(read_text(out.string() + ".log").find("--state-snapshot-memory"), std::string::npos);
+}
+
 TEST_F(GenerateTest, StopTokenIdsEndGeneration) {
   const std::vector<int32_t> prompt = random_ids(20, 9);
   const fs::path in = write_input(

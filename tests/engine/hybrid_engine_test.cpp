@@ -1,7 +1,8 @@
 // The engine on a hybrid model (qwen35: Gated DeltaNet linear-attention layers with a recurrent
 // state per sequence beside the attention layers' paged KV): concurrent requests with chunked
 // prompts equal each alone, preemption (recompute) and n > 1 forks (the state copied) give the
-// single run's outputs, prefix caching is off and speculation refused. A tiny qwen35-small
+// single run's outputs, prefix caching resumes from recurrent-state snapshots (with the same
+// outputs as without), and speculation is refused. A tiny qwen35-small
 // shape written by the synthesizer (no ../shared needed).
 #include <set>
 
@@ -114,17 +115,119 @@ TEST_F(HybridEngineTest, ForkedSamplesContinueFromTheParentsState) {
   EXPECT_EQ(f->stats().kv_usage, 0.0);
 }
 
-TEST_F(HybridEngineTest, PrefixCachingIsOffAndSpeculationRefused) {
-  const std::vector<int32_t> prefix = random_prompt(64, 300);
-  auto e = engine({.num_kv_blocks = 64, .enable_prefix_caching = true, .max_num_seqs = 4,
-                   .max_model_len = 256});
-  const Generation first = run_alone(*e, prefix, greedy(4));
-  const Generation second = run_alone(*e, prefix, greedy(4));
-  EXPECT_EQ(first.tokens, second.tokens);
-  EXPECT_EQ(second.metrics.num_cached_prompt_tokens, 0);
-  EXPECT_EQ(e->stats().prefix_cache_hits, 0);
+TEST_F(HybridEngineTest, PrefixCachingResumesFromStateSnapshots) {
+  // A 1,000-token prefix, then two different continuations.
+  const std::vector<int32_t> prefix = random_prompt(1000, 300);
+  auto with = [&](uint32_t seed) {
+    std::vector<int32_t> p = prefix;
+    for (int32_t t : random_prompt(20, seed)) p.push_back(t);
+    return p;
+  };
+  const std::vector<int32_t> a = with(301), b = with(302);
+  auto reference = engine({.num_kv_blocks = 80, .enable_prefix_caching = false, .max_num_seqs = 4,
+                           .max_model_len = 1100});
+  const Generation ref_prefix = run_alone(*reference, prefix, greedy(8));
+  const Generation ref_a = run_alone(*reference, a, greedy(8));
+  const Generation ref_b = run_alone(*reference, b, greedy(8));
+  EXPECT_EQ(reference->stats().state_snapshots, 0);
 
-  // KV tiers hold prefix-cache blocks only: off too (logged), and the engine still runs.
+  // Multi-turn: the whole earlier prompt is a prefix of the next one. Its state was snapshotted
+  // after its last full block (992 tokens), where the chunk was cut.
+  auto e = engine({.num_kv_blocks = 160, .max_num_seqs = 4, .max_model_len = 1100});
+  EXPECT_TRUE(e->kv_manager().prefix_caching());
+  const Generation first = run_alone(*e, prefix, greedy(8));
+  EXPECT_EQ(first.tokens, ref_prefix.tokens);
+  EXPECT_EQ(first.metrics.num_cached_prompt_tokens, 0);
+  EXPECT_GE(e->stats().state_snapshots, 2);  // at 512 (the interval) and 992 (the last block)
+  const Generation second = run_alone(*e, a, greedy(8));
+  EXPECT_EQ(second.tokens, ref_a.tokens);
+  EXPECT_EQ(second.metrics.num_cached_prompt_tokens, 992);
+  const Generation third = run_alone(*e, b, greedy(8));
+  EXPECT_EQ(third.tokens, ref_b.tokens);
+  EXPECT_EQ(third.metrics.num_cached_prompt_tokens, 992);
+  EXPECT_EQ(e->stats().state_snapshot_restores, 2);
+  // The same prompt again: everything but the last block is reused (1008 of 1020 tokens).
+  EXPECT_EQ(run_alone(*e, a, greedy(8)).metrics.num_cached_prompt_tokens, 1008);
+
+  // A shared system prompt: the first request's snapshots are at 512 (the interval) and 1008 (its
+  // last block); the second diverges at 1000, so it resumes from 512 (attention blocks 0..31
+  // from the cache, the state from the snapshot) and computes the rest.
+  auto f = engine({.num_kv_blocks = 160, .max_num_seqs = 4, .max_model_len = 1100});
+  EXPECT_EQ(run_alone(*f, a, greedy(8)).tokens, ref_a.tokens);
+  const Generation other = run_alone(*f, b, greedy(8));
+  EXPECT_EQ(other.tokens, ref_b.tokens);
+  EXPECT_EQ(other.metrics.num_cached_prompt_tokens, 512);
+
+  // Snapshots live within their budget (LRU): room for one only, the older prefixes lose theirs.
+  const size_t one = e->stats().state_snapshot_bytes / static_cast<size_t>(e->stats().state_snapshots);
+  EngineConfig tight{.num_kv_blocks = 160, .max_num_seqs = 4, .max_model_len = 1100};
+  tight.state_snapshot_bytes = static_cast<int64_t>(one);
+  auto t = engine(tight);
+  EXPECT_EQ(run_alone(*t, a, greedy(8)).tokens, ref_a.tokens);
+  EXPECT_EQ(t->stats().state_snapshots, 1);  // 1008 (the last one taken) evicted 512
+  const Generation t2 = run_alone(*t, b, greedy(8));
+  EXPECT_EQ(t2.tokens, ref_b.tokens);
+  EXPECT_EQ(t2.metrics.num_cached_prompt_tokens, 0);  // 512's snapshot is gone
+
+  // No snapshot memory: prefix caching is off for the hybrid model.
+  EngineConfig none{.num_kv_blocks = 80, .max_num_seqs = 4, .max_model_len = 1100};
+  none.state_snapshot_bytes = 0;
+  auto n = engine(none);
+  EXPECT_FALSE(n->kv_manager().prefix_caching());
+  run_alone(*n, prefix, greedy(2));
+  EXPECT_EQ(run_alone(*n, a, greedy(8)).metrics.num_cached_prompt_tokens, 0);
+}
+
+TEST_F(HybridEngineTest, CachedPrefixesUnderPreemptionAndForksGiveTheUncachedOutputs) {
+  // Requests sharing a 200-token prefix, sampled with n = 3, in a pool small enough to preempt:
+  // re-admitted requests resume from snapshots of their own prefixes, queued samples from the
+  // prompt's, forked ones copy the parent's state.
+  const std::vector<int32_t> prefix = random_prompt(200, 400);
+  std::vector<std::vector<int32_t>> prompts;
+  for (uint32_t i = 0; i < 5; ++i) {
+    std::vector<int32_t> p = prefix;
+    for (int32_t t : random_prompt(5 + i * 7, 410 + i)) p.push_back(t);
+    prompts.push_back(std::move(p));
+  }
+  SamplingParams sp;
+  sp.n = 3;
+  sp.temperature = 0.8f;
+  sp.seed = 42;
+  sp.max_tokens = 40;
+  sp.ignore_eos = true;
+  auto run_with = [&](EngineConfig c, int64_t* preemptions, int64_t* restores) {
+    auto e = engine(c);
+    std::vector<RequestId> ids;
+    for (const auto& p : prompts) ids.push_back(*e->add_request(p, sp));
+    auto g = run_all(*e);
+    std::vector<std::vector<int32_t>> out;
+    for (RequestId id : ids)
+      for (int32_t i = 0; i < 3; ++i) out.push_back(g[Key{id, i}].tokens);
+    *preemptions = e->stats().num_preemptions;
+    *restores = e->stats().state_snapshot_restores;
+    EXPECT_EQ(e->stats().kv_usage, 0.0);
+    return out;
+  };
+  int64_t p0 = 0, r0 = 0, p1 = 0, r1 = 0;
+  const auto want = run_with({.num_kv_blocks = 256, .enable_prefix_caching = false,
+                              .max_num_batched_tokens = 64, .max_num_seqs = 8, .max_model_len = 320},
+                             &p0, &r0);
+  const auto got = run_with({.num_kv_blocks = 40, .max_num_batched_tokens = 64, .max_num_seqs = 8,
+                             .max_model_len = 320},
+                            &p1, &r1);
+  EXPECT_EQ(got, want);
+  EXPECT_GT(p1, 0);  // preempted, recomputed from snapshots
+  EXPECT_GT(r1, 0);
+  std::set<std::vector<int32_t>> distinct(want.begin(), want.end());
+  EXPECT_GT(distinct.size(), 5u);
+}
+
+TEST_F(HybridEngineTest, TiersAreOffAndSpeculationRefused) {
+  const std::vector<int32_t> prefix = random_prompt(64, 300);
+  auto e = engine({.num_kv_blocks = 64, .max_num_seqs = 4, .max_model_len = 256});
+  const Generation first = run_alone(*e, prefix, greedy(4));
+
+  // KV tiers hold attention blocks only, not the state snapshots: off (logged), and it runs.
   EngineConfig tiered{.num_kv_blocks = 64, .max_num_seqs = 4, .max_model_len = 256};
   tiered.kv_tiers.memory_bytes = 1 << 20;
   auto t = engine(tiered);
@@ -138,6 +241,9 @@ TEST_F(HybridEngineTest, PrefixCachingIsOffAndSpeculationRefused) {
   auto refused = EngineCore::create(*loaded_->model, *loaded_->tokenizer, spec);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("speculative"), std::string::npos) << refused.error();
+  EngineConfig odd{.num_kv_blocks = 64, .max_model_len = 256};
+  odd.state_snapshot_interval = 100;  // not a multiple of the block size
+  EXPECT_FALSE(EngineCore::create(*loaded_->model, *loaded_->tokenizer, odd).ok());
 }
 
 }  // namespace

@@ -69,6 +69,76 @@ TEST(KvCacheManager, SecondRequestWithSameThousandTokenPrefixHits992) {
   expect_ok(m);
 }
 
+TEST(KvCacheManager, WindowGroupReleasesBlocksBehindTheWindow) {
+  // Window 40 positions, blocks of 16: a step from position p reads window blocks from
+  // (p - 39) / 16 on.
+  KvCacheManager m({.num_blocks = 64, .block_size = 16, .window = 40, .num_window_blocks = 8});
+  ASSERT_TRUE(m.has_window_group());
+  const auto tokens = random_tokens(200, 3);
+  m.find_cached_prefix(1, tokens);
+  ASSERT_TRUE(m.allocate(1, 64));  // chunk [0, 64): 4 blocks in each group
+  EXPECT_EQ(m.num_held_window_blocks(1), 4);
+  m.mark_computed(1, 64, tokens);
+  // Next chunk [64, 128): positions from 25 on are read, so window block 0 goes first.
+  ASSERT_TRUE(m.allocate(1, 128));
+  EXPECT_EQ(vec(m.window_block_table(1)).size(), 8u);
+  EXPECT_EQ(m.window_block_table(1)[0], -1);
+  EXPECT_GE(m.window_block_table(1)[1], 0);
+  EXPECT_EQ(m.num_held_blocks(1), 8);
+  EXPECT_EQ(m.num_held_window_blocks(1), 7);
+  m.mark_computed(1, 128, tokens);
+  // 8 window blocks in all: one more step of 64 fits only because the request releases its own
+  // blocks 1..4 (positions < 89) first; max_allocatable_tokens counts them.
+  EXPECT_EQ(m.num_free_window_blocks(), 1);
+  EXPECT_EQ(m.max_allocatable_tokens(1), (8 + 1 + 4) * 16);
+  ASSERT_TRUE(m.allocate(1, 192));
+  EXPECT_EQ(m.num_held_window_blocks(1), 7);  // blocks 5..11
+  m.mark_computed(1, 192, tokens);
+  // A rollback behind the released blocks is refused; within the window it works.
+  EXPECT_FALSE(m.trim(1, 60).ok());
+  ASSERT_TRUE(m.trim(1, 190).ok());
+
+  // Prefix hits: the main pool holds blocks 0..10 of this prompt, the window pool only the
+  // newest ones. A request with the same first 176 tokens (11 blocks) can use a prefix of k
+  // blocks only if window blocks (16k - 39) / 16 .. k - 1 are there: k = 11 needs 8..10.
+  m.free(1);
+  EXPECT_EQ(m.find_cached_prefix(2, concat({tokens.begin(), tokens.begin() + 176}, random_tokens(9, 4))), 176);
+  ASSERT_TRUE(m.allocate(2, 185));
+  EXPECT_EQ(m.window_block_table(2)[7], -1);
+  EXPECT_GE(m.window_block_table(2)[8], 0);
+  m.free(2);
+  // Evict the window pool's cached blocks with other content: no prefix of it is usable any more.
+  const auto other = random_tokens(128, 5);
+  m.find_cached_prefix(3, other);
+  ASSERT_TRUE(m.allocate(3, 128));
+  m.mark_computed(3, 128, other);
+  m.free(3);
+  EXPECT_EQ(m.find_cached_prefix(4, tokens), 0);
+  EXPECT_EQ(m.num_free_blocks(), 64);
+  EXPECT_EQ(m.num_free_window_blocks(), 8);
+  expect_ok(m);
+}
+
+TEST(KvCacheManager, PrefixUsableLimitsHitsToSnapshottedPrefixes) {
+  KvCacheManager m({.num_blocks = 64, .block_size = 16});
+  const auto tokens = random_tokens(100, 6);
+  EXPECT_EQ(run_prompt(m, 1, tokens), 0);
+  // Only the prefix of 3 blocks has a "snapshot".
+  const std::optional<BlockHash> h3 = m.block_hash(1, 2);
+  ASSERT_TRUE(h3.has_value());
+  EXPECT_FALSE(m.block_hash(1, 6).has_value());  // 100 tokens: 6 full blocks (0..5)
+  bool snapshot = true;
+  m.set_prefix_usable([&](const BlockHash& h) { return snapshot && h == *h3; });
+  EXPECT_EQ(m.find_cached_prefix(2, tokens), 48);
+  snapshot = false;  // the snapshot goes before the first allocate: stale
+  EXPECT_EQ(m.allocate(2, 60).status, AllocStatus::kStalePrefix);
+  EXPECT_EQ(m.find_cached_prefix(2, tokens), 0);
+  EXPECT_TRUE(m.allocate(2, 60));
+  m.free(1);
+  m.free(2);
+  expect_ok(m);
+}
+
 // Data-driven: request A computes `computed` tokens; B asks with the first `query` of the same
 // tokens. The answer is the full cached blocks, capped so that B's last token is computed.
 TEST(KvCacheManager, CachedPrefixTable) {

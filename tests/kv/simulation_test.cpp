@@ -8,7 +8,10 @@
 //   - tables match the manager's and cover their token counts with exactly the needed blocks;
 //   - every position a request attends to holds its own prefix's KV (what a cache hit must give);
 //   - a request only ever writes into blocks nobody else holds;
-// and at the end, with every request freed, that every block is free again (no leak).
+// and at the end, with every request freed, that every block is free again (no leak). Variants:
+// a KV tier, a window group (sliding-window layers' own blocks, released behind the window), and
+// hybrid models' recurrent-state snapshots (a request always continues from its own prefix's
+// state, restored on a prefix hit).
 // Seeds: a fixed one, and one from std::random_device (printed on failure; CADENZA_KV_SEED=N
 // replays it).
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -46,6 +50,8 @@ struct SimRequest {
   int32_t allocated = 0;     // tokens the table covers (last successful allocate)
   bool found = false;        // find_cached_prefix called since it last lost its blocks
   std::vector<int32_t> table;
+  std::vector<int32_t> wtable;  // window group: the window table (-1 behind the window)
+  uint64_t state = 0;  // states: the recurrent state, fp of the last computed position (0: fresh)
 
   void push(int32_t token) {
     uint64_t prev = fp.empty() ? mix(std::hash<std::string>{}(extra)) : fp.back();
@@ -60,12 +66,29 @@ class Simulation {
  public:
   static constexpr int32_t kBlockSize = 4;
   static constexpr int32_t kNumBlocks = 48;
+  static constexpr int32_t kWindow = 6;         // window group: positions a windowed layer reads
+  static constexpr int32_t kWindowBlocks = 20;  // ... and its pool
 
   // `tiered`: a host-memory KV tier of 24 blocks under the pool (kv_tier_stack.h), whose payload
   // is a block's slot fingerprints, so every promoted block is checked like a computed one.
-  Simulation(uint64_t seed, bool caching, bool tiered = false)
-      : rng_(seed), mgr_(KvCacheConfig{kNumBlocks, kBlockSize, caching}),
-        slots_(static_cast<size_t>(kNumBlocks) * kBlockSize, 0) {
+  // `windowed`: a window group (KvCacheConfig::window) whose slots are modelled and checked like
+  // the main pool's, for the positions a windowed layer reads.
+  // `states`: a hybrid model's recurrent state per request (the fingerprint of its last computed
+  // position), snapshotted at block boundaries into a MemoryTier of 6 entries keyed by block hash
+  // (the engine's state_snapshots_) and restored on a prefix hit; the manager finds only prefixes
+  // with a snapshot (set_prefix_usable). Checks that a request always continues from its own
+  // prefix's state. No speculative rollbacks (hybrid models refuse them).
+  Simulation(uint64_t seed, bool caching, bool tiered = false, bool windowed = false, bool states = false)
+      : rng_(seed),
+        mgr_(KvCacheConfig{kNumBlocks, kBlockSize, caching, windowed ? kWindow : 0,
+                           windowed ? kWindowBlocks : 0}),
+        slots_(static_cast<size_t>(kNumBlocks) * kBlockSize, 0),
+        wslots_(static_cast<size_t>(kWindowBlocks) * kBlockSize, 0),
+        windowed_(windowed) {
+    if (states) {
+      snapshots_ = std::make_unique<MemoryTier>(6 * sizeof(uint64_t));
+      mgr_.set_prefix_usable([this](const BlockHash& h) { return snapshots_->contains(h); });
+    }
     if (tiered) {
       constexpr size_t kPayload = kBlockSize * sizeof(uint64_t);
       std::vector<std::unique_ptr<KvTier>> tiers;
@@ -91,7 +114,8 @@ class Simulation {
 
   std::string failure;
   int64_t forks = 0, stale = 0, preemptions = 0, copies = 0;
-  int64_t rollbacks = 0, rollback_copies = 0, rollback_no_room = 0;
+  int64_t rollbacks = 0, rollback_copies = 0, rollback_no_room = 0, rollback_behind_window = 0;
+  int64_t window_copies = 0, restores = 0, snapshots = 0;
   const KvCacheManager& mgr() const { return mgr_; }
 
   void step() {
@@ -111,6 +135,9 @@ class Simulation {
       q->clear();
     }
     if (mgr_.num_free_blocks() != kNumBlocks) fail("leak: {} of {} blocks free", mgr_.num_free_blocks(), kNumBlocks);
+    if (windowed_ && mgr_.num_free_window_blocks() != kWindowBlocks) {
+      fail("leak: {} of {} window blocks free", mgr_.num_free_window_blocks(), kWindowBlocks);
+    }
     for (int32_t b = 0; b < kNumBlocks; ++b) {
       if (mgr_.pool().ref_count(b) != 0) fail("leak: block {} has ref_count {}", b, mgr_.pool().ref_count(b));
     }
@@ -125,6 +152,25 @@ class Simulation {
   int32_t uniform(int32_t lo, int32_t hi) { return std::uniform_int_distribution<int32_t>(lo, hi)(rng_); }
   uint64_t& slot(int32_t block, int32_t offset) {
     return slots_[static_cast<size_t>(block) * kBlockSize + static_cast<size_t>(offset)];
+  }
+  uint64_t& wslot(int32_t block, int32_t offset) {
+    return wslots_[static_cast<size_t>(block) * kBlockSize + static_cast<size_t>(offset)];
+  }
+  // The first block a step starting at `pos` reads in a windowed layer.
+  static int32_t window_first(int32_t pos) { return std::max(0, pos - kWindow + 1) / kBlockSize; }
+  // The window copy of a fork or trim: checked against the expected blocks, then performed.
+  void window_copy(const BlockCopy& c, int32_t src, int32_t dst, int32_t num_tokens, const char* what) {
+    if (!windowed_) {
+      if (c.window_src != -1 || c.window_dst != -1) fail("{}: a window copy without a window group", what);
+      return;
+    }
+    if (num_tokens == 0) return;
+    if (c.window_src != src || c.window_dst != dst || c.num_tokens != num_tokens) {
+      return fail("{}: window copy {}->{} of {}, expected {}->{} of {}", what, c.window_src, c.window_dst,
+                  c.num_tokens, src, dst, num_tokens);
+    }
+    ++window_copies;
+    for (int32_t o = 0; o < num_tokens; ++o) wslot(dst, o) = wslot(src, o);
   }
 
   void admit() {
@@ -162,6 +208,8 @@ class Simulation {
     SimRequest child = parent;
     child.id = child_id;
     child.table.assign(f.block_table.begin(), f.block_table.end());
+    const std::span<const int32_t> cw = mgr_.window_block_table(child_id);
+    child.wtable.assign(cw.begin(), cw.end());
     const int32_t shared = parent.computed / kBlockSize;
     for (size_t i = 0; i < child.table.size(); ++i) {
       const bool same = child.table[i] == parent.table[i];
@@ -175,6 +223,12 @@ class Simulation {
       }
       for (int32_t o = 0; o < f.copy.num_tokens; ++o) slot(f.copy.dst, o) = slot(f.copy.src, o);  // the engine's copy
     }
+    if (windowed_ && f.copy.num_tokens > 0) {
+      window_copy(f.copy, parent.wtable[static_cast<size_t>(shared)], child.wtable[static_cast<size_t>(shared)],
+                  f.copy.num_tokens, "fork");
+    } else {
+      window_copy(f.copy, -1, -1, 0, "fork");
+    }
     running_.push_back(std::move(child));
   }
 
@@ -183,6 +237,7 @@ class Simulation {
   // possibly shared, blocks). Its tokens from n on are replaced by one new token, as the
   // verification's corrected token would be.
   void rollback_one() {
+    if (snapshots_) return;  // hybrid models: no speculative decoding
     if (uniform(0, 9) == 0) {  // bad input: unknown ids and requests with no blocks yet
       if (mgr_.trim(next_id_ + 100, 0).ok()) fail("trim of an unknown request succeeded");
       for (const SimRequest& w : waiting_) {
@@ -191,16 +246,31 @@ class Simulation {
     }
     if (running_.empty()) return;
     SimRequest& s = running_[static_cast<size_t>(uniform(0, static_cast<int32_t>(running_.size()) - 1))];
-    const int32_t n = uniform(0, 1) == 0 ? uniform(s.computed, s.allocated) : uniform(0, s.allocated);
+    int32_t n = uniform(0, 1) == 0 ? uniform(s.computed, s.allocated) : uniform(0, s.allocated);
+    // With a window group most cuts far back are refused (behind the window): also cut within
+    // the window, where a block shared by a fork makes the copy case.
+    if (windowed_ && uniform(0, 1) == 0) n = uniform(std::max(0, s.computed - kWindow + 1), s.computed);
     const std::vector<int32_t> old_table = s.table;
     const int32_t keep = (n + kBlockSize - 1) / kBlockSize;
     const bool cut_shared = n % kBlockSize != 0 && mgr_.pool().ref_count(old_table[static_cast<size_t>(keep - 1)]) > 1;
     const int32_t free_before = mgr_.num_free_blocks();
+    const std::vector<int32_t> old_wtable = s.wtable;
+    int32_t held_from = 0;
+    while (held_from < static_cast<int32_t>(s.wtable.size()) && s.wtable[static_cast<size_t>(held_from)] < 0) ++held_from;
+    const bool behind = windowed_ && window_first(std::min(s.computed, n)) < held_from;
+    const bool wcut_shared = windowed_ && !behind && n % kBlockSize != 0 &&
+                             mgr_.window_pool()->ref_count(old_wtable[static_cast<size_t>(keep - 1)]) > 1;
     Result<TrimResult> r = mgr_.trim(s.id, n);
+    if (behind) {  // its window's blocks are gone: an error, and nothing changed
+      if (r.ok()) return fail("trim({}, {}) behind the window (held from block {}) succeeded", s.id, n, held_from);
+      ++rollback_behind_window;
+      if (mgr_.num_tokens(s.id) != s.allocated) fail("failed trim changed state");
+      return;
+    }
     if (!r) return fail("trim({}, {}) of {} tokens: {}", s.id, n, s.allocated, r.error());
     if (!*r) {
       ++rollback_no_room;
-      if (!cut_shared) fail("trim said no room without a shared cut block");
+      if (!cut_shared && !wcut_shared) fail("trim said no room without a shared cut block");
       if (mgr_.num_free_blocks() != free_before || mgr_.num_tokens(s.id) != s.allocated) fail("failed trim changed state");
       return;
     }
@@ -222,8 +292,16 @@ class Simulation {
         return fail("trim to {}: copy {}->{} of {}", n, c.src, c.dst, c.num_tokens);
       }
       for (int32_t o = 0; o < c.num_tokens; ++o) slot(c.dst, o) = slot(c.src, o);  // the engine's copy
-    } else if (r->copy.num_tokens != 0) {
+    } else if (r->copy.src >= 0) {
       return fail("trim to {}: a copy without a shared cut block", n);
+    }
+    const std::span<const int32_t> nw = mgr_.window_block_table(s.id);
+    s.wtable.assign(nw.begin(), nw.end());
+    if (wcut_shared) {
+      window_copy(r->copy, old_wtable[static_cast<size_t>(keep - 1)], s.wtable.back(), n % kBlockSize, "trim");
+    } else {
+      window_copy(r->copy, -1, -1, 0, "trim");
+      if (windowed_ && r->copy.window_src != -1) return fail("trim to {}: a window copy without a shared cut", n);
     }
     s.allocated = n;
     s.computed = std::min(s.computed, n);
@@ -255,7 +333,30 @@ class Simulation {
       return false;
     }
     s.table.assign(a.block_table.begin(), a.block_table.end());
+    const std::span<const int32_t> wt = mgr_.window_block_table(s.id);
+    s.wtable.assign(wt.begin(), wt.end());
     s.allocated = std::max(s.allocated, total);
+    if (windowed_) {
+      // Windowed layers read positions from the window of the chunk's first token on (the
+      // blocks behind it are released: -1) and write the chunk, into blocks held alone.
+      const int32_t first = window_first(s.computed);
+      if (s.wtable.size() != s.table.size()) fail("request {}: window table of {} for {}", s.id, s.wtable.size(), s.table.size());
+      for (int32_t i = 0; i < static_cast<int32_t>(s.wtable.size()); ++i) {
+        const bool held = s.wtable[static_cast<size_t>(i)] >= 0;
+        if (held != (i >= first)) return fail("request {}: window block {} held={} (window from block {})", s.id, i, held, first), true;
+      }
+      for (int32_t p = std::max(0, s.computed - kWindow + 1); p < s.computed; ++p) {
+        const int32_t b = s.wtable[static_cast<size_t>(p / kBlockSize)];
+        if (wslot(b, p % kBlockSize) != s.fp[static_cast<size_t>(p)]) {
+          return fail("request {} position {} (window block {}) holds foreign or missing KV", s.id, p, b), true;
+        }
+      }
+      for (int32_t p = s.computed; p < total; ++p) {
+        const int32_t b = s.wtable[static_cast<size_t>(p / kBlockSize)];
+        if (mgr_.window_pool()->ref_count(b) != 1) fail("request {} writes into window block {} with ref_count {}", s.id, b, mgr_.window_pool()->ref_count(b));
+        wslot(b, p % kBlockSize) = s.fp[static_cast<size_t>(p)];
+      }
+    }
     // Attention reads: every earlier position must hold this request's own prefix.
     for (int32_t p = 0; p < s.computed; ++p) {
       const int32_t b = s.table[static_cast<size_t>(p / kBlockSize)];
@@ -270,8 +371,20 @@ class Simulation {
       if (mgr_.pool().ref_count(b) != 1) fail("request {} writes into block {} with ref_count {}", s.id, b, mgr_.pool().ref_count(b));
       slot(b, p % kBlockSize) = s.fp[static_cast<size_t>(p)];
     }
+    if (snapshots_) {  // the state continues from exactly this request's prefix
+      const uint64_t want = s.computed == 0 ? 0 : s.fp[static_cast<size_t>(s.computed - 1)];
+      if (s.state != want) fail("request {} at {}: its state is not its prefix's", s.id, s.computed);
+      s.state = s.fp[static_cast<size_t>(total - 1)];
+    }
     s.computed = total;
     mgr_.mark_computed(s.id, s.computed, s.tokens);
+    if (snapshots_ && total % kBlockSize == 0) {  // the engine snapshots at block boundaries
+      const std::optional<BlockHash> h = mgr_.block_hash(s.id, total / kBlockSize - 1);
+      if (h && !snapshots_->contains(*h)) {
+        ++snapshots;
+        snapshots_->put(*h, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&s.state), 8));
+      }
+    }
     if (s.computed == s.len() && s.len() < s.target_len) s.push(uniform(0, 999));  // sample
     return true;
   }
@@ -287,6 +400,8 @@ class Simulation {
         victim.computed = victim.allocated = 0;
         victim.found = false;
         victim.table.clear();
+        victim.wtable.clear();
+        victim.state = 0;  // its slot is given back
         waiting_.push_front(std::move(victim));
         ++preemptions;
         continue;  // retry `i` (or stop if it was the victim)
@@ -305,6 +420,16 @@ class Simulation {
         const int32_t cached = mgr_.find_cached_prefix(s.id, s.tokens, s.extra);
         if (cached % kBlockSize != 0 || cached >= s.len() || cached < 0) fail("find returned {} for {} tokens", cached, s.len());
         s.computed = cached;
+        s.state = 0;
+        if (snapshots_ && cached > 0) {  // restore the prefix's snapshot (its value is immutable)
+          const std::optional<BlockHash> h = mgr_.block_hash(s.id, cached / kBlockSize - 1);
+          uint64_t v = 0;
+          if (!h || !snapshots_->get(*h, std::span<uint8_t>(reinterpret_cast<uint8_t*>(&v), 8))) {
+            fail("request {}: find returned {} without a snapshot", s.id, cached);
+          }
+          s.state = v;
+          ++restores;
+        }
         s.found = true;
       }
       if (!run_chunk(s)) break;
@@ -350,21 +475,50 @@ class Simulation {
       }
     }
     if (mgr_.num_free_blocks() != kNumBlocks - used) return fail("num_free {} but {} used", mgr_.num_free_blocks(), used);
-    if (mgr_.usage() != static_cast<double>(used) / kNumBlocks) return fail("usage {} for {} used", mgr_.usage(), used);
+    double usage = static_cast<double>(used) / kNumBlocks;
+    if (windowed_) {  // the same over the window pool
+      const BlockPool& wpool = *mgr_.window_pool();
+      if (Status st = wpool.check_invariants(); !st) return fail("window pool: {}", st.error());
+      std::vector<int32_t> wrefs(kWindowBlocks, 0);
+      for (const SimRequest& s : running_) {
+        std::span<const int32_t> t = mgr_.window_block_table(s.id);
+        if (!std::equal(t.begin(), t.end(), s.wtable.begin(), s.wtable.end())) return fail("request {}: window table differs", s.id);
+        for (int32_t b : s.wtable)
+          if (b >= 0) ++wrefs[static_cast<size_t>(b)];
+      }
+      std::vector<int32_t> win_queue(kWindowBlocks, 0);
+      for (int32_t b : wpool.free_queue()) ++win_queue[static_cast<size_t>(b)];
+      int32_t wused = 0;
+      for (int32_t b = 0; b < kWindowBlocks; ++b) {
+        const auto i = static_cast<size_t>(b);
+        if (wpool.ref_count(b) != wrefs[i]) return fail("window block {}: ref_count {}, {} tables hold it", b, wpool.ref_count(b), wrefs[i]);
+        if (win_queue[i] != (wrefs[i] == 0 ? 1 : 0)) return fail("window block {}: ref {} but {} times queued", b, wrefs[i], win_queue[i]);
+        if (wrefs[i] > 0) ++wused;
+        if (wpool.is_cached(b))
+          for (int32_t o = 0; o < kBlockSize; ++o)
+            if (wslot(b, o) == 0) return fail("cached window block {} has an unwritten slot {}", b, o);
+      }
+      usage = std::max(usage, static_cast<double>(wused) / kWindowBlocks);
+    }
+    if (mgr_.usage() != usage) return fail("usage {} for {} used", mgr_.usage(), used);
   }
 
   std::mt19937_64 rng_;
   std::unique_ptr<KvTierStack> tiers_;  // declared before mgr_, which borrows it
   KvCacheManager mgr_;
   std::vector<uint64_t> slots_;  // fingerprint written in each KV slot; 0 = never written
+  std::vector<uint64_t> wslots_;  // the same for the window group's slots
+  bool windowed_ = false;
+  std::unique_ptr<MemoryTier> snapshots_;  // states: the snapshot store, or null
   std::vector<std::vector<int32_t>> prefixes_;
   std::deque<SimRequest> running_, waiting_;
   RequestId next_id_ = 1;
 };
 
-void run_simulation(uint64_t seed, int steps, bool caching = true, bool tiered = false) {
+void run_simulation(uint64_t seed, int steps, bool caching = true, bool tiered = false,
+                    bool windowed = false, bool states = false) {
   SCOPED_TRACE(fmt::format("seed {} (replay: CADENZA_KV_SEED={})", seed, seed));
-  Simulation sim(seed, caching, tiered);
+  Simulation sim(seed, caching, tiered, windowed, states);
   for (int step = 0; step < steps; ++step) {
     sim.step();
     ASSERT_EQ(sim.failure, "") << "step " << step;
@@ -374,8 +528,13 @@ void run_simulation(uint64_t seed, int steps, bool caching = true, bool tiered =
   ASSERT_EQ(sim.failure, "") << "after freeing everything";
   EXPECT_GT(sim.preemptions, 0);
   EXPECT_GT(sim.forks, 0);
-  EXPECT_GT(sim.rollbacks, 0);
-  EXPECT_GT(sim.rollback_copies, 0);
+  if (!states) {
+    EXPECT_GT(sim.rollbacks, 0);
+    EXPECT_GT(sim.rollback_copies, 0);
+  } else {
+    EXPECT_GT(sim.restores, 0);
+    EXPECT_GT(sim.snapshots, 0);
+  }
   if (!caching) {
     EXPECT_EQ(st.hits, 0);
     EXPECT_EQ(st.evictions, 0);
@@ -389,6 +548,10 @@ void run_simulation(uint64_t seed, int steps, bool caching = true, bool tiered =
   EXPECT_GT(st.evictions, 0);
   if (tiered) {
     EXPECT_GT(st.tier_hit_blocks, 0);
+  }
+  if (windowed) {
+    EXPECT_GT(sim.window_copies, 0);
+    EXPECT_GT(sim.rollback_behind_window, 0);
   }
 }
 
@@ -406,6 +569,26 @@ TEST(KvSimulation, RandomSeedWithMemoryTier) {
 }
 
 TEST(KvSimulation, RandomSeedCachingOff) { run_simulation(random_seed(), 10000, /*caching=*/false); }
+
+TEST(KvSimulation, FixedSeedWindowGroup) {
+  run_simulation(20240611, 20000, /*caching=*/true, /*tiered=*/false, /*windowed=*/true);
+}
+
+TEST(KvSimulation, RandomSeedWindowGroup) {
+  run_simulation(random_seed(), 20000, /*caching=*/true, /*tiered=*/false, /*windowed=*/true);
+}
+
+TEST(KvSimulation, FixedSeedStateSnapshots) {
+  run_simulation(20240611, 10000, /*caching=*/true, /*tiered=*/false, /*windowed=*/false, /*states=*/true);
+}
+
+TEST(KvSimulation, RandomSeedStateSnapshots) {
+  run_simulation(random_seed(), 10000, /*caching=*/true, /*tiered=*/false, /*windowed=*/false, /*states=*/true);
+}
+
+TEST(KvSimulation, RandomSeedWindowGroupCachingOff) {
+  run_simulation(random_seed(), 20000, /*caching=*/false, /*tiered=*/false, /*windowed=*/true);
+}
 
 }  // namespace
 }  // namespace cadenza::kv

@@ -21,7 +21,8 @@
 //  - FFN: GeGLU with the tanh GELU (HF hidden_activation gelu_pytorch_tanh).
 //  - `final_logit_softcapping` (when present): logits = cap tanh(logits / cap). Gemma 3 has no
 //    attention soft-capping; a file with `attn_logit_softcapping` is refused.
-// Windowed layers keep a full-size KV cache (as gpt-oss's).
+// Under the engine the windowed layers keep only their window's KV (a window block group:
+// model::KvCacheOptions::num_window_blocks, src/kv/README.md).
 #include <cmath>
 #include <memory>
 #include <vector>

@@ -17,7 +17,8 @@
 //     x = x + RoutedExperts(rms_norm(x) * post_attention_norm)  (biases, clamped SwiGLU)
 //   logits = OutputHead(x[logit rows])
 //
-// The KV cache of windowed layers stays full-size (a follow-up: keep only the window).
+// Under the engine the windowed layers keep only their window's KV (a window block group:
+// model::KvCacheOptions::num_window_blocks, src/kv/README.md).
 #include <memory>
 #include <vector>
 

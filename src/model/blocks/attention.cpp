@@ -125,7 +125,9 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
   kernels::RopeParams rope = c_.rope_params(layer);
   const int32_t window = c_.attention_window(layer);
   if (!(window > 0 && c_.rope_window_unscaled)) rope.freq_factors = rope_freqs_.get();
-  const kernels::AttentionBatch& batch = ctx.inputs.attention;
+  // The window group's own blocks when the cache keeps one (KvCache::in_window_group).
+  const bool window_group = ctx.kv.has_window_group() && ctx.kv.in_window_group(layer);
+  const kernels::AttentionBatch& batch = window_group ? ctx.inputs.window_attention : ctx.inputs.attention;
   if (c_.uses_rope(layer)) {  // (Llama 4's NoPE layers do not rotate)
     be.rope(q, static_cast<int32_t>(heads_.count), static_cast<int32_t>(c_.head_dim_k),
             batch.positions, rope);
@@ -138,7 +140,7 @@ void Attention::forward(const ForwardContext& ctx, int64_t layer, const Weights&
   }
 
   const kernels::KvLayer& kv = ctx.kv.layer(layer);
-  be.kv_write(kv, k, v, ctx.inputs.slots);
+  be.kv_write(kv, k, v, window_group ? ctx.inputs.window_slots : ctx.inputs.slots);
   kernels::AttentionParams params;
   params.scale = c_.attention_scale();
   params.sinks = w.sinks.get();

@@ -27,8 +27,9 @@
 // `blk.N.attn_{q,k,v,output}.weight` (or `attn_qkv.weight` and `attn_output.weight`), `blk.N.attn_{q,k,v}.bias`
 // (when config.qkv_bias), `blk.N.attn_output.bias` (where present, when config.output_bias),
 // `blk.N.attn_{q,k}_norm.weight` [dk] (when config.qk_norm), `blk.N.attn_sinks.weight` [H] (when
-// config.attn_sinks). Windowed layers keep a full-size KV cache (a follow-up: a ring of `window`
-// slots per sequence).
+// config.attn_sinks). Windowed layers read and write the cache's window group when it keeps one
+// (KvCache::in_window_group: their own blocks, StepInputs::window_slots / window_attention), so
+// the engine can release the blocks behind a sequence's window.
 //
 // One Attention object per model holds the shape, the RoPE table and the step's scratch; the
 // per-layer tensors are in one Weights per layer. Not thread-safe (scratch).

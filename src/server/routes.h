@@ -47,9 +47,19 @@ HttpReply shaped_error_reply(apishape::Api api, const ApiError& e);
 // The API a path speaks: /v1/messages* Anthropic Messages, /v1/responses* Responses, else chat.
 apishape::Api api_of_path(std::string_view path);
 
+// Work a generation needs before it can be submitted (its images fetched and encoded, off the
+// I/O thread): called once with `done`, which must then be called exactly once, from any thread,
+// with an error (the request's answer) or the images of inputs[0].
+struct PreparedInputs {
+  std::optional<ApiError> error;
+  std::vector<ImageInput> images;
+};
+using PrepareInputs = std::function<void(std::function<void(PreparedInputs)> done)>;
+
 struct GenerationPlan {
   std::unique_ptr<GenerationJob> job;
   std::vector<GenInput> inputs;
+  PrepareInputs prepare;  // empty: submit at once
   EngineBridge* bridge = nullptr;  // where to submit (the model's)
   ModelHandle model;  // router mode: keeps the model loaded until the generation's final event
 };

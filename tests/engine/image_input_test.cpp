@@ -147,6 +147,28 @@ TEST_F(ImageInputTest, PrefixCacheHitsOnlyTheSameImage) {
   EXPECT_EQ(e->stats().kv_usage, 0);
 }
 
+TEST_F(ImageInputTest, PreemptedImageRequestsRecomputeTheSameRows) {
+  // Alone, then four at once in a pool that holds barely more than one: requests are preempted
+  // and recompute their prompts (images included) from the start; the tokens do not change.
+  std::vector<test_util::Generation> alone;
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    auto e = engine({.block_size = 4, .max_num_batched_tokens = 64});
+    alone.push_back(run_one(*e, prompt(), greedy(10), {image(n_embd(), seed)}));
+  }
+  auto e = engine({.num_kv_blocks = 14, .block_size = 4, .enable_prefix_caching = false,
+                   .max_num_batched_tokens = 16, .max_num_seqs = 4, .max_model_len = 48});
+  std::vector<RequestId> ids;
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    auto id = e->add_request(prompt(), greedy(10), 0, {}, {image(n_embd(), seed)});
+    ASSERT_TRUE(id.ok()) << id.error();
+    ids.push_back(*id);
+  }
+  auto g = run(*e);
+  EXPECT_GT(e->stats().num_preemptions, 0);
+  for (size_t i = 0; i < ids.size(); ++i) EXPECT_EQ(g[ids[i]].tokens, alone[i].tokens) << i;
+  EXPECT_EQ(e->stats().kv_usage, 0);
+}
+
 TEST_F(ImageInputTest, BadImagesAreRefused) {
   auto e = engine({.block_size = 4});
   auto refused = [&](std::vector<ImageInput> images) {

@@ -81,6 +81,16 @@ struct RouteResult {
   DeferredReply deferred;
 };
 
+// Images in chat (docs/vision.md): a 400 when `urls` is not empty and the model takes no images
+// or VisionService::check refuses them.
+std::optional<ApiError> check_images(const ModelContext& m, const std::vector<std::string>& urls);
+// The token ids of rendered chat `text` holding `n_images` kImageMarkers: the text pieces
+// tokenized (the first with the chat BOS rule), each marker replaced by the encoder's placeholder
+// tokens, whose first positions go to `positions`. A 400 when the template did not keep exactly
+// n_images markers. n_images 0: ChatRenderer::encode.
+std::optional<ApiError> chat_prompt(const ModelContext& m, const std::string& text, size_t n_images,
+                                    std::vector<int32_t>& prompt, std::vector<int32_t>& positions);
+
 class Router {
  public:
   explicit Router(ServerContext& ctx) : ctx_(ctx) {}

@@ -197,6 +197,12 @@ TEST_F(VisionServerTest, SeveralImagesSamplingAndTheOtherApiShapes) {
   // (input_tokens excludes what the prefix cache read.)
   EXPECT_EQ(m.json()["usage"]["input_tokens"].get<int>() +
                 m.json()["usage"]["cache_read_input_tokens"].get<int>(), with_one) << m.body;
+  // count_tokens counts the image's tokens too (nothing is encoded for it).
+  json count = msg;
+  count.erase("max_tokens");
+  const Response ct = post(s->port, "/v1/messages/count_tokens", count);
+  ASSERT_EQ(ct.status, 200) << ct.body;
+  EXPECT_EQ(ct.json()["input_tokens"], with_one);
   // Responses: an input_image part.
   const json resp = {{"model", "tiny"}, {"max_output_tokens", 4},
                      {"input", json::array({{{"type", "message"}, {"role", "user"}, {"content", json::array({

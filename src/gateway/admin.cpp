@@ -80,7 +80,26 @@ Reply admin_reply(Gateway& gw, const http::request<http::string_body>& req,
     audit_log("admin_action", {{"action", "tenants"}, {"details", who}}, false);
     return tenants_reply(*st);
   }
-  if (target == "/admin/reload" || target == "/admin/tenants")
+  if (target == "/admin/cache/clear" && post) {
+    if (!st->cache) {
+      who["result"] = "no_cache";
+      audit_log("admin_action", {{"action", "cache_clear"}, {"details", who}}, false);
+      return error_reply(409, "the response cache is off (cache.backend: off)",
+                         "invalid_request_error", "cache_off");
+    }
+    const Result<size_t> dropped = st->cache->clear();
+    who["result"] = dropped ? "ok" : "error";
+    if (dropped) who["dropped"] = *dropped;
+    audit_log("admin_action", {{"action", "cache_clear"}, {"details", who}}, false);
+    if (!dropped) return error_reply(502, dropped.error(), "api_error", "cache_unavailable");
+    return Reply{200, "application/json",
+                 nlohmann::ordered_json{{"status", "cleared"},
+                                        {"backend", st->cache->backend()},
+                                        {"dropped", *dropped}}
+                     .dump(),
+                 {}};
+  }
+  if (target == "/admin/reload" || target == "/admin/tenants" || target == "/admin/cache/clear")
     return error_reply(405, fmt::format("method {} not allowed on {}",
                                         std::string(req.method_string()), target),
                        "invalid_request_error", "method_not_allowed");

@@ -2,6 +2,7 @@
 // `admin_key_env` in the configuration; docs/gateway.md):
 //   POST /admin/reload   reads the configuration file again (as SIGHUP does)
 //   GET  /admin/tenants  each tenant's limits and what is left in its buckets now
+//   POST /admin/cache/clear  drops every response-cache entry (Redis: every key under the prefix)
 // The key comes as `Authorization: Bearer KEY` (or `x-api-key: KEY`): missing 401, wrong 403,
 // no admin key configured 403 (the endpoints are off). Every refusal and every action writes an
 // audit line (audit.h) with the key's fingerprint, never the key.

@@ -77,6 +77,14 @@ void LruCache::put(const std::string& key, const std::string& value, Clock::time
   }
 }
 
+Result<size_t> LruCache::clear() {
+  std::lock_guard lock(mu_);
+  const size_t n = order_.size();
+  order_.clear();
+  index_.clear();
+  return n;
+}
+
 size_t LruCache::size() const {
   std::lock_guard lock(mu_);
   return order_.size();

@@ -28,6 +28,10 @@ class ResponseCache {
   virtual ~ResponseCache() = default;
   virtual std::optional<std::string> get(const std::string& key) = 0;
   virtual void put(const std::string& key, const std::string& value) = 0;
+  // Drops every entry this gateway's cache holds (for Redis: every key under the configured
+  // prefix, which other gateways sharing it see too). Returns how many were dropped. Errors: the
+  // backend could not be reached (some entries may be gone already).
+  virtual Result<size_t> clear() = 0;
   virtual const char* backend() const = 0;
 };
 
@@ -48,6 +52,7 @@ class LruCache : public ResponseCache {
   }
   std::optional<std::string> get(const std::string& key, Clock::time_point now);
   void put(const std::string& key, const std::string& value, Clock::time_point now);
+  Result<size_t> clear() override;
   size_t size() const;
   const char* backend() const override { return "lru"; }
 

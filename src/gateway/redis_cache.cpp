@@ -3,6 +3,8 @@
 #include <hiredis/hiredis.h>
 #include <spdlog/spdlog.h>
 
+#include <vector>
+
 namespace cadenza::gateway {
 
 namespace {
@@ -20,6 +22,17 @@ struct ReplyDeleter {
   }
 };
 using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// `text` as a Redis glob that matches only itself (SCAN MATCH treats * ? [ ] and backslash as
+// special).
+std::string glob_literal(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -82,6 +95,42 @@ void RedisCache::put(const std::string& key, const std::string& value) {
   ReplyPtr r(static_cast<redisReply*>(redisCommand(ctx_, "SET %b %b EX %s", k.data(), k.size(),
                                                    value.data(), value.size(), ttl.c_str())));
   if (!r) drop();
+}
+
+Result<size_t> RedisCache::clear() {
+  std::lock_guard lock(mu_);
+  if (!ensure_connected())
+    return make_error("cache.redis: cannot connect to {}:{}", cfg_.redis_host, cfg_.redis_port);
+  const std::string pattern = glob_literal(cfg_.redis_prefix) + "*";
+  std::string cursor = "0";
+  size_t dropped = 0;
+  do {
+    ReplyPtr r(static_cast<redisReply*>(redisCommand(ctx_, "SCAN %s MATCH %b COUNT 500",
+                                                     cursor.c_str(), pattern.data(),
+                                                     pattern.size())));
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[0]->type != REDIS_REPLY_STRING || r->element[1]->type != REDIS_REPLY_ARRAY) {
+      if (!r) drop();
+      return make_error("cache.redis: SCAN failed after dropping {} keys", dropped);
+    }
+    cursor.assign(r->element[0]->str, r->element[0]->len);
+    const redisReply* keys = r->element[1];
+    if (keys->elements == 0) continue;
+    std::vector<const char*> argv{"UNLINK"};
+    std::vector<size_t> lens{6};
+    for (size_t i = 0; i < keys->elements; ++i) {
+      argv.push_back(keys->element[i]->str);
+      lens.push_back(keys->element[i]->len);
+    }
+    ReplyPtr u(static_cast<redisReply*>(
+        redisCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data())));
+    if (!u || u->type != REDIS_REPLY_INTEGER) {
+      if (!u) drop();
+      return make_error("cache.redis: UNLINK failed after dropping {} keys", dropped);
+    }
+    dropped += static_cast<size_t>(u->integer);
+  } while (cursor != "0");
+  return dropped;
 }
 
 }  // namespace cadenza::gateway

@@ -24,6 +24,9 @@ class RedisCache : public ResponseCache {
   ~RedisCache() override;
   std::optional<std::string> get(const std::string& key) override;
   void put(const std::string& key, const std::string& value) override;
+  // SCAN for the prefix's keys in batches and UNLINK them (the mutex is held throughout, so
+  // other calls wait; a cache of N keys takes about N / 500 round trips).
+  Result<size_t> clear() override;
   const char* backend() const override { return "redis"; }
 
  private:

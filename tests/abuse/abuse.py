@@ -2,6 +2,11 @@
 """The abuse suite (docs/reliability.md): `cadenza serve` under hostile clients.
 
 Usage: abuse.py CADENZA WORK_DIR [--idle 2000] [--slow 200] [--streams 1000] [--phase-s 15]
+                [--gateway]
+
+With --gateway the same clients attack `cadenza gateway` in front of the server instead of the
+server itself: the gateway must hold them as cheaply, pass each abandoned stream's disconnect on to
+the replica (which then aborts the generation), and both processes' descriptors must come back.
 
 Serves a tiny synthesized model and, one phase after another:
   idle      opens --idle TCP connections that never send a byte, and holds them;
@@ -34,6 +39,8 @@ p.add_argument("--slow", type=int, default=200)
 p.add_argument("--streams", type=int, default=1000)
 p.add_argument("--phase-s", type=float, default=15)
 p.add_argument("--max-health-s", type=float, default=1.0)
+p.add_argument("--gateway", action="store_true",
+               help="attack `cadenza gateway` in front of the server instead of the server")
 args = p.parse_args()
 os.makedirs(args.work, exist_ok=True)
 
@@ -56,17 +63,31 @@ model = os.path.join(args.work, "demo.gguf")
 if not os.path.exists(model):
     subprocess.run([args.cadenza, "synth", "--preset", "demo", "--layers", "2", "--type", "f32",
                     "-o", model], check=True, stdout=subprocess.DEVNULL)
-server, port = start_listening(
+server, serve_port = start_listening(
     [args.cadenza, "serve", "-m", model, "--port", "0", "-t", "1", "--served-model-name", "tiny",
      "--max-num-seqs", "16", "--max-queue", str(args.streams + 64)],
     os.path.join(args.work, "serve.err"), timeout_s=120)
-if port is None:
+if serve_port is None:
     sys.exit("serve did not start: " + open(os.path.join(args.work, "serve.err")).read()[-2000:])
+gateway = None
+port = serve_port          # where the attack goes
+if args.gateway:
+    config = os.path.join(args.work, "gateway.yaml")
+    with open(config, "w") as f:
+        f.write("listeners: [{host: 127.0.0.1, port: 0}]\n"
+                f"models:\n  - name: tiny\n    upstreams: [127.0.0.1:{serve_port}]\n"
+                "health: {interval_ms: 1000, timeout_ms: 2000}\n"
+                "upstream_timeout_ms: 60000\naccess_log: false\n")
+    gateway, port = start_listening([args.cadenza, "gateway", "--config", config],
+                                    os.path.join(args.work, "gateway.err"), timeout_s=60)
+    if port is None:
+        server.kill()
+        sys.exit("gateway did not start: " + open(os.path.join(args.work, "gateway.err")).read()[-2000:])
 
 
-def request(method, path, body=None, timeout=10):
-    """One request on a new connection: (status, body bytes)."""
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+def request(method, path, body=None, timeout=10, to_port=None):
+    """One request on a new connection to `to_port` (default: the attacked process): (status, body bytes)."""
+    s = socket.create_connection(("127.0.0.1", to_port or port), timeout=timeout)
     try:
         data = json.dumps(body).encode() if body is not None else b""
         s.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
@@ -85,7 +106,8 @@ def request(method, path, body=None, timeout=10):
 
 
 def metrics():
-    _, text = request("GET", "/metrics")
+    """The server's descriptors, requests and KV usage; with --gateway also the gateway's descriptors."""
+    _, text = request("GET", "/metrics", to_port=serve_port)
     out = {}
     for key, name in {"fds": "process_open_fds", "running": "cadenza_num_requests_running",
                       "waiting": "cadenza_num_requests_waiting",
@@ -95,6 +117,10 @@ def metrics():
     m = re.search(r'^cadenza_request_success_total\{[^}]*finished_reason="abort"[^}]*\} ([0-9.eE+-]+)$',
                   text.decode(), re.M)
     out["aborted"] = float(m.group(1)) if m else float("nan")
+    if gateway is not None:
+        _, text = request("GET", "/metrics", to_port=port)
+        m = re.search(r"^process_open_fds ([0-9.eE+-]+)$", text.decode(), re.M)
+        out["gateway_fds"] = float(m.group(1)) if m else float("nan")
     return out
 
 
@@ -157,8 +183,8 @@ log(f"opening {args.idle} idle connections")
 idle_socks = connect_many(args.idle)
 log(f"holding {len(idle_socks)} idle connections for {args.phase_s} s")
 time.sleep(args.phase_s)
-held = metrics()["fds"]
-log(f"server descriptors while holding them: {held:.0f}")
+held = metrics()["gateway_fds" if gateway else "fds"]
+log(f"{'gateway' if gateway else 'server'} descriptors while holding them: {held:.0f}")
 
 # --- slowloris headers (the idle connections stay open meanwhile) --------------------------------
 phase = "headers"
@@ -261,16 +287,19 @@ after = metrics()
 while time.time() < deadline:
     after = metrics()
     if (after["fds"] <= idle["fds"] and after["running"] == 0 and after["waiting"] == 0
-            and after["kv"] <= idle["kv"]):
+            and after["kv"] <= idle["kv"]
+            and (gateway is None or after["gateway_fds"] <= idle["gateway_fds"])):
         break
     time.sleep(0.5)
 else:
     failures.append(f"not back to idle within 30 s: idle {idle}, after {after}")
 if server.poll() is not None:
     failures.append(f"serve exited with {server.returncode}")
+if gateway is not None and gateway.poll() is not None:
+    failures.append(f"gateway exited with {gateway.returncode}")
 
 # --- report --------------------------------------------------------------------------------------
-report = {"idle": idle, "fds_holding_idle_connections": held, "after": after, "aborted": aborted,
+report = {"target": "gateway" if gateway else "serve", "idle": idle, "fds_holding_idle_connections": held, "after": after, "aborted": aborted,
           "streams": answers, "phases": {}}
 print("| phase | probes | failed | p50 ms | p99 ms | max ms |")
 print("|---|---:|---:|---:|---:|---:|")
@@ -291,16 +320,20 @@ for name in ("baseline", "idle", "headers", "bodies", "streams", "after"):
         failures.append(f"{name}: /health took {ok[-1] * 1e3:.0f} ms (limit {args.max_health_s * 1e3:.0f})")
 print(f"abandoned streams: {abandoned}, of which the server aborted {aborted:.0f} (the rest had "
       f"finished their 200 tokens before the disconnect was seen)")
-print(f"open fds: idle {idle['fds']:.0f}, holding {args.idle} idle connections {held:.0f}, "
+held_by = "gateway" if gateway is not None else "server"
+print(f"{held_by} open fds: idle {idle['gateway_fds' if gateway else 'fds']:.0f}, holding {args.idle} "
+      f"idle connections {held:.0f}, after {after['gateway_fds' if gateway else 'fds']:.0f}")
+print(f"server open fds: idle {idle['fds']:.0f}, "
       f"after {after['fds']:.0f}; requests running after {after['running']:.0f}, waiting "
       f"{after['waiting']:.0f}; KV usage idle {idle['kv']:.3f}, after {after['kv']:.3f}")
 json.dump(report, open(os.path.join(args.work, "report.json"), "w"), indent=1)
 
-server.terminate()
-try:
-    server.wait(timeout=30)
-except subprocess.TimeoutExpired:
-    server.kill()
+for proc in ([gateway] if gateway else []) + [server]:
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 for f in failures:
     log("FAIL " + f)
 sys.exit(1 if failures else 0)

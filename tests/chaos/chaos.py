@@ -39,7 +39,7 @@ response from it); writes WORK_DIR/report.md and report.json.
 
 Python 3 standard library only.
 """
-import argparse, http.client, json, os, random, re, shutil, signal, socket, subprocess, sys
+import argparse, http.client, itertools, json, os, random, re, shutil, signal, socket, subprocess, sys
 import threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
@@ -297,7 +297,7 @@ try:
                 "routing: {prefix_affinity_chars: 0, max_retries: 2}\n"
                 "health: {interval_ms: 500, timeout_ms: 1500, eject_after_failures: 2, "
                 "eject_ms: 1000, max_eject_ms: 4000}\n"
-                "upstream_timeout_ms: 20000\nconnect_timeout_ms: 1000\naccess_log: false\n" + cache)
+                "upstream_timeout_ms: 20000\nconnect_timeout_ms: 1000\naccess_log: true\n" + cache)
     gw, gw_port = start_listening([args.cadenza, "gateway", "--config", config],
                                   os.path.join(args.work, "gateway.err"), timeout_s=60)
     procs.append(gw)
@@ -335,6 +335,27 @@ WORDS = ("the gateway keeps every request alive while replicas die hang slow dow
          "back").split()
 results = []           # one dict per request
 results_lock = threading.Lock()
+request_ids = itertools.count(1)
+T_START = time.time()
+snapshots_taken = 0
+
+
+def snapshot_sockets(tag):
+    """When a request hangs: the TCP sockets' states (queues, timers, retransmissions) here and in
+    replica C's namespace, to WORK/sockets-TAG.txt, for the first few hangs only."""
+    global snapshots_taken
+    with results_lock:
+        if snapshots_taken >= 3:
+            return
+        snapshots_taken += 1
+    out = [f"# {time.strftime('%H:%M:%S')} {tag}\n# host\n",
+           subprocess.run(["ss", "-tanoi"], capture_output=True, text=True).stdout]
+    if ns_name:
+        out += ["# replica C's namespace\n",
+                subprocess.run(["ip", "netns", "exec", ns_name, "ss", "-tanoi"],
+                               capture_output=True, text=True).stdout]
+    with open(os.path.join(args.work, f"sockets-{tag}.txt"), "w") as f:
+        f.write("".join(out))
 stop_load = threading.Event()
 
 
@@ -352,12 +373,15 @@ def one_request(rng, kind=None):
                 "ignore_eos": True}
         if kind == "stream":
             body["stream"] = True
-    rec = {"kind": kind, "t0": time.time(), "outcome": "lost", "why": "", "upstream": None}
+    rec = {"kind": kind, "t0": time.time(), "outcome": "lost", "why": "", "upstream": None,
+           "id": f"chaos-{next(request_ids)}"}
     deadline = rec["t0"] + args.request_timeout
     conn = http.client.HTTPConnection("127.0.0.1", gw_port, timeout=args.read_timeout)
     try:
+        # The id reaches the gateway's and the replicas' access logs: a failed request can be
+        # followed through both.
         conn.request("POST", "/v1/chat/completions", json.dumps(body),
-                     {"Content-Type": "application/json"})
+                     {"Content-Type": "application/json", "X-Request-Id": rec["id"]})
         r = conn.getresponse()
         rec["upstream"] = r.getheader("X-Cadenza-Upstream")
         rec["status"] = r.status
@@ -376,7 +400,7 @@ def one_request(rng, kind=None):
                 if time.time() > deadline:
                     rec["outcome"], rec["why"] = "hung", "no end within --request-timeout"
                     break
-                line = r.fp.readline()
+                line = r.readline()
                 if not line:
                     rec["why"] = "the stream ended without [DONE]"
                     break
@@ -388,6 +412,7 @@ def one_request(rng, kind=None):
                     error_event = True
     except socket.timeout:
         rec["outcome"], rec["why"] = ("hung" if kind == "stream" else "lost"), "read timed out"
+        snapshot_sockets(rec["id"])
     except Exception as e:  # noqa: BLE001
         rec["why"] = f"{type(e).__name__}: {e}"
     finally:
@@ -453,6 +478,7 @@ def first_after(t, pred):
 
 
 rows = []
+fault_times = []
 threads = [threading.Thread(target=client, args=(1000 + i,), daemon=True)
            for i in range(args.clients)]
 mon = threading.Thread(target=monitor, daemon=True)
@@ -482,6 +508,8 @@ try:
         time.sleep(args.fault_s)
         t_heal = time.time()
         log(f"heal {fault}")
+        fault_times.append({"fault": fault, "at": round(t_fault - T_START, 3),
+                            "healed": round(t_heal - T_START, 3)})
         hit_base = metrics()
         heal(fault)
         # Back: a response from the replica (a cache hit for Redis) that started after the heal.
@@ -582,7 +610,12 @@ with open(os.path.join(args.work, "report.md"), "w") as f:
     f.write(table + "\n")
 with open(os.path.join(args.work, "report.json"), "w") as f:
     json.dump({"rows": rows, "skipped": skipped, "failures": failures, "link": link_mode,
-               "requests": len(results)}, f, indent=1)
+               "requests": len(results),
+               # Each failed request, times in seconds from the start, for following its id
+               # through gateway.err and replica-*.err.
+               "bad_requests": [dict(x, t0=round(x["t0"] - T_START, 3),
+                                     t1=round(x["t1"] - T_START, 3)) for x in bad],
+               "faults_at": fault_times}, f, indent=1)
 print(f"{len(results)} requests in all; replicas " +
       ", ".join(f"{n}={r['addr']}" for n, r in replicas.items()))
 for msg in failures[:50]:

@@ -823,6 +823,37 @@ TEST_F(ThreeReplicas, RedisBackedCacheIsSharedBetweenGateways) {
 }
 
 
+// RedisCache::clear drops exactly the keys under its prefix, even a prefix holding glob
+// characters, and leaves another prefix's keys (another gateway's) alone.
+TEST(RedisCacheClear, DropsOnlyItsPrefixsKeys) {
+  if (!have_redis_server()) GTEST_SKIP() << "SKIPPED: redis-server is not installed";
+  RedisServer redis;
+  ASSERT_TRUE(redis.running());
+  CacheConfig mine;
+  mine.backend = CacheBackend::redis;
+  mine.redis_port = redis.port();
+  mine.redis_prefix = "gw*[1]:";
+  CacheConfig other = mine;
+  other.redis_prefix = "gw2:";
+  Result<std::unique_ptr<RedisCache>> a = make_error("not connected");
+  for (int i = 0; i < 100 && !a.ok(); ++i) {
+    a = RedisCache::connect(mine);
+    if (!a.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(a.ok()) << "redis-server did not start on port " << redis.port();
+  auto b = RedisCache::connect(other);
+  ASSERT_TRUE(b.ok());
+  for (int i = 0; i < 1200; ++i) (*a)->put(fmt::format("k{}", i), "v");  // several SCAN batches
+  (*b)->put("k0", "theirs");
+  Result<size_t> dropped = (*a)->clear();
+  ASSERT_TRUE(dropped.ok()) << dropped.error();
+  EXPECT_EQ(*dropped, 1200u);
+  EXPECT_EQ((*a)->get("k0"), std::nullopt);
+  EXPECT_EQ((*a)->get("k1199"), std::nullopt);
+  EXPECT_EQ((*b)->get("k0"), "theirs");
+  EXPECT_EQ(*(*a)->clear(), 0u);
+}
+
 // "event: NAME\ndata: JSON\n\n"... -> (name, data) pairs.
 std::vector<std::pair<std::string, json>> named_events(const std::string& body) {
   std::vector<std::pair<std::string, json>> out;

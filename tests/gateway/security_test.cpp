@@ -183,6 +183,66 @@ struct TestPki {
   std::string operator()(const char* name) const { return (dir / name).string(); }
 };
 
+// POST /admin/cache/clear: behind the admin key; drops the LRU cache's entries (the count in the
+// answer and the audit line), after which the same deterministic request goes to a replica again;
+// with the cache off it is a 409.
+TEST(GatewayAdmin, CacheClearDropsTheResponseCacheBehindTheAdminKey) {
+  FakeUpstream a(FakeUpstream::Mode::answer);
+  const std::string admin_key = "adm-cache-0a1b2c3d4e5f6071";
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("gateway-cache-clear-" + std::to_string(::getpid()) + ".yaml"))
+                               .string();
+  auto config = [&](const char* cache) {
+    std::ofstream(path) << fmt::format(
+        "listeners: [{{host: 127.0.0.1, port: 0}}]\n"
+        "models:\n  - name: tiny\n    upstreams: [127.0.0.1:{}]\n"
+        "admin_key_sha256: {}\ncache: {}\n",
+        a.port(), sha256_hex(admin_key), cache);
+  };
+  config("{backend: lru, ttl_s: 300}");
+  auto gw = GatewayProcess::start(path, "cache-clear");
+  ASSERT_NE(gw, nullptr);
+  Client c(gw->port());
+  const std::map<std::string, std::string> admin{{"Authorization", "Bearer " + admin_key}};
+  json one = chat("s", "cached one", 2), two = chat("s", "cached two", 2);
+  one["temperature"] = 0;
+  two["temperature"] = 0;
+  for (const json& body : {one, two}) {
+    ASSERT_EQ(c.post("/v1/chat/completions", body).status, 200);
+    Response again = c.post("/v1/chat/completions", body);
+    ASSERT_EQ(again.status, 200) << again.body;
+    EXPECT_EQ(again.header("x-cache"), "hit");
+  }
+  EXPECT_EQ(c.post("/admin/cache/clear", json::object()).status, 401);
+  EXPECT_EQ(c.request("GET", "/admin/cache/clear", "", admin).status, 405);
+  Response cleared = c.request("POST", "/admin/cache/clear", "", admin);
+  ASSERT_EQ(cleared.status, 200) << cleared.body;
+  EXPECT_EQ(cleared.json()["dropped"], 2) << cleared.body;
+  EXPECT_EQ(cleared.json()["backend"], "lru") << cleared.body;
+  Response after = c.post("/v1/chat/completions", one);
+  ASSERT_EQ(after.status, 200);
+  EXPECT_EQ(after.header("x-cache"), "") << "answered from a cache that was cleared";
+  EXPECT_EQ(c.request("POST", "/admin/cache/clear", "", admin).json()["dropped"], 1);
+
+  config("{backend: off}");
+  ASSERT_EQ(c.request("POST", "/admin/reload", "", admin).status, 200);
+  Response off = c.request("POST", "/admin/cache/clear", "", admin);
+  EXPECT_EQ(off.status, 409) << off.body;
+  EXPECT_EQ(off.json()["error"]["code"], "cache_off") << off.body;
+  std::string log;
+  ASSERT_TRUE(eventually([&] {
+    std::ifstream in(gw->log());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    log = ss.str();
+    return log.find("\"result\":\"no_cache\"") != std::string::npos;
+  })) << log;
+  EXPECT_NE(log.find("\"action\":\"cache_clear\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"dropped\":2"), std::string::npos) << log;
+  EXPECT_EQ(log.find(admin_key), std::string::npos) << "the admin key is in the log";
+  std::filesystem::remove(path);
+}
+
 // TLS to upstreams: a real `cadenza serve --ssl-certfile/--ssl-keyfile` replica reached at
 // https://127.0.0.1:PORT with the test CA (200, streams too); the wrong CA and a wrong server
 // name are refused (502 upstream_tls_error naming the reason); tls_verify: false passes; a

@@ -110,7 +110,7 @@ def one():
         ttft = None
         last = b""
         while True:
-            line = r.fp.readline()
+            line = r.readline()
             if not line:
                 break
             if line.startswith(b"data: "):

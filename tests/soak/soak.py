@@ -139,7 +139,7 @@ def run_one(rng):
             events = int(expect.split(":")[1])
             r = c.getresponse()
             for _ in range(events):
-                if not r.fp.readline():
+                if not r.readline():
                     break
             c.sock.shutdown(socket.SHUT_RDWR)   # the client walks away mid-stream
             return kind, "disconnected", time.time() - t0, ""

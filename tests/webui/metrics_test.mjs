@@ -2,7 +2,7 @@
 // the Prometheus text parser, sums over labels, rates and histogram percentiles between scrapes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { buckets, History, parseMetrics, quantileBetween, rate, sum } from '../../webui/src/metrics.js';
+import { buckets, bytesText, History, kvTiers, parseMetrics, quantileBetween, rate, sum } from '../../webui/src/metrics.js';
 
 const text = (n) => `# HELP cadenza_time_to_first_token_seconds TTFT
 # TYPE cadenza_time_to_first_token_seconds histogram
@@ -54,4 +54,34 @@ test('history keeps the window', () => {
   assert.equal(h.latest().t, 120);
   const r = h.series((p, c) => rate(p, c, 'cadenza_generation_tokens_total'));
   assert.ok(r.every(([, v]) => v === 1));
+});
+
+test('KV tiers: one row per tier, summed over models, in the server\'s order', () => {
+  const s = parseMetrics(`cadenza_kv_tier_bytes{model="a",tier="memory"} 1024
+cadenza_kv_tier_bytes{model="b",tier="memory"} 2048
+cadenza_kv_tier_capacity_bytes{model="a",tier="memory"} 8192
+cadenza_kv_tier_blocks{model="a",tier="memory"} 3
+cadenza_kv_tier_hits_total{model="a",tier="memory"} 7
+cadenza_kv_tier_bytes{tier="disk"} 5
+cadenza_kv_tier_evictions_total{tier="disk"} 2
+cadenza_kv_cache_usage_ratio 0.5
+`);
+  const tiers = kvTiers(s);
+  assert.deepEqual(tiers.map((x) => x.tier), ['memory', 'disk']);
+  assert.equal(tiers[0].bytes, 3072);
+  assert.equal(tiers[0].capacity, 8192);
+  assert.equal(tiers[0].blocks, 3);
+  assert.equal(tiers[0].hits, 7);
+  assert.equal(tiers[0].evictions, 0);
+  assert.equal(tiers[1].evictions, 2);
+  assert.deepEqual(kvTiers(parseMetrics('cadenza_kv_cache_usage_ratio 0\n')), []);
+});
+
+test('byte counts for people', () => {
+  assert.equal(bytesText(0), '0 B');
+  assert.equal(bytesText(512), '512 B');
+  assert.equal(bytesText(1536), '1.50 KiB');
+  assert.equal(bytesText(20 * 1048576), '20.0 MiB');
+  assert.equal(bytesText(3.25 * 1073741824), '3.25 GiB');
+  assert.equal(bytesText(null), '–');
 });

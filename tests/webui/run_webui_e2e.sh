@@ -32,8 +32,9 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 
+# A host-memory KV tier, so that the server view shows its tier table.
 CADENZA_API_KEY="$key" "$cadenza" serve -m "$model" --port 0 -t 1 --served-model-name licenses-tiny \
-  >"$work/serve.out" 2>"$work/serve.err" &
+  --kv-offload-memory 16MiB >"$work/serve.out" 2>"$work/serve.err" &
 pids+=($!)
 wait_for_serve "$work/serve.out" "$work/serve.err" "${pids[-1]}"
 wait_for_ready

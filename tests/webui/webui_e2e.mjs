@@ -157,9 +157,13 @@ try {
     document.querySelector('[data-testid="running"] .value')?.textContent === '0', { timeout: 15000 });
   const modelsText = await page.$eval('[data-testid="models"]', (e) => e.textContent);
   assert.match(modelsText, /licenses-tiny/);
+  // The KV tier table: the server runs with --kv-offload-memory 16MiB.
+  await page.waitForSelector('[data-testid="kv-tiers"] tr[data-tier="memory"]', { timeout: 15000 });
+  const tierRow = await page.$eval('[data-testid="kv-tiers"] tr[data-tier="memory"]', (e) => e.textContent);
+  assert.match(tierRow, /16\.0 MiB/);
   await new Promise((ok) => setTimeout(ok, 4500));  // a few scrapes for the charts
   if (artifacts) await page.screenshot({ path: `${artifacts}/server.png`, fullPage: true });
-  step('server view: model listed, running 0, charts drawn');
+  step('server view: model listed, running 0, KV tier table, charts drawn');
 
   // A phone-sized screen: the chat still fits (no horizontal scrolling).
   await page.setViewport({ width: 390, height: 800, isMobile: true });

@@ -21,6 +21,8 @@ const en = {
   upstream: 'Replica', health: 'Health', status: 'Status', lastMinutes: 'last {m} minutes, every {s} s',
   metricsUnavailable: 'Could not read /metrics: {e}', gateway: 'Gateway', noData: 'no data yet',
   maxModelLen: 'context', collapse: 'Toggle sidebar', copy: 'Copy', copied: 'Copied',
+  kvTiers: 'KV cache tiers', tier: 'Tier', blocks: 'Blocks', used: 'Used', capacity: 'Budget',
+  tierHits: 'Blocks found', hitsPerS: 'Found/s', promoted: 'Promoted', demoted: 'Demoted', evicted: 'Evicted',
 };
 const zh = {
   chat: '对话', server: '服务器', newChat: '新对话', conversations: '对话列表',
@@ -43,6 +45,8 @@ const zh = {
   upstream: '副本', health: '健康状态', status: '状态', lastMinutes: '最近 {m} 分钟，每 {s} 秒',
   metricsUnavailable: '无法读取 /metrics：{e}', gateway: '网关', noData: '暂无数据',
   maxModelLen: '上下文', collapse: '切换侧栏', copy: '复制', copied: '已复制',
+  kvTiers: 'KV 缓存分层', tier: '层', blocks: '块数', used: '已用', capacity: '容量上限',
+  tierHits: '命中块数', hitsPerS: '命中/秒', promoted: '提升', demoted: '下沉', evicted: '淘汰',
 };
 export const languages = { en: 'English', zh: '中文' };
 const dicts = { en, zh };

@@ -86,3 +86,35 @@ export function rate(prev, cur, name, match) {
   if (a === null || b === null || cur.t <= prev.t) return null;
   return Math.max(0, (b - a) / (cur.t - prev.t));
 }
+
+// The KV tiers behind the prefix cache (host memory, disk: docs/kv-tiers.md) from the
+// cadenza_kv_tier_* series, each summed over models: [{tier, blocks, bytes, capacity, hits,
+// promotions, demotions, evictions, rejected}] in the order the server lists them. Empty when the
+// server runs without tiers.
+const TIER_FIELDS = {
+  blocks: 'cadenza_kv_tier_blocks', bytes: 'cadenza_kv_tier_bytes',
+  capacity: 'cadenza_kv_tier_capacity_bytes', hits: 'cadenza_kv_tier_hits_total',
+  promotions: 'cadenza_kv_tier_promotions_total', demotions: 'cadenza_kv_tier_demotions_total',
+  evictions: 'cadenza_kv_tier_evictions_total', rejected: 'cadenza_kv_tier_rejected_total',
+};
+export function kvTiers(samples) {
+  const by = new Map();
+  for (const x of samples) {
+    const tier = x.labels.tier;
+    if (tier === undefined || !x.name.startsWith('cadenza_kv_tier_')) continue;
+    const field = Object.keys(TIER_FIELDS).find((k) => TIER_FIELDS[k] === x.name);
+    if (!field) continue;
+    if (!by.has(tier)) by.set(tier, Object.fromEntries([['tier', tier], ...Object.keys(TIER_FIELDS).map((k) => [k, 0])]));
+    by.get(tier)[field] += x.value;
+  }
+  return [...by.values()];
+}
+
+// A byte count for people: 0 B, 512 B, 1.5 KiB, 20.0 MiB, 3.25 GiB.
+export function bytesText(n) {
+  if (n === null || n === undefined || !Number.isFinite(n)) return '–';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (Math.abs(n) >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return i === 0 ? `${n} B` : `${n.toFixed(n >= 100 ? 0 : n >= 10 ? 1 : 2)} ${units[i]}`;
+}

@@ -1,11 +1,11 @@
 // The server view: polls GET /metrics every POLL_S seconds (and /v1/models) and shows the
-// models, running and waiting requests, KV usage, prefix cache hit rate, tokens/s and TTFT / ITL
-// percentiles as charts over the last WINDOW_S seconds. On a gateway (its metrics are
+// models, running and waiting requests, KV usage, prefix cache hit rate, the KV tiers (memory,
+// disk) when the server has them, tokens/s and TTFT / ITL percentiles as charts over the last WINDOW_S seconds. On a gateway (its metrics are
 // cadenza_gateway_*): the replicas with their health and load, and requests per tenant.
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { t } from './i18n.js';
 import { getText } from './api.js';
-import { History, buckets, parseMetrics, quantileBetween, rate, sum } from './metrics.js';
+import { History, buckets, bytesText, kvTiers, parseMetrics, quantileBetween, rate, sum } from './metrics.js';
 import { Chart } from './chart.jsx';
 
 const POLL_S = 2;
@@ -90,6 +90,7 @@ function EnginePanel({ h, s }) {
         <Stat id="prefix" label={t('prefixHit')} value={hq ? `${fmt((hh / hq) * 100, 1)} %` : '–'} />
         <Stat id="tps" label={t('tokensPerS')} value={fmt(lastTps, 1)} />
       </section>
+      <TierTable h={h} s={s} />
       <section class="charts">
         <Chart title={t('tokensPerS')} series={[{ label: 'tok/s', points: tps }]} />
         <Chart title={`${t('running')} / ${t('waiting')}`} series={[
@@ -102,6 +103,33 @@ function EnginePanel({ h, s }) {
           { label: 'prefix', points: hitSeries }]} />
       </section>
     </>
+  );
+}
+
+// The prefix cache's tiers below the KV pool (docs/kv-tiers.md): what each holds against its
+// budget, and the blocks found there (hits) and moved (promoted back to the pool, demoted from
+// the tier above, evicted); hits/s over the last two scrapes. Nothing when the server has none.
+function TierTable({ h, s }) {
+  const tiers = kvTiers(s);
+  if (!tiers.length) return null;
+  const last = h.scrapes.length >= 2 ? [h.scrapes[h.scrapes.length - 2], h.scrapes[h.scrapes.length - 1]] : null;
+  return (
+    <section aria-labelledby="tiers-h">
+      <h2 id="tiers-h">{t('kvTiers')}</h2>
+      <table class="table" data-testid="kv-tiers">
+        <thead><tr><th>{t('tier')}</th><th>{t('blocks')}</th><th>{t('used')}</th><th>{t('capacity')}</th>
+          <th>{t('tierHits')}</th><th>{t('hitsPerS')}</th><th>{t('promoted')}</th><th>{t('demoted')}</th><th>{t('evicted')}</th></tr></thead>
+        <tbody>{tiers.map((x) => {
+          const hps = last ? rate(last[0], last[1], 'cadenza_kv_tier_hits_total', { tier: x.tier }) : null;
+          return (
+            <tr key={x.tier} data-tier={x.tier}><td>{x.tier}</td><td>{fmt(x.blocks, 0)}</td>
+              <td>{bytesText(x.bytes)}{x.capacity > 0 ? ` (${fmt((x.bytes / x.capacity) * 100, 1)} %)` : ''}</td>
+              <td>{bytesText(x.capacity)}</td><td>{fmt(x.hits, 0)}</td><td>{fmt(hps, 1)}</td>
+              <td>{fmt(x.promotions, 0)}</td><td>{fmt(x.demotions, 0)}</td><td>{fmt(x.evictions, 0)}</td></tr>
+          );
+        })}</tbody>
+      </table>
+    </section>
   );
 }
 

@@ -7,7 +7,13 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -264,6 +270,83 @@ TEST_F(VisionServerTest, BadInputsAre400s) {
   // The server is fine afterwards.
   const Response ok = post(s->port, "/v1/chat/completions", chat(json::array({a, text})));
   EXPECT_EQ(ok.status, 200) << ok.body;
+}
+
+// A one-connection-at-a-time HTTP server that answers each request with the next canned reply
+// (status line, headers and body), for the image fetches.
+class CannedHttp {
+ public:
+  explicit CannedHttp(std::vector<std::string> replies)
+      : acceptor_(ioc_, {boost::asio::ip::make_address("127.0.0.1"), 0}), replies_(std::move(replies)) {
+    thread_ = std::thread([this] {
+      for (const std::string& reply : replies_) {
+        boost::system::error_code ec;
+        boost::asio::ip::tcp::socket sock(ioc_);
+        acceptor_.accept(sock, ec);
+        if (ec) return;
+        std::string request;
+        char buf[4096];
+        while (request.find("\r\n\r\n") == std::string::npos) {
+          const size_t n = sock.read_some(boost::asio::buffer(buf), ec);
+          if (ec) break;
+          request.append(buf, n);
+        }
+        boost::asio::write(sock, boost::asio::buffer(reply), ec);
+        sock.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+      }
+    });
+  }
+  ~CannedHttp() {
+    boost::system::error_code ec;
+    acceptor_.close(ec);
+    thread_.join();
+  }
+  uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  static std::string ok(const std::vector<uint8_t>& body) {
+    return fmt::format("HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Length: {}\r\n"
+                       "Connection: close\r\n\r\n", body.size()) +
+           std::string(body.begin(), body.end());
+  }
+
+ private:
+  boost::asio::io_context ioc_;
+  boost::asio::ip::tcp::acceptor acceptor_;
+  std::vector<std::string> replies_;
+  std::thread thread_;
+};
+
+TEST_F(VisionServerTest, AllowedUrlsAreFetchedWithinTheLimits) {
+  vision::Image noise{.width = 200, .height = 200, .rgb = std::vector<uint8_t>(200 * 200 * 3)};
+  std::mt19937 rng(9);
+  for (uint8_t& v : noise.rgb) v = static_cast<uint8_t>(rng());
+  CannedHttp http({CannedHttp::ok(png_a_),
+                   "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                   "HTTP/1.1 302 Found\r\nLocation: http://example.com/a.png\r\nContent-Length: 0\r\n"
+                   "Connection: close\r\n\r\n",
+                   CannedHttp::ok(vision::testing::encode_png(noise))});
+  Options o = options();
+  o.vision.source.allowed_domains = {"127.0.0.1"};
+  auto s = start(o);
+  ASSERT_NE(s, nullptr);
+  const std::string url = fmt::format("http://127.0.0.1:{}/a.png", http.port());
+  const json text = {{"type", "text"}, {"text", "describe"}};
+  // Fetched: the same answer and prompt as the same bytes sent as a data URL (and the same
+  // digest: the repeat as a data URL finds the image's blocks cached).
+  json req = chat(json::array({image_part(url), text}));
+  const Response fetched = post(s->port, "/v1/chat/completions", req);
+  ASSERT_EQ(fetched.status, 200) << fetched.body;
+  const Response inline_ = post(s->port, "/v1/chat/completions", chat(json::array({image_part(data_url(png_a_)), text})));
+  ASSERT_EQ(inline_.status, 200) << inline_.body;
+  EXPECT_EQ(inline_.json()["choices"][0]["message"], fetched.json()["choices"][0]["message"]);
+  EXPECT_GT(inline_.json()["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>(), 16);
+  auto expect_400 = [&](const std::string& words) {
+    const Response r = post(s->port, "/v1/chat/completions", req);
+    expect_error_shape(r, 400);
+    EXPECT_NE(r.body.find(words), std::string::npos) << words << ": " << r.body;
+  };
+  expect_400("HTTP status 404");
+  expect_400("HTTP status 302");  // not followed
+  expect_400("over the limit");   // 64 KiB here
 }
 
 TEST_F(VisionServerTest, AServerWithoutMmprojRefusesImages) {

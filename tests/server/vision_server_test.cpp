@@ -3,6 +3,8 @@
 // greedy text on the same inputs, usage counts the image tokens, a repeat reuses the image's
 // cached KV blocks and another image does not, several images per message, sampling, the
 // Anthropic and Responses shapes, metrics, and a 400 in OpenAI's shape for every bad input.
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -283,7 +285,7 @@ class CannedHttp {
         boost::system::error_code ec;
         boost::asio::ip::tcp::socket sock(ioc_);
         acceptor_.accept(sock, ec);
-        if (ec) return;
+        if (ec) break;
         std::string request;
         char buf[4096];
         while (request.find("\r\n\r\n") == std::string::npos) {
@@ -294,11 +296,21 @@ class CannedHttp {
         boost::asio::write(sock, boost::asio::buffer(reply), ec);
         sock.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
       }
+      done_ = true;
     });
   }
   ~CannedHttp() {
-    boost::system::error_code ec;
-    acceptor_.close(ec);
+    // A failed test may leave replies unasked for: connect (and hang up) until the blocking
+    // accept loop has gone through them all.
+    while (!done_.load()) {
+      boost::asio::io_context ioc;
+      boost::asio::ip::tcp::socket c(ioc);
+      boost::system::error_code ec;
+      c.connect({boost::asio::ip::make_address("127.0.0.1"), port()}, ec);
+      c.shutdown(boost::asio::ip::tcp::socket::shutdown_both, ec);
+      c.close(ec);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     thread_.join();
   }
   uint16_t port() const { return acceptor_.local_endpoint().port(); }
@@ -312,6 +324,7 @@ class CannedHttp {
   boost::asio::io_context ioc_;
   boost::asio::ip::tcp::acceptor acceptor_;
   std::vector<std::string> replies_;
+  std::atomic<bool> done_{false};
   std::thread thread_;
 };
 

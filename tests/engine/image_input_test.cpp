@@ -169,6 +169,22 @@ TEST_F(ImageInputTest, PreemptedImageRequestsRecomputeTheSameRows) {
   EXPECT_EQ(e->stats().kv_usage, 0);
 }
 
+TEST_F(ImageInputTest, SpeculationKeepsTheGreedyOutput) {
+  // n-gram drafts (from a repetitive tail of text after the image) verified in the same batches
+  // as image rows: greedy output is the output without speculation.
+  std::vector<int32_t> p = prompt();
+  for (int i = 0; i < 3; ++i) p.insert(p.end(), {7, 8, 9, 10});
+  const ImageInput im = image(n_embd(), 3);
+  auto plain = engine({.block_size = 4, .max_num_batched_tokens = 8, .max_num_seqs = 4});
+  const std::vector<int32_t> want = run_one(*plain, p, greedy(16), {im}).tokens;
+  EngineConfig c{.block_size = 4, .max_num_batched_tokens = 8, .max_num_seqs = 4};
+  c.speculative = {.method = SpeculativeMethod::kNgram, .num_speculative_tokens = 4,
+                   .ngram_min = 1, .ngram_max = 3, .adaptive = false};
+  auto spec = engine(c);
+  EXPECT_EQ(run_one(*spec, p, greedy(16), {im}).tokens, want);
+  EXPECT_GT(spec->stats().num_spec_draft_tokens, 0);
+}
+
 TEST_F(ImageInputTest, BadImagesAreRefused) {
   auto e = engine({.block_size = 4});
   auto refused = [&](std::vector<ImageInput> images) {

@@ -1,4 +1,5 @@
-// bench_simd: GEMV throughput per weight type and ISA level, batched GEMM, activation quantization.
+// bench_simd: GEMV throughput per weight type and ISA level, batched GEMM, activation quantization,
+// prefill attention (the tile kernel against the single-query loop).
 //
 //   bench_simd --benchmark_min_time=0.2 [--benchmark_filter=gemv/q4_K]
 //
@@ -19,6 +20,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "kernels/simd/attention.h"
 #include "kernels/simd/isa.h"
 #include "kernels/simd/kernels.h"
 #include "kernels/simd/repack.h"
@@ -239,6 +241,72 @@ void BM_prefill(benchmark::State& state, DType t, bool repacked, int64_t n, Isa 
   set_isa(detected_isa());
 }
 
+// Prefill attention over one full split (kAttendSplit positions, the bulk of a long prompt's
+// attention): `tokens` query tokens of one sequence with a GQA group of nq heads (7: Qwen2.5's
+// 14 / 2; "/g<nq>" in the name otherwise) and dk = dv = d, K/V rows of `type` in a paged-like scattered order. tile = false: one
+// attend_partial call per token (the single-query loop decode uses); true: one attend_tile call.
+// One thread; counter: f32 multiply-adds (q.k and p.v) per second.
+void BM_attention(benchmark::State& state, DType type, int d, int tokens, bool tile, int nq) {
+  if (!use_level(state, Isa::avx512)) return;
+  set_isa(detected_isa());
+  const int64_t n = kAttendSplit;
+  const size_t rb = static_cast<size_t>(*row_bytes(type, d));
+  std::vector<uint8_t> kv(2 * static_cast<size_t>(n) * rb);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> row(static_cast<size_t>(d));
+  for (size_t r = 0; r < 2 * static_cast<size_t>(n); ++r) {
+    for (auto& v : row) v = nd(rng);
+    quantize_row(type, row.data(), kv.data() + r * rb, d);
+  }
+  std::vector<const void*> k(static_cast<size_t>(n)), v(static_cast<size_t>(n));
+  for (int64_t p = 0; p < n; ++p) {  // every other row: K and V interleaved, as scattered slots
+    k[static_cast<size_t>(p)] = kv.data() + static_cast<size_t>(2 * p) * rb;
+    v[static_cast<size_t>(p)] = kv.data() + static_cast<size_t>(2 * p + 1) * rb;
+  }
+  const int rows = tokens * nq;
+  std::vector<float> qs(static_cast<size_t>(rows * d)), out(static_cast<size_t>(rows * d)),
+      stats(static_cast<size_t>(2 * rows));
+  for (auto& x : qs) x = nd(rng);
+  std::vector<const float*> q(static_cast<size_t>(rows));
+  std::vector<float*> o(static_cast<size_t>(rows)), pm(static_cast<size_t>(tokens)), ps(static_cast<size_t>(tokens));
+  for (int r = 0; r < rows; ++r) {
+    q[static_cast<size_t>(r)] = qs.data() + r * d;
+    o[static_cast<size_t>(r)] = out.data() + r * d;
+  }
+  for (int t = 0; t < tokens; ++t) {
+    pm[static_cast<size_t>(t)] = stats.data() + 2 * t * nq;
+    ps[static_cast<size_t>(t)] = stats.data() + 2 * t * nq + nq;
+  }
+  std::vector<int64_t> lengths(static_cast<size_t>(tokens), n);
+  std::vector<float> scratch(static_cast<size_t>(attend_tile_scratch_floats(tokens, nq, d, d)));
+  AttendTile tl;
+  tl.q = q.data();
+  tl.nq = nq;
+  tl.nt = tokens;
+  tl.n = lengths.data();
+  tl.k_rows = k.data();
+  tl.v_rows = v.data();
+  tl.type = type;
+  tl.dk = tl.dv = d;
+  tl.scale = 0.125f;
+  tl.out = o.data();
+  tl.part_max = pm.data();
+  tl.part_sum = ps.data();
+  for (auto _ : state) {
+    if (tile) {
+      attend_tile(tl, scratch.data());
+    } else {
+      for (int t = 0; t < tokens; ++t)
+        attend_partial(q.data() + t * nq, nq, k.data(), v.data(), type, n, d, d, 0.125f, o.data() + t * nq,
+                       pm[static_cast<size_t>(t)], ps[static_cast<size_t>(t)], scratch.data());
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * rows * n * 2 * d,
+                                               benchmark::Counter::kIsRate);
+}
+
 // Per-op overhead of the persistent pool: a parallel_for of `tasks` empty bodies on a 2-thread
 // pool back to back (what every op of a decode step pays on top of its work). Wall time.
 void BM_pool_overhead(benchmark::State& state, int threads, int64_t tasks) {
@@ -271,6 +339,27 @@ void register_all() {
           benchmark::RegisterBenchmark(("prefill/" + tn + "/rowmajor/n" + ns).c_str(), BM_prefill, t, false, n,
                                        detected_isa())
               ->Unit(benchmark::kMillisecond);
+      }
+    }
+  }
+  for (DType t : {DType::F16, DType::Q8_0, DType::F32}) {
+    for (int d : {64, 128}) {
+      const std::string base = "attention/" + std::string(dtype_name(t)) + "/d" + std::to_string(d);
+      for (int tokens : {1, 2, 4, 9, 16}) {
+        if (tokens != 9 && (t != DType::F16 || d != 64)) continue;  // tile sizes: F16 d64 only
+        const std::string tn = std::to_string(tokens);
+        benchmark::RegisterBenchmark((base + "/single/t" + tn).c_str(), BM_attention, t, d, tokens, false, 7)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark((base + "/tile/t" + tn).c_str(), BM_attention, t, d, tokens, true, 7)
+            ->Unit(benchmark::kMicrosecond);
+      }
+      if (t != DType::F16) continue;
+      for (int nq : {1, 2, 4, 7, 8}) {  // one token (decode) with smaller groups: where the tile starts to pay
+        const std::string g = "/g" + std::to_string(nq);
+        benchmark::RegisterBenchmark((base + g + "/single/t1").c_str(), BM_attention, t, d, 1, false, nq)
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark((base + g + "/tile/t1").c_str(), BM_attention, t, d, 1, true, nq)
+            ->Unit(benchmark::kMicrosecond);
       }
     }
   }

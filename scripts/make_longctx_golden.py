@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a long-context golden file (tests/model/golden/long/<name>.json).
 
-  scripts/make_longctx_golden.py NAME --preset P --chars N [--seed S] [--type T] [--layers L]
+  scripts/make_longctx_golden.py NAME --preset P --chars N [--seed S] [--type T] [--layers L] [--ctx C]
       [--vocab-from models/X.gguf] [--text text/heldout-licenses.txt] [--positions 0.25,0.5,1]
       [--model PATH] [--cadenza build/bin/cadenza] [--server PATH] [-t 2]
 
@@ -33,6 +33,8 @@ p.add_argument("--chars", type=int, required=True)
 p.add_argument("--seed", type=int, default=7)
 p.add_argument("--type", default="f16")
 p.add_argument("--layers", type=int, default=0)
+p.add_argument("--ctx", type=int, default=0,
+               help="the context length the file declares (engines refuse prompts past it)")
 p.add_argument("--vocab-from", default="models/tiny-qwen2-f16.gguf")
 p.add_argument("--text", default="text/heldout-licenses.txt")
 p.add_argument("--positions", default="0.25,0.5,0.75,1")
@@ -48,6 +50,8 @@ a = p.parse_args()
 recipe = {"preset": a.preset, "seed": a.seed, "type": a.type, "vocab_from": a.vocab_from}
 if a.layers:
     recipe["layers"] = a.layers
+if a.ctx:
+    recipe["ctx"] = a.ctx
 text = open(os.path.join(shared, a.text), encoding="utf-8").read()[: a.chars]
 
 
@@ -74,6 +78,8 @@ with tempfile.TemporaryDirectory() as tmp:
                str(a.seed), "--vocab-from", os.path.join(shared, a.vocab_from), "-t", str(a.threads)]
         if a.layers:
             cmd += ["--layers", str(a.layers)]
+        if a.ctx:
+            cmd += ["--ctx", str(a.ctx)]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ctx = a.chars + 64  # at least one token per character
     srv = subprocess.Popen([a.server, "-m", model, "-t", str(a.threads), "-c", str(ctx), "-np", "1",

@@ -52,9 +52,15 @@ class ActivationRecorder final : public kernels::Backend {
   int device_ordinal() const override { return inner_.device_ordinal(); }
   bool supports_kv_type(DType t) const override { return inner_.supports_kv_type(t); }
   bool supports_recurrent() const override { return inner_.supports_recurrent(); }
-  void short_conv(kernels::Matrix x, const kernels::Weight& w, kernels::Matrix state,
-                  const kernels::RecurrentBatch& b, kernels::Matrix out) override {
-    inner_.short_conv(x, w, state, b, out);
+  void short_conv(kernels::Matrix x, const kernels::Weight& w, const kernels::Weight* bias,
+                  kernels::Matrix state, const kernels::RecurrentBatch& b,
+                  kernels::Matrix out) override {
+    inner_.short_conv(x, w, bias, state, b, out);
+  }
+  void ssm_scan(kernels::Matrix x, kernels::Matrix bm, kernels::Matrix c, kernels::Matrix dt,
+                kernels::Matrix state, const kernels::RecurrentBatch& b,
+                const kernels::SsmScanParams& p, kernels::Matrix out) override {
+    inner_.ssm_scan(x, bm, c, dt, state, b, p, out);
   }
   void gated_delta_rule(kernels::Matrix q, kernels::Matrix k, kernels::Matrix v,
                         kernels::Matrix alpha, kernels::Matrix beta, kernels::Matrix state,

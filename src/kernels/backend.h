@@ -221,6 +221,19 @@ struct DeltaRuleParams {
   float l2_eps = 1e-6f;
 };
 
+// The Mamba-2 state update of a batch (SSD; granitehybrid's Mamba-2 layers): n_heads heads of
+// head_dim, B and C in n_groups groups of state_size (head h reads group
+// h / (n_heads / n_groups), Mamba-2's grouping). Per token and head: dt = softplus(dt_raw +
+// dt_bias[h]), decay = exp(dt * a[h]) (a negative: the file's -exp(A_log)), then
+// simd/recurrent.h's ssm_scan_step on the head's state, and out += d[h] * x (the D skip).
+// a, d and dt_bias: vectors of n_heads.
+struct SsmScanParams {
+  int32_t n_heads = 0, n_groups = 0, head_dim = 0, state_size = 0;
+  const Weight* a = nullptr;
+  const Weight* d = nullptr;
+  const Weight* dt_bias = nullptr;
+};
+
 // How attention weighs the positions of AttentionBatch (beyond the query . key scores).
 //  - scale: multiplies q . k (usually 1/sqrt(head_dim_k)).
 //  - sinks (gpt-oss's attention sinks): a vector of n_heads learned logits (this call's heads);
@@ -298,7 +311,8 @@ class Backend {
   virtual ThreadPool* host_pool() { return nullptr; }
   // Whether kv_write / attention accept a KV store of this element type.
   virtual bool supports_kv_type(DType type) const = 0;
-  // Whether short_conv and gated_delta_rule run here (hybrid models' linear-attention layers).
+  // Whether short_conv, gated_delta_rule and ssm_scan run here (hybrid models' linear-attention
+  // and Mamba-2 layers).
   virtual bool supports_recurrent() const { return false; }
   // Whether kv_write / attention take a KvLayer with values_in_keys and these head sizes (the
   // compressed cache of multi-head latent attention).
@@ -375,13 +389,13 @@ class Backend {
                          const AttentionParams& params, Matrix out) = 0;
 
   // Short causal depthwise convolution with SiLU (simd/recurrent.h short_conv_step) per token in
-  // batch order. x: [n][C]; w: [C][K] (F32); state: [num_slots][(K-1)*C], each slot's previous
-  // K-1 inputs (oldest first), updated; out: [n][C]. A token's result depends on its own
-  // sequence only.
+  // batch order. x: [n][C]; w: [C][K] (F32); bias: a vector of C (F32) added before the SiLU, or
+  // null; state: [num_slots][(K-1)*C], each slot's previous K-1 inputs (oldest first), updated;
+  // out: [n][C]. A token's result depends on its own sequence only.
   // Only on a backend whose supports_recurrent() is true (the model refuses a hybrid model on
   // another at load); elsewhere the default aborts (a programming error).
-  virtual void short_conv(Matrix x, const Weight& w, Matrix state, const RecurrentBatch& batch,
-                          Matrix out);
+  virtual void short_conv(Matrix x, const Weight& w, const Weight* bias, Matrix state,
+                          const RecurrentBatch& batch, Matrix out);
   // The gated delta rule (DeltaRuleParams) per token in batch order. q, k: [n][n_k_heads*dk];
   // v: [n][n_v_heads*dv]; alpha, beta: [n][n_v_heads]; state: [num_slots][n_v_heads*dk*dv]
   // (head h's [dk][dv] block at h*dk*dv), updated; out: [n][n_v_heads*dv]. q, k, v may be
@@ -389,6 +403,13 @@ class Backend {
   virtual void gated_delta_rule(Matrix q, Matrix k, Matrix v, Matrix alpha, Matrix beta,
                                 Matrix state, const RecurrentBatch& batch,
                                 const DeltaRuleParams& params, Matrix out);
+  // The Mamba-2 state update (SsmScanParams) per token in batch order. x: [n][n_heads*head_dim];
+  // b, c: [n][n_groups*state_size]; dt: [n][n_heads] (before the bias and softplus); state:
+  // [num_slots][n_heads*state_size*head_dim] (head h's [state_size][head_dim] block at
+  // h*state_size*head_dim), updated; out: [n][n_heads*head_dim]. x, b, c (and dt) may be column
+  // views of one matrix.
+  virtual void ssm_scan(Matrix x, Matrix b, Matrix c, Matrix dt, Matrix state,
+                        const RecurrentBatch& batch, const SsmScanParams& params, Matrix out);
 
   // Mixture-of-experts routing (see RoutingParams). router_logits: [n][E]; expert_ids: [n][K];
   // expert_weights: [n][K].
@@ -399,13 +420,19 @@ class Backend {
   virtual void weighted_sum_slots(Matrix slot_rows, Matrix weights, Matrix out) = 0;
 };
 
-inline void Backend::short_conv(Matrix, const Weight&, Matrix, const RecurrentBatch&, Matrix) {
+inline void Backend::short_conv(Matrix, const Weight&, const Weight*, Matrix,
+                                const RecurrentBatch&, Matrix) {
   assert(false && "short_conv on a backend without supports_recurrent()");
   std::abort();
 }
 inline void Backend::gated_delta_rule(Matrix, Matrix, Matrix, Matrix, Matrix, Matrix,
                                       const RecurrentBatch&, const DeltaRuleParams&, Matrix) {
   assert(false && "gated_delta_rule on a backend without supports_recurrent()");
+  std::abort();
+}
+inline void Backend::ssm_scan(Matrix, Matrix, Matrix, Matrix, Matrix, const RecurrentBatch&,
+                              const SsmScanParams&, Matrix) {
+  assert(false && "ssm_scan on a backend without supports_recurrent()");
   std::abort();
 }
 

@@ -183,7 +183,33 @@ Result<ModelConfig> ModelConfig::from_gguf(const gguf::GgufFile& file,
   CADENZA_TRY_ASSIGN(c.n_embd, md.count("embedding_length", 1, kMaxEmbd));
   CADENZA_TRY_ASSIGN(c.n_layers, md.count("block_count", 1, kMaxLayers));
   CADENZA_TRY_ASSIGN(c.n_heads, md.count("attention.head_count", 1, kMaxHeads));
-  CADENZA_TRY_ASSIGN(c.n_kv_heads, md.count_or("attention.head_count_kv", c.n_heads, 1, c.n_heads));
+  const gguf::Value* kv_heads = file.find(md.key("attention.head_count_kv"));
+  if (kv_heads != nullptr && kv_heads->as_array() != nullptr) {
+    // Per layer (hybrid files: 0 on the layers without attention; ModelConfig::layer_kv_heads).
+    Result<std::vector<int64_t>> per_layer = file.get_int_array(md.key("attention.head_count_kv"));
+    if (!per_layer) return per_layer.error_value();
+    if (static_cast<int64_t>(per_layer->size()) != c.n_layers) {
+      return make_error("{}: key '{}' has {} entries, expected one per layer ({})", file.name(),
+                        md.key("attention.head_count_kv"), per_layer->size(), c.n_layers);
+    }
+    c.n_kv_heads = 0;
+    for (int64_t v : *per_layer) {
+      if (v < 0 || v > c.n_heads || (v != 0 && c.n_kv_heads != 0 && v != c.n_kv_heads)) {
+        return make_error("{}: key '{}' holds {}: every entry must be 0 or the same KV head "
+                          "count in [1, {}]", file.name(), md.key("attention.head_count_kv"), v,
+                          c.n_heads);
+      }
+      if (v != 0) c.n_kv_heads = v;
+    }
+    if (c.n_kv_heads == 0) {
+      return make_error("{}: key '{}' is 0 on every layer", file.name(),
+                        md.key("attention.head_count_kv"));
+    }
+    c.layer_kv_heads = std::move(*per_layer);
+  } else {
+    CADENZA_TRY_ASSIGN(c.n_kv_heads,
+                       md.count_or("attention.head_count_kv", c.n_heads, 1, c.n_heads));
+  }
   if (c.n_heads % c.n_kv_heads != 0) {
     return make_error("{}: head_count {} is not a multiple of head_count_kv {}", file.name(),
                       c.n_heads, c.n_kv_heads);

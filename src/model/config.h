@@ -190,9 +190,13 @@ struct ModelConfig {
 
   bool tied_output = false;  // no output.weight: logits use token_embd.weight
 
-  // Hybrid models (qwen35): layers whose token mixer is a Gated DeltaNet linear-attention block
-  // with a fixed-size recurrent state per sequence (model::KvCache's state slots) instead of
-  // attention over a KV cache. recurrent_layers: [n_layers], true for those; empty: none.
+  // Hybrid models (qwen35, granitehybrid): layers whose token mixer is a Gated DeltaNet
+  // linear-attention block or a Mamba-2 block with a fixed-size recurrent state per sequence
+  // (model::KvCache's state slots) instead of attention over a KV cache. recurrent_layers:
+  // [n_layers], true for those; empty: none. Mamba-2 maps onto the same shape: k_heads = groups
+  // (`ssm.group_count`), k_dim = state size, v_heads = heads (`ssm.time_step_rank`), v_dim = head
+  // dim (`ssm.inner_size` / heads); conv_channels() is then its x, B, C channels and the delta
+  // state [v_heads][k_dim][v_dim] its SSM state [heads][state][head dim].
   struct RecurrentShape {
     int64_t conv_kernel = 0;  // `ssm.conv_kernel`: taps of the short causal convolution
     int64_t k_heads = 0;      // `ssm.group_count`
@@ -206,6 +210,10 @@ struct ModelConfig {
     int64_t delta_state_floats() const { return v_heads * k_dim * v_dim; }
   } recurrent;
   std::vector<bool> recurrent_layers;
+  // `attention.head_count_kv` when the file gives it per layer (an array of n_layers entries, each
+  // 0 or n_kv_heads: hybrid files mark their layers without attention with 0, granitehybrid);
+  // empty when it is one number. Families that do not read it ignore it.
+  std::vector<int64_t> layer_kv_heads;
   bool hybrid() const { return !recurrent_layers.empty(); }
   bool is_recurrent(int64_t layer) const {
     return layer < static_cast<int64_t>(recurrent_layers.size()) &&

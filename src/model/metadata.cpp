@@ -1,6 +1,7 @@
 #include "model/metadata.h"
 
 #include <cmath>
+#include <tuple>
 
 #include "gguf/gguf.h"
 #include "model/config.h"
@@ -112,6 +113,27 @@ Status read_feed_forward(const MetadataReader& md, ModelConfig& c, const FeedFor
   Result<double> scale = md.real_or("expert_weights_scale", 0.0);
   if (!scale) return scale.error_value();
   c.moe_weights_scale = *scale == 0.0 ? 1.0f : static_cast<float>(*scale);
+  return {};
+}
+
+Status read_recurrent_shape(const MetadataReader& md, ModelConfig& c) {
+  ModelConfig::RecurrentShape& r = c.recurrent;
+  Result<int64_t> v = int64_t{0};
+  for (auto [key, dst, lo] : {std::tuple{"ssm.conv_kernel", &r.conv_kernel, int64_t{2}},
+                              std::tuple{"ssm.state_size", &r.k_dim, int64_t{1}},
+                              std::tuple{"ssm.group_count", &r.k_heads, int64_t{1}},
+                              std::tuple{"ssm.time_step_rank", &r.v_heads, int64_t{1}}}) {
+    if (v = md.count(key, lo, 1 << 16); !v) return v.error_value();
+    *dst = *v;
+  }
+  if (v = md.count("ssm.inner_size", 1, 1 << 24); !v) return v.error_value();
+  if (*v % r.v_heads != 0 || r.v_heads % r.k_heads != 0) {
+    return make_error("{}: '{}' = {} must be a multiple of '{}' = {}, itself a multiple of '{}' = "
+                      "{}", md.file().name(), md.key("ssm.inner_size"), *v,
+                      md.key("ssm.time_step_rank"), r.v_heads, md.key("ssm.group_count"),
+                      r.k_heads);
+  }
+  r.v_dim = *v / r.v_heads;
   return {};
 }
 

@@ -77,4 +77,10 @@ struct FeedForwardKeys {
 // expert_weights_scale into `c`.
 Status read_feed_forward(const MetadataReader& md, ModelConfig& c, const FeedForwardKeys& keys);
 
+// Reads the recurrent layers' shape (ModelConfig::RecurrentShape) from `ssm.conv_kernel`,
+// `ssm.state_size` (k_dim), `ssm.group_count` (k_heads), `ssm.time_step_rank` (v_heads) and
+// `ssm.inner_size` (v_heads x v_dim), all required; `ssm.inner_size` must be a multiple of
+// `ssm.time_step_rank`, itself a multiple of `ssm.group_count` (qwen35, granitehybrid).
+Status read_recurrent_shape(const MetadataReader& md, ModelConfig& c);
+
 }  // namespace cadenza::model

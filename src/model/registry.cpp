@@ -21,7 +21,8 @@ namespace cadenza::model {
   CADENZA_FAMILY(granite)                        \
   CADENZA_FAMILY(qwen35)                         \
   CADENZA_FAMILY(qwen35moe)                      \
-  CADENZA_FAMILY(llama4)
+  CADENZA_FAMILY(llama4)                         \
+  CADENZA_FAMILY(granitehybrid)
 
 namespace arch {
 #define CADENZA_DECLARE_FAMILY(x) extern const ArchitectureFamily x##_family;

@@ -96,6 +96,13 @@ std::vector<TensorPlan> plan_qwen35(const ModelShape& m, const TypeScheme& schem
                                     int64_t n_vocab);
 void set_qwen35_metadata(gguf::GgufWriter& w, const ModelShape& m);
 
+// granitehybrid (plan_granitehybrid.cpp): Mamba-2 layers with attention layers every
+// m.full_attention_interval-th (a dense FFN, or routed experts with an ungated shared expert when
+// m.n_expert > 0), the per-layer KV head counts and the `ssm.*` keys.
+std::vector<TensorPlan> plan_granitehybrid(const ModelShape& m, const TypeScheme& scheme,
+                                           int64_t n_vocab);
+void set_granitehybrid_metadata(gguf::GgufWriter& w, const ModelShape& m);
+
 // phi3 (plan_phi3.cpp): fused QKV and gate/up, optional LongRoPE factor tensors; their keys.
 std::vector<TensorPlan> plan_phi3(const ModelShape& m, const TypeScheme& scheme, int64_t n_vocab);
 void set_phi3_metadata(gguf::GgufWriter& w, const ModelShape& m);

@@ -337,6 +337,65 @@ std::vector<ModelShape> make_presets() {
   out.push_back(granite("granite-small", "Granite-3-style (small)", 256, 3, 4, 2, 512));
   out.push_back(granite("granite-3-2b", "Granite-3.1-2B", 2048, 40, 32, 8, 8192));
 
+  // Granite 4.0-H (granitehybrid): Mamba-2 layers with an attention layer every third here
+  // (Granite 4.0-H-Micro: 4 of 40), no positional encoding, Granite's four multipliers, tied
+  // output. small: for tests (6 layers: 4 Mamba-2, 2 attention; 8 SSM heads of 32 in 2 groups
+  // of state 16, so the head-to-group mapping matters; a dense FFN as the Micro model's).
+  // moe-small: 16 routed experts of 64 (4 used, renormalised) plus an ungated shared expert of
+  // 128 (Granite 4.0-H-Tiny: 64 experts of 512, 6 used, shared 1024).
+  {
+    ModelShape s = dense("granitehybrid-small", "Granite-4.0-H-style hybrid (small)",
+                         "granitehybrid", 100352, 131072, 128, 6, 4, 2, 256, 10000.0, 1e-5, true);
+    s.head_dim = 32;
+    s.full_attention_interval = 3;
+    s.ssm_conv_kernel = 4;
+    s.ssm_k_heads = 2;   // groups
+    s.ssm_k_dim = 16;    // state size
+    s.ssm_v_heads = 8;   // heads
+    s.ssm_v_dim = 32;    // head dim: inner 256 = 2 x embd, as Granite 4.0-H
+    s.no_rope = true;
+    // Milder than Granite 3.1's (12, 0.22, 1/64, 8) so that with random weights the blocks, not
+    // the tied embedding, decide the logits the golden test compares; each differs from its
+    // default, so each is checked.
+    s.embedding_scale = 2.0;
+    s.residual_scale = 0.5;
+    s.attention_scale = 0.0625;
+    s.logit_scale = 2.0;
+    s.vocab_style = "Granite 4 byte-level BPE (100k)";
+    out.push_back(s);
+    ModelShape moe = s;
+    moe.preset = "granitehybrid-moe-small";
+    moe.display_name = "Granite-4.0-H-MoE-style hybrid (small)";
+    moe.n_expert = 16;
+    moe.n_expert_used = 4;
+    moe.n_ff_expert = 64;
+    moe.n_ff = 64;  // the reference reads the experts' width from feed_forward_length here
+    moe.n_ff_shared_expert = 128;
+    moe.shared_expert_gated = false;
+    out.push_back(moe);
+    // granite-4.0-h-micro: a benchmark shape after Granite 4.0-H-Micro's published configuration
+    // (embd 2048, 40 layers of which 4 attention, 32/8 heads, Mamba-2 64 heads x 64 with state 128
+    // in one group, dense FFN 8192, 100352 vocabulary, tied) with Granite 3.1-style multipliers
+    // (a real file carries its own); the attention layers every 10th here (the real model places
+    // its 4 elsewhere). For speed runs: the multipliers do not change the work.
+    ModelShape micro = dense("granite-4.0-h-micro", "Granite-4.0-H-Micro-like hybrid",
+                             "granitehybrid", 100352, 131072, 2048, 40, 32, 8, 8192, 10000.0,
+                             1e-5, true);
+    micro.full_attention_interval = 10;
+    micro.ssm_conv_kernel = 4;
+    micro.ssm_k_heads = 1;
+    micro.ssm_k_dim = 128;
+    micro.ssm_v_heads = 64;
+    micro.ssm_v_dim = 64;
+    micro.no_rope = true;
+    micro.embedding_scale = 12.0;
+    micro.residual_scale = 0.22;
+    micro.attention_scale = 0.015625;
+    micro.logit_scale = 8.0;
+    micro.vocab_style = s.vocab_style;
+    out.push_back(micro);
+  }
+
   // A tiny model for quick starts and tests: runs instantly anywhere.
   // BERT-style encoders (arch bert, plan_bert.cpp): an embedding model pooled at [CLS] and a
   // cross-encoder reranker with a one-class head.

@@ -14,7 +14,8 @@ struct ModelShape {
   std::string preset;          // preset name, e.g. "qwen2.5-0.5b"
   std::string display_name;    // e.g. "Qwen2.5-0.5B"
   std::string arch;            // GGUF general.architecture: llama, qwen2, qwen3, qwen3moe, qwen2moe,
-                               // deepseek2, glm4moe, gpt-oss, gemma3, phi3, mistral3, granite
+                               // deepseek2, glm4moe, gpt-oss, gemma3, phi3, mistral3, granite,
+                               // granitehybrid
   int64_t n_vocab = 0;
   int64_t n_ctx = 0;
   int64_t n_embd = 0;
@@ -86,6 +87,12 @@ struct ModelShape {
   int64_t ssm_k_dim = 0;
   int64_t ssm_v_heads = 0;
   int64_t ssm_v_dim = 0;
+  // granitehybrid (synth/plan_granitehybrid.cpp) reuses the ssm_* fields for its Mamba-2 layers:
+  // ssm_k_heads groups (`ssm.group_count`) of state ssm_k_dim (`ssm.state_size`), ssm_v_heads
+  // heads (`ssm.time_step_rank`) of ssm_v_dim (`ssm.inner_size` = heads x head dim); attention on
+  // every full_attention_interval-th layer. no_rope: `rope.scaling.finetuned` false (Granite
+  // 4.0-H's attention layers use no positional encoding).
+  bool no_rope = false;
   // gemma3 (synth/plan_gemma3.cpp): the windowed layers' RoPE base, and linear RoPE scaling of
   // the global layers (factor 0: none).
   double rope_base_swa = 10000.0;

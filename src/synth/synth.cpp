@@ -99,6 +99,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
   if (m.arch == "phi3") return plan_phi3(m, scheme, n_vocab);
   if (m.arch == "qwen35" || m.arch == "qwen35moe") return plan_qwen35(m, scheme, n_vocab);
   if (m.arch == "bert") return plan_bert(m, scheme, n_vocab);
+  if (m.arch == "granitehybrid") return plan_granitehybrid(m, scheme, n_vocab);
   std::vector<TensorPlan> t;
   const int64_t q_dim = m.n_head * m.head_dim, kv_dim = m.n_head_kv * m.head_dim;
   auto matrix = [&](std::string name, int64_t in, int64_t out, DType type) {
@@ -250,7 +251,10 @@ void set_arch_metadata(gguf::GgufWriter& w, const ModelShape& m) {
   if (m.arch == "phi3") set_phi3_metadata(w, m);
   if (m.arch == "qwen35" || m.arch == "qwen35moe") set_qwen35_metadata(w, m);
   if (m.arch == "bert") set_bert_metadata(w, m);
-  if (m.arch == "mistral3" || m.arch == "granite") set_llama_variant_metadata(w, m);
+  if (m.arch == "mistral3" || m.arch == "granite" || m.arch == "granitehybrid") {
+    set_llama_variant_metadata(w, m);
+  }
+  if (m.arch == "granitehybrid") set_granitehybrid_metadata(w, m);
   if (m.n_expert > 0) {
     w.set(a + "expert_count", Value::u32(static_cast<uint32_t>(m.n_expert)));
     w.set(a + "expert_used_count", Value::u32(static_cast<uint32_t>(m.n_expert_used)));

@@ -12,6 +12,8 @@
 //  - flash-decoding: splits of kAttendSplit positions through attend_partial / attend_partial_ref
 //    and merged by attend_combine, against the formula, vector against reference, and one split
 //    merged giving exactly what attend gives;
+//  - the tile kernel (attend_tile, prefill): every row of a ragged tile bit for bit equal to the
+//    single-query path (vector and reference), and the vector tile within the reference's bound;
 // and simd::swiglu against its formula.
 #include <algorithm>
 #include <cmath>
@@ -343,6 +345,140 @@ TEST_P(AttendTest, FlashDecodingSplitsMatchFormulaAndReference) {
             ASSERT_NEAR(ref[at], w, 2e-5 * (1.0 + std::abs(w))) << "reference head " << h << " elem " << i;
             if (vector) {
               ASSERT_NEAR(vec[at], ref[at], 2e-5 * (1.0 + std::abs(w))) << "vector head " << h;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// attend_tile: a tile of query tokens of one sequence over one split's rows. Every row must be
+// bit for bit what the single-query path gives it alone (attend / attend_partial on the vector
+// path, attend_ref / attend_partial_ref on the reference), whatever the tile: ragged token
+// lengths (chunk remainders; a prompt chunk's diagonal), odd row counts, some tokens final (with
+// sinks) and some partial, every KV type and head shape; and the vector tile within the bound of
+// the reference.
+TEST_P(AttendTest, TileRowsEqualTheSingleQueryPathBitwise) {
+  IsaScope scope(GetParam());
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 16);
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0}) {
+    for (const HeadShape& hs : shapes_for(type)) {
+      const int dk = hs.dk, dv = hs.dv;
+      const bool vector = attend_available(dk, dv);
+      struct Lengths {
+        int nq;
+        std::vector<int64_t> n;
+      };
+      // A causal diagonal inside one chunk and across a chunk edge, a full split with a short
+      // token, a single token, and a full tile of ragged lengths.
+      std::vector<Lengths> cases = {{7, {20, 21, 22, 23, 24, 25, 26, 27, 28}},
+                                    {2, {30, 31, 32, 33, 34}},
+                                    {5, {kAttendSplit, kAttendSplit, 1, 100}},
+                                    {1, {77}},
+                                    {16, {}}};
+      for (int t = 0; t < kAttendTileTokens; ++t) cases.back().n.push_back(1 + static_cast<int64_t>(rng() % kAttendSplit));
+      for (const Lengths& lc : cases) {
+        const int nq = lc.nq, nt = static_cast<int>(lc.n.size());
+        const int64_t n_max = *std::max_element(lc.n.begin(), lc.n.end());
+        SCOPED_TRACE(std::string(dtype_name(type)) + " dk " + std::to_string(dk) + " dv " +
+                     std::to_string(dv) + " nq " + std::to_string(nq) + " nt " + std::to_string(nt) +
+                     " n_max " + std::to_string(n_max));
+        const TypedRows ks(rng, type, n_max, dk), vs(rng, type, n_max, dv);
+        std::vector<const void*> k, v;
+        std::vector<const float*> kd, vd;
+        for (int64_t p = 0; p < n_max; ++p) {  // rows reversed in memory: pointers are followed
+          k.push_back(ks.row(n_max - 1 - p));
+          v.push_back(vs.row(n_max - 1 - p));
+          kd.push_back(ks.decoded_row(n_max - 1 - p));
+          vd.push_back(vs.decoded_row(n_max - 1 - p));
+        }
+        std::vector<float> qs(static_cast<size_t>(nt * nq * dk)), sinks(static_cast<size_t>(nq));
+        for (auto& x : qs) x = normal(rng, 2.0f);
+        for (auto& x : sinks) x = normal(rng, 1.0f);
+        std::vector<const float*> q;
+        for (int r = 0; r < nt * nq; ++r) q.push_back(qs.data() + r * dk);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dk));
+        // Tokens alternate final / partial.
+        const auto partial = [](int t) { return t % 2 == 1; };
+        // Runs the tile through `fn`; returns per row dv outputs, then (partial tokens) max, sum.
+        const auto run_tile = [&](void (*fn)(const AttendTile&, float*)) {
+          std::vector<float> out(static_cast<size_t>(nt * nq * dv), NAN), stats(static_cast<size_t>(nt * 2 * nq), NAN);
+          std::vector<float*> o, pm(static_cast<size_t>(nt), nullptr), ps(static_cast<size_t>(nt), nullptr);
+          for (int r = 0; r < nt * nq; ++r) o.push_back(out.data() + r * dv);
+          for (int t = 0; t < nt; ++t) {
+            if (!partial(t)) continue;
+            pm[static_cast<size_t>(t)] = stats.data() + t * 2 * nq;
+            ps[static_cast<size_t>(t)] = stats.data() + t * 2 * nq + nq;
+          }
+          std::vector<float> scratch(static_cast<size_t>(attend_tile_scratch_floats(nt, nq, dk, dv)), NAN);
+          AttendTile tile;
+          tile.q = q.data();
+          tile.nq = nq;
+          tile.nt = nt;
+          tile.n = lc.n.data();
+          tile.k_rows = k.data();
+          tile.v_rows = v.data();
+          tile.type = type;
+          tile.dk = dk;
+          tile.dv = dv;
+          tile.scale = scale;
+          tile.sinks = sinks.data();
+          tile.out = o.data();
+          tile.part_max = pm.data();
+          tile.part_sum = ps.data();
+          fn(tile, scratch.data());
+          out.insert(out.end(), stats.begin(), stats.end());
+          return out;
+        };
+        // The same rows one token at a time through the single-query entry points.
+        const auto run_alone = [&](bool use_vector) {
+          std::vector<float> out(static_cast<size_t>(nt * nq * dv), NAN), stats(static_cast<size_t>(nt * 2 * nq), NAN);
+          std::vector<float> scratch(static_cast<size_t>(attend_scratch_floats(nq, dk, dv)), NAN);
+          for (int t = 0; t < nt; ++t) {
+            std::vector<float*> o;
+            for (int h = 0; h < nq; ++h) o.push_back(out.data() + (t * nq + h) * dv);
+            const float* const* qt = q.data() + t * nq;
+            const int64_t n = lc.n[static_cast<size_t>(t)];
+            if (partial(t)) {
+              float* pm = stats.data() + t * 2 * nq;
+              (use_vector ? attend_partial : attend_partial_ref)(qt, nq, k.data(), v.data(), type, n, dk, dv, scale,
+                                                                 o.data(), pm, pm + nq, scratch.data());
+            } else {
+              (use_vector ? attend : attend_ref)(qt, nq, k.data(), v.data(), type, n, dk, dv, scale,
+                                                 sinks.data(), o.data(), scratch.data());
+            }
+          }
+          out.insert(out.end(), stats.begin(), stats.end());
+          return out;
+        };
+        const std::vector<float> ref_tile = run_tile(attend_tile_ref);
+        EXPECT_TRUE(bitwise_equal(ref_tile, run_alone(false))) << "reference tile vs attend_ref alone";
+        if (!vector) continue;
+        const std::vector<float> vec_tile = run_tile(attend_tile);
+        const std::vector<float> vec_alone = run_alone(true);
+        for (size_t i = 0; i < vec_tile.size(); ++i) {
+          uint32_t a, b;
+          std::memcpy(&a, &vec_tile[i], 4);
+          std::memcpy(&b, &vec_alone[i], 4);
+          ASSERT_EQ(a, b) << "vector tile vs attend alone, float " << i << ": " << vec_tile[i] << " vs " << vec_alone[i];
+        }
+        // And the vector tile against the reference (the formula's bound, as above); partial
+        // states compared through their normalised accumulators.
+        for (int t = 0; t < nt; ++t) {
+          for (int h = 0; h < nq; ++h) {
+            const int r = t * nq + h;
+            const size_t st = static_cast<size_t>(nt * nq * dv + t * 2 * nq + h);
+            const float fv = partial(t) ? 1.0f / vec_tile[st + static_cast<size_t>(nq)] : 1.0f;
+            const float fr = partial(t) ? 1.0f / ref_tile[st + static_cast<size_t>(nq)] : 1.0f;
+            if (partial(t)) {
+              EXPECT_NEAR(vec_tile[st], ref_tile[st], 1e-5 * (1.0 + std::abs(ref_tile[st]))) << "max, row " << r;
+            }
+            for (int e = 0; e < dv; ++e) {
+              const size_t at = static_cast<size_t>(r * dv + e);
+              const double w = ref_tile[at] * fr;
+              ASSERT_NEAR(vec_tile[at] * fv, w, 2e-5 * (1.0 + std::abs(w))) << "row " << r << " elem " << e;
             }
           }
         }

@@ -1,8 +1,10 @@
-// The dense families gemma3, phi3, mistral3 and granite: the configuration read from their
-// `cadenza synth` test presets (which layers are windowed and how they rotate, the fused
-// projections, LongRoPE, YaRN and the attention temperature, the multipliers), the final
-// soft-cap, and load errors that name the key or tensor. The logits against the reference are
-// family_golden_test.cpp's (golden/{gemma3,phi3,mistral3,granite}-small.json).
+// The dense families gemma3, phi3, mistral3 and granite, and granite's hybrid granitehybrid: the
+// configuration read from their `cadenza synth` test presets (which layers are windowed and how
+// they rotate, the fused projections, LongRoPE, YaRN and the attention temperature, the
+// multipliers; granitehybrid's recurrent layers from the per-layer KV head counts, its Mamba-2
+// shape, no RoPE, dense or MoE FFN), the final soft-cap, and load errors that name the key or
+// tensor. The logits against the reference are family_golden_test.cpp's
+// (golden/{gemma3,phi3,mistral3,granite,granitehybrid}-small*.json).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -163,6 +165,44 @@ TEST_F(DenseFamilies, GraniteConfiguration) {
   EXPECT_FLOAT_EQ(c.logit_scale, 1.0f / 8.0f);
 }
 
+TEST_F(DenseFamilies, GraniteHybridConfiguration) {
+  Result<std::unique_ptr<Model>> model = open(write_small(dir_, "granitehybrid-small"));
+  ASSERT_TRUE(model) << model.error();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.recurrent_layers, (std::vector<bool>{true, true, false, true, true, false}));
+  EXPECT_EQ(c.layer_kv_heads, (std::vector<int64_t>{0, 0, 2, 0, 0, 2}));
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.recurrent.conv_kernel, 4);
+  EXPECT_EQ(c.recurrent.k_heads, 2);   // groups
+  EXPECT_EQ(c.recurrent.k_dim, 16);    // state size
+  EXPECT_EQ(c.recurrent.v_heads, 8);   // heads
+  EXPECT_EQ(c.recurrent.v_dim, 32);    // head dim
+  EXPECT_EQ(c.recurrent.conv_channels(), 256 + 2 * 2 * 16);
+  for (int64_t il = 0; il < c.n_layers; ++il) EXPECT_FALSE(c.uses_rope(il)) << il;
+  EXPECT_FLOAT_EQ(c.embedding_scale, 2.0f);
+  EXPECT_FLOAT_EQ(c.residual_scale, 0.5f);
+  EXPECT_FLOAT_EQ(c.attention_scale(), 0.0625f);
+  EXPECT_FLOAT_EQ(c.logit_scale, 0.5f);
+  EXPECT_EQ(c.n_experts, 0);
+  EXPECT_TRUE(c.dense_ffn_layer(5));
+
+  // rope.scaling.finetuned true (or missing): RoPE on every attention layer.
+  const std::string roped = copy_with(write_small(dir_, "granitehybrid-small"),
+                                      dir_.file("roped.gguf"), {},
+                                      {"granitehybrid.rope.scaling.finetuned"});
+  model = open(roped);
+  ASSERT_TRUE(model) << model.error();
+  EXPECT_TRUE((*model)->config().uses_rope(2));
+
+  model = open(write_small(dir_, "granitehybrid-moe-small"));
+  ASSERT_TRUE(model) << model.error();
+  EXPECT_EQ((*model)->config().n_experts, 16);
+  EXPECT_EQ((*model)->config().n_experts_used, 4);
+  EXPECT_EQ((*model)->config().n_ff_expert, 64);
+  EXPECT_EQ((*model)->config().n_ff_shared_expert, 128);
+  EXPECT_FALSE((*model)->config().dense_ffn_layer(0));
+}
+
 TEST_F(DenseFamilies, MissingTensorsAndUnsupportedKeysAreNamed) {
   struct Case {
     std::string preset;
@@ -184,6 +224,24 @@ TEST_F(DenseFamilies, MissingTensorsAndUnsupportedKeysAreNamed) {
        "mistral3.rope.scaling.original_context_length"},
       {"granite-small", {}, {}, {{"granite.logit_scale", gguf::Value::f32(0.0f)}},
        "granite.logit_scale"},
+      {"granitehybrid-small", {"blk.3.ssm_conv1d.bias"}, {}, {}, "blk.3.ssm_conv1d.bias"},
+      {"granitehybrid-small", {"blk.0.ssm_d"}, {}, {}, "blk.0.ssm_d"},
+      {"granitehybrid-small", {}, {"granitehybrid.ssm.group_count"}, {},
+       "granitehybrid.ssm.group_count"},
+      {"granitehybrid-small", {}, {}, {{"granitehybrid.ssm.time_step_rank", gguf::Value::u32(3)}},
+       "granitehybrid.ssm.inner_size"},
+      // One KV head count for every layer: which layers are Mamba-2 is unknown.
+      {"granitehybrid-small", {}, {}, {{"granitehybrid.attention.head_count_kv", gguf::Value::u32(2)}},
+       "must give the KV head count per layer"},
+      {"granitehybrid-small", {}, {},
+       {{"granitehybrid.attention.head_count_kv", gguf::Value::i32_array({0, 0, 2})}},
+       "3 entries, expected one per layer (6)"},
+      {"granitehybrid-small", {}, {},
+       {{"granitehybrid.attention.head_count_kv", gguf::Value::i32_array({0, 0, 0, 0, 0, 0})}},
+       "is 0 on every layer"},
+      {"granitehybrid-small", {}, {},
+       {{"granitehybrid.attention.head_count_kv", gguf::Value::i32_array({0, 0, 2, 0, 0, 1})}},
+       "every entry must be 0 or the same KV head count"},
   };
   int i = 0;
   for (const Case& c : cases) {

@@ -68,6 +68,8 @@ struct Allowance {
   double bound = kF16Bound;
   // FirstPositionMatchesWithEmulatedReferenceRounding's bound.
   double emulated_bound = 2e-3;
+  // The first positions of every case held to the bound whatever topk_fraction says.
+  int64_t strict_positions = kStrictPositions;
 };
 constexpr Allowance kAllowances[] = {
     // 3 layers, f16: top-k all within the bound (max 0.0089); greedy: the fib case flips an
@@ -108,6 +110,30 @@ constexpr Allowance kAllowances[] = {
     // reference around the linear-attention and expert layers (see qwen35-small), so the strict
     // first positions of every case carry the check here.
     {"qwen35moe-small", 0.035, 1, kF16Bound, 0.1},
+    // granitehybrid: 6 layers (4 Mamba-2 in 2 groups, 2 attention without RoPE), f16: 33 of
+    // 2912 top-k logits (1.1%) over the bound, max 0.111, all in the 265-token case (a sentence of
+    // 22 tokens repeated) at the same few tokens of each repetition, growing with it (positions
+    // 45, 67, 89, ...: 0.065, 0.092, ..., 0.111; the same tokens' first occurrence 0.014-0.017;
+    // everywhere else at most 0.02), at every level; greedy 6 of 6 (11 of 96 steps compared).
+    // Rounding, not a formula: with the reference's f16 rounding of matmul inputs and K/V
+    // emulated over the whole case, max 0.026 and 1 over; the alternatives a wrong formula would
+    // be (head h reading group h % groups, one norm over the whole inner width, the norm before
+    // the z gate) are 2.9-3.7 off nearly everywhere. Position 0 emulated: 0.0035 (unemulated
+    // 0.0022): as for qwen35, the emulation does not model the reference around its recurrent
+    // layers. The same model in f32 (granitehybrid-small-f32, strict): max 0.00105 over all 2912,
+    // position 0 emulated 1.7e-5.
+    {"granitehybrid-small", 0.02, 0, kF16Bound, 0.005},
+    // granitehybrid-moe: the same layers with 16 routed experts of 64 (4 used, renormalised)
+    // and an ungated shared expert, f32 weights (the reference then multiplies in f32): position
+    // 0 with the emulated rounding 5.0e-6, so the Mamba-2, attention and expert formulas are the
+    // reference's; 4 of 2912 top-k logits (0.14%) over the bound, all at position 6 of the emoji
+    // case (max 0.071), where layer 4's router has a near-tie (its 4th and 5th logits 6.7e-4
+    // apart, measured with debug prints): an expert chosen differently there, and only there, so
+    // that case's strict positions stop before it. Greedy 6 of 6 (15 of 96 steps compared). In
+    // f16 (not committed) the reference's f16 rounding of the router's input flips more such
+    // near-ties: 62 over (max 0.115), at positions 1-7 of two cases too; 47, all past position
+    // 40, with that rounding emulated.
+    {"granitehybrid-moe-small-f32", 0.002, 0, kF16Bound, 2e-3, 6},
     // llama4: 4 layers (layer 3 NoPE), experts in layers 1 and 3 (16, one per token, weighted at
     // their input, an ungated shared expert), dense layers 0 and 2, unweighted Q/K norm, f16:
     // top-k max 0.0035, 0 of 2392 over the bound, greedy 6 of 6 (19 of 96 steps compared);
@@ -189,7 +215,7 @@ TEST_P(FamilyGoldenTest, LogitsAndGreedyMatchReference) {
     for (int64_t pos = 0; pos < n; ++pos) {
       const float* ours = logits->data() + pos * n_vocab;
       const nlohmann::json& ref = c["topk"][static_cast<size_t>(pos)];
-      const bool strict = allowed.topk_fraction == 0 || pos < kStrictPositions;
+      const bool strict = allowed.topk_fraction == 0 || pos < allowed.strict_positions;
       bool over = false;
       for (const nlohmann::json& pair : ref) {
         const double diff = std::abs(ours[pair[0].get<int64_t>()] - pair[1].get<double>());

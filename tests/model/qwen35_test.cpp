@@ -1,8 +1,10 @@
-// qwen35 (the hybrid) at the Model level: the recurrent layers' batch contract is checked with
-// clear errors (state slots out of range or shared, a sequence's positions not consecutive),
-// state slots are independent (two sequences in one batch, each in its own slot, equal each
-// alone), a state copied to another slot continues identically, and the KV cache's state
-// errors. The numerics against the reference: family_golden_test.cpp (qwen35-small.json).
+// The hybrid families at the Model level, each on its small preset (qwen35: Gated DeltaNet
+// layers; granitehybrid: Mamba-2 layers; 2 recurrent layers and 1 attention layer each): the
+// recurrent layers' batch contract is checked with clear errors (state slots out of range or
+// shared, a sequence's positions not consecutive), state slots are independent (two sequences in
+// one batch, each in its own slot, equal each alone), a state copied to another slot continues
+// identically, and the KV cache's state errors. The numerics against the reference:
+// family_golden_test.cpp (qwen35-small.json, granitehybrid-small.json).
 #include <filesystem>
 #include <vector>
 
@@ -18,22 +20,22 @@
 namespace cadenza::model {
 namespace {
 
-class Qwen35Test : public testing::Test {
+class HybridTest : public testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    static test::TempDir dir("qwen35-test");
-    synth::SynthOptions opts;
-    opts.shape = *synth::find_preset("qwen35-small");
-    opts.shape.n_vocab = 256;
-    opts.shape.n_layer = 3;
-    opts.weight_type = "f32";
-    opts.seed = 11;
-    path_ = (dir.path() / "q35.gguf").string();
-    ASSERT_TRUE(synth::write_synthetic_model(opts, path_).ok());
-  }
   void SetUp() override {
+    static test::TempDir dir("hybrid-test");
+    const std::string path = (dir.path() / (GetParam() + ".gguf")).string();
+    if (!std::filesystem::exists(path)) {
+      synth::SynthOptions opts;
+      opts.shape = *synth::find_preset(GetParam());
+      opts.shape.n_vocab = 256;
+      opts.shape.n_layer = 3;
+      opts.weight_type = "f32";
+      opts.seed = 11;
+      ASSERT_TRUE(synth::write_synthetic_model(opts, path).ok());
+    }
     backend_ = kernels::make_cpu_backend({.n_threads = 2});
-    auto m = Model::open(path_, *backend_);
+    auto m = Model::open(path, *backend_);
     ASSERT_TRUE(m.ok()) << m.error();
     model_ = std::move(*m);
     ASSERT_TRUE(model_->config().hybrid());
@@ -55,13 +57,12 @@ class Qwen35Test : public testing::Test {
     if (!st) return st.error_value();
     return logits;
   }
-  static inline std::string path_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<KvCache> kv_;
 };
 
-TEST_F(Qwen35Test, BadRecurrentBatchesAreClearErrors) {
+TEST_P(HybridTest, BadRecurrentBatchesAreClearErrors) {
   const std::vector<int32_t> tokens = {1, 2, 3};
   Result<std::vector<float>> r = run(tokens, 0, 4, {0});
   ASSERT_FALSE(r.ok());
@@ -89,7 +90,7 @@ TEST_F(Qwen35Test, BadRecurrentBatchesAreClearErrors) {
   EXPECT_FALSE(kv_->copy_state(-1, 0));
 }
 
-TEST_F(Qwen35Test, SlotsAreIndependentAndACopiedStateContinuesTheSame) {
+TEST_P(HybridTest, SlotsAreIndependentAndACopiedStateContinuesTheSame) {
   const std::vector<int32_t> a = {5, 17, 42, 7, 99, 3}, b = {8, 8, 200, 1};
   // a alone in slot 0, b alone in slot 1; then a again in slot 3 after b ran: the same logits.
   auto la = run(a, 0, 0, {0});
@@ -113,7 +114,7 @@ TEST_F(Qwen35Test, SlotsAreIndependentAndACopiedStateContinuesTheSame) {
   EXPECT_EQ(*chunked, *la);
 }
 
-TEST_F(Qwen35Test, SessionRewindsOnlyToTheStart) {
+TEST_P(HybridTest, SessionRewindsOnlyToTheStart) {
   auto session = Session::create(*model_, {.max_tokens = 64});
   ASSERT_TRUE(session.ok()) << session.error();
   const std::vector<int32_t> a = {5, 17, 42, 7};
@@ -127,6 +128,15 @@ TEST_F(Qwen35Test, SessionRewindsOnlyToTheStart) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*first, *again);
 }
+
+INSTANTIATE_TEST_SUITE_P(Presets, HybridTest,
+                         testing::Values("qwen35-small", "granitehybrid-small",
+                                         "granitehybrid-moe-small"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& ch : name) ch = ch == '-' ? '_' : ch;
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace cadenza::model

@@ -117,7 +117,7 @@ std::string load_error(const SyntheticSpec& spec, const ModelLoadOptions& option
 
 TEST(Registry, BuiltinFamiliesInTableOrder) {
   const std::vector<std::string_view> names = ArchitectureRegistry::builtin().names();
-  EXPECT_EQ(names, (std::vector<std::string_view>{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "deepseek2", "glm4moe", "gpt-oss", "gemma3", "phi3", "mistral3", "granite", "qwen35", "qwen35moe", "llama4"}));
+  EXPECT_EQ(names, (std::vector<std::string_view>{"llama", "qwen2", "qwen3", "qwen3moe", "qwen2moe", "deepseek2", "glm4moe", "gpt-oss", "gemma3", "phi3", "mistral3", "granite", "qwen35", "qwen35moe", "llama4", "granitehybrid"}));
   for (const std::string_view name : names) {
     const ArchitectureFamily* f = ArchitectureRegistry::builtin().find(name);
     ASSERT_NE(f, nullptr) << name;
@@ -132,14 +132,14 @@ TEST(Registry, UnknownArchitectureNamesTheKeyAndListsTheSupportedOnes) {
   const std::string error = load_error(spec);
   EXPECT_NE(error.find("architecture 'gpt2' is not supported"), std::string::npos) << error;
   EXPECT_NE(error.find("general.architecture"), std::string::npos) << error;
-  EXPECT_NE(error.find("supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, deepseek2, glm4moe, gpt-oss, gemma3, phi3, mistral3, granite, qwen35, qwen35moe, llama4)"), std::string::npos)
+  EXPECT_NE(error.find("supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, deepseek2, glm4moe, gpt-oss, gemma3, phi3, mistral3, granite, qwen35, qwen35moe, llama4, granitehybrid)"), std::string::npos)
       << error;
 
   // A registry with one more family lists it too.
   ArchitectureRegistry registry = ArchitectureRegistry::builtin();
   ASSERT_TRUE(registry.add(kTestFamily));
   const std::string extended = load_error(spec, {.architectures = &registry});
-  EXPECT_NE(extended.find("supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, deepseek2, glm4moe, gpt-oss, gemma3, phi3, mistral3, granite, qwen35, qwen35moe, llama4, testllama)"),
+  EXPECT_NE(extended.find("supported: llama, qwen2, qwen3, qwen3moe, qwen2moe, deepseek2, glm4moe, gpt-oss, gemma3, phi3, mistral3, granite, qwen35, qwen35moe, llama4, granitehybrid, testllama)"),
             std::string::npos) << extended;
 }
 

@@ -1,5 +1,5 @@
 // Synthesizing a golden file's model at test time: a recipe (a `cadenza synth` preset, "seed",
-// weight "type", optional "layers", and "vocab_from", the ../shared model whose tokenizer is
+// weight "type", optional "layers" and "ctx" (the context length the file declares), and "vocab_from", the ../shared model whose tokenizer is
 // copied) written once per test process into a folder removed at exit. Used by the golden tests
 // whose models ../shared does not hold (family_golden_test.cpp, long_context_golden_test.cpp).
 #pragma once
@@ -28,6 +28,7 @@ inline std::string synthesize_recipe(const std::string& name, const nlohmann::js
   EXPECT_TRUE(shape) << recipe.dump();
   if (!shape) return {};
   if (recipe.contains("layers")) shape->n_layer = recipe["layers"].get<int64_t>();
+  if (recipe.contains("ctx")) shape->n_ctx = recipe["ctx"].get<int64_t>();
   synth::SynthOptions options;
   options.shape = *shape;
   options.weight_type = recipe["type"].get<std::string>();

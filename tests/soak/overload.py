@@ -26,7 +26,7 @@ and exit 0 on SIGTERM. The admitted TTFT P99 against the unloaded TTFT is report
 enforced (it depends on the machine; docs/reliability.md has the measured value).
 Writes WORK_DIR/report.md; prints it.
 """
-import argparse, http.client, json, os, re, signal, statistics, subprocess, sys, threading, time
+import argparse, http.client, itertools, json, os, re, signal, statistics, subprocess, sys, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
 from cadenza_serve import http_get, start_listening, wait_ready  # noqa: E402
@@ -45,6 +45,9 @@ p.add_argument("--max-429-p99-ms", type=float, default=500)
 p.add_argument("--recovery-bound", type=float, default=10)
 p.add_argument("--model")
 p.add_argument("--threads", type=int, default=2)
+p.add_argument("--prompt-words", type=int, default=0,
+               help="prompts of about this many words (each request's own: it starts with a serial "
+                    "number, so no prefix-cache hit); 0: the default 9-token prompt")
 args = p.parse_args()
 os.makedirs(args.work, exist_ok=True)
 
@@ -90,6 +93,18 @@ def sample():
 # --- one request ------------------------------------------------------------------------------
 BODY = json.dumps({"model": "overload", "prompt": "The server answers every client that comes by",
                    "max_tokens": args.max_tokens, "ignore_eos": True, "stream": True})
+WORDS = "the server answers every client that comes by and refuses quickly what it cannot take".split()
+serial = itertools.count()
+
+
+def body():
+    """The request: the fixed short prompt, or with --prompt-words a long one of its own."""
+    if not args.prompt_words:
+        return BODY
+    n = next(serial)
+    words = [WORDS[(n * 7 + i * 3) % len(WORDS)] for i in range(args.prompt_words)]
+    return json.dumps({"model": "overload", "prompt": f"request {n}: " + " ".join(words),
+                       "max_tokens": args.max_tokens, "ignore_eos": True, "stream": True})
 
 
 def one():
@@ -98,7 +113,7 @@ def one():
     t0 = time.perf_counter()
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     try:
-        c.request("POST", "/v1/completions", BODY, {"Content-Type": "application/json",
+        c.request("POST", "/v1/completions", body(), {"Content-Type": "application/json",
                                                     "Connection": "close"})
         r = c.getresponse()
         if r.status == 429:
@@ -191,6 +206,10 @@ if rate is None:
     if lost_c:
         failures.append(f"calibration: {len(lost_c)} of {len(done)} requests lost: {lost_c[:3]}")
     rate = ok / elapsed
+if rate <= 0:
+    server.kill()
+    sys.exit(f"no request completed in the {args.calibrate:.0f} s calibration: give a longer "
+             "--calibrate or the rate itself (--rate)")
 log(f"sustainable rate {rate:.2f} req/s; offering {args.factor * rate:.1f} req/s for {args.duration:.0f} s")
 
 # 3. The overload: open loop.
@@ -293,7 +312,7 @@ ratio = pct(admitted, 0.99) / ttft0 if admitted and ttft0 == ttft0 else float("n
 peak = max(rss_samples) if rss_samples else float("nan")
 lines = [
     f"# Overload: {args.duration:.0f} s at {args.factor:g}x, {os.path.basename(model)}, -t {args.threads}, "
-    f"--max-num-seqs {args.max_num_seqs} --max-queue {args.max_queue}, max_tokens {args.max_tokens}", "",
+    f"--max-num-seqs {args.max_num_seqs} --max-queue {args.max_queue}, max_tokens {args.max_tokens}, prompt {'the default 9 tokens' if not args.prompt_words else f'~{args.prompt_words} words each'}", "",
     "| measure | value |", "|---|---:|",
     f"| unloaded TTFT median (max) ms | {ms(ttft0)} ({ms(max(unloaded or [float('nan')]))}) |",
     f"| sustainable rate req/s ({'given' if args.rate else f'closed loop, {args.calibrate:.0f} s'}) | {rate:.2f} |",

@@ -75,7 +75,8 @@ TEST(Synth, EveryPresetWritesAValidFile) {
                              "deepseek-v3-small", "deepseek-v3-mid", "deepseek-v2-lite-small",
                              "glm4.5-small", "glm4.5-mid", "gpt-oss-small", "gpt-oss-mid", "gemma3-small",
                              "gemma-3-1b", "phi3-small", "phi-4-mini", "mistral3-small",
-                             "ministral-3-3b", "granite-small", "granite-3-2b", "demo"})
+                             "ministral-3-3b", "granite-small", "granite-3-2b", "granitehybrid-small",
+                             "granitehybrid-moe-small", "granite-4.0-h-micro", "demo"})
     for (const char* type : {"f16", "q4_k_m", "mxfp4"}) check_preset(preset, type);
 }
 

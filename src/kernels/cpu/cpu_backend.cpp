@@ -212,9 +212,18 @@ class CpuBackend final : public Backend {
     cpu::weighted_sum_slots(pool_, slot_rows, weights, out);
   }
   bool supports_recurrent() const override { return true; }
-  void short_conv(Matrix x, const Weight& w, Matrix state, const RecurrentBatch& batch,
-                  Matrix out) override {
-    cpu::short_conv(x, cpu_weight(w), state, batch, out);
+  void short_conv(Matrix x, const Weight& w, const Weight* bias, Matrix state,
+                  const RecurrentBatch& batch, Matrix out) override {
+    assert(!bias || bias->cols() == x.cols);
+    cpu::short_conv(x, cpu_weight(w), bias ? vector_values(*bias) : nullptr, state, batch, out);
+  }
+  void ssm_scan(Matrix x, Matrix b, Matrix c, Matrix dt, Matrix state,
+                const RecurrentBatch& batch, const SsmScanParams& params, Matrix out) override {
+    assert(params.a && params.a->cols() == params.n_heads);
+    assert(params.d && params.d->cols() == params.n_heads);
+    assert(params.dt_bias && params.dt_bias->cols() == params.n_heads);
+    cpu::ssm_scan(pool_, x, b, c, dt, state, batch, params, vector_values(*params.a),
+                  vector_values(*params.d), vector_values(*params.dt_bias), out);
   }
   void gated_delta_rule(Matrix q, Matrix k, Matrix v, Matrix alpha, Matrix beta, Matrix state,
                         const RecurrentBatch& batch, const DeltaRuleParams& params,

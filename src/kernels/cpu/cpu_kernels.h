@@ -126,9 +126,13 @@ void route_experts(ThreadPool& pool, Matrix router_logits, const RoutingParams& 
                    const float* bias, IndexMatrix expert_ids, Matrix expert_weights);
 void weighted_sum_slots(ThreadPool& pool, Matrix slot_rows, Matrix weights, Matrix out);
 
-// Linear-attention ops (recurrent.cpp). w: an F32 [C][K] matrix; a, dt_bias: n_v_heads values.
-void short_conv(Matrix x, const CpuWeight& w, Matrix state, const RecurrentBatch& batch,
-                Matrix out);
+// Linear-attention ops (recurrent.cpp). w: an F32 [C][K] matrix; bias: C values or null; a,
+// dt_bias: n_v_heads values (ssm_scan: a, d, dt_bias: n_heads values).
+void short_conv(Matrix x, const CpuWeight& w, const float* bias, Matrix state,
+                const RecurrentBatch& batch, Matrix out);
+void ssm_scan(ThreadPool& pool, Matrix x, Matrix b, Matrix c, Matrix dt, Matrix state,
+              const RecurrentBatch& batch, const SsmScanParams& params, const float* a,
+              const float* d, const float* dt_bias, Matrix out);
 void gated_delta_rule(ThreadPool& pool, Matrix q, Matrix k, Matrix v, Matrix alpha, Matrix beta,
                       Matrix state, const RecurrentBatch& batch, const DeltaRuleParams& params,
                       const float* a, const float* dt_bias, Matrix out);

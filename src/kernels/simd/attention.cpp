@@ -169,6 +169,25 @@ void attend_partial_ref(const float* const* q, int nq, const void* const* k_rows
   attend_ref_impl(q, nq, k_rows, v_rows, type, n, dk, dv, scale, nullptr, out, scratch, part_max, part_sum);
 }
 
+void attend_tile(const AttendTile& tile, float* scratch) {
+  assert(attend_available(tile.dk, tile.dv) && attend_type_supported(tile.type, tile.dk, tile.dv));
+  assert(tile.nt >= 1 && tile.nt <= kAttendTileTokens && tile.nq >= 1 && tile.nq <= kAttendMaxHeads);
+  detail::attend_tile_avx512(tile, scratch);
+}
+
+// The reference of the tile is the reference of each token alone.
+void attend_tile_ref(const AttendTile& tile, float* scratch) {
+  assert(tile.nt >= 1 && tile.nt <= kAttendTileTokens);
+  for (int t = 0; t < tile.nt; ++t) {
+    const float* const* q = tile.q + static_cast<int64_t>(t) * tile.nq;
+    float* const* out = tile.out + static_cast<int64_t>(t) * tile.nq;
+    const bool partial = tile.part_max && tile.part_max[t];
+    attend_ref_impl(q, tile.nq, tile.k_rows, tile.v_rows, tile.type, tile.n[t], tile.dk, tile.dv,
+                    tile.scale, partial ? nullptr : tile.sinks, out, scratch,
+                    partial ? tile.part_max[t] : nullptr, partial ? tile.part_sum[t] : nullptr);
+  }
+}
+
 void swiglu(const float* gate, const float* up, float* out, int64_t n) {
   assert(attend_available(16, 16));
   detail::swiglu_avx512(gate, up, out, n);

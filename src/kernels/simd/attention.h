@@ -55,6 +55,11 @@ inline constexpr int kAttendMaxHeads = 16;
 inline constexpr int kAttendSplit = 256;
 static_assert(kAttendSplit % kAttendChunk == 0);
 
+// Blocked prefill attention (attend_tile): a tile of query tokens of one sequence that share one
+// split's K/V rows; each K/V chunk is decoded (and K transposed) once for the whole tile and
+// reused by every (token, head) row of it. At most this many tokens per tile.
+inline constexpr int kAttendTileTokens = 16;
+
 // Whether the vector attend() runs at the active ISA level (avx512 and above) for these head
 // sizes (multiples of 16).
 bool attend_available(int dk, int dv);
@@ -100,7 +105,44 @@ float attend_final_scale(float running_max, float running_sum, const float* sink
 // Elementwise, so the same per element whatever n; out may alias gate or up.
 void swiglu(const float* gate, const float* up, float* out, int64_t n);
 
+// A tile for attend_tile / attend_tile_ref: nt tokens (1 <= nt <= kAttendTileTokens), each with
+// the same nq heads (1 <= nq <= kAttendMaxHeads) of one GQA group, over the first n[t] of the
+// rows k_rows[0 ..), v_rows[0 ..) (1 <= n[t]; the arrays hold max_t n[t] rows). Rows are
+// token-major: q[t * nq + h], out[t * nq + h]. Token t is in the partial form (attend_partial:
+// out gets the accumulator, part_max[t][h] / part_sum[t][h] the state) when part_max[t] is
+// non-null, else in the final form (attend, with `sinks`: nq logits or null). Same type and shape
+// contracts as attend / attend_ref.
+struct AttendTile {
+  const float* const* q = nullptr;
+  int nq = 0;
+  int nt = 0;
+  const int64_t* n = nullptr;
+  const void* const* k_rows = nullptr;
+  const void* const* v_rows = nullptr;
+  DType type = DType::F32;
+  int dk = 0, dv = 0;
+  float scale = 1.0f;
+  const float* sinks = nullptr;
+  float* const* out = nullptr;
+  float* const* part_max = nullptr;  // [nt], entries null for final-form tokens
+  float* const* part_sum = nullptr;  // [nt]
+};
+inline int64_t attend_tile_scratch_floats(int nt, int nq, int dk, int dv) {
+  return static_cast<int64_t>(nt) * nq * (kAttendChunk + dv) +
+         static_cast<int64_t>(kAttendChunk) * (2 * dk + dv);
+}
+// Every row of the tile gets exactly the bits that attend / attend_partial (the vector path;
+// requires attend_available) or attend_ref / attend_partial_ref (the reference, any level) give
+// it alone over its n[t] rows: blocking over tokens never changes a row's order of operations.
+// The vector path computes a chunk's scores from K transposed to [dk][32] (16 positions per
+// vector) with the lane chains and the summation tree of attend's sum16, so the scores are the
+// same floats without the per-row transposing reduction. scratch: attend_tile_scratch_floats.
+// Pure; concurrent calls with distinct outputs and scratch are fine.
+void attend_tile(const AttendTile& tile, float* scratch);
+void attend_tile_ref(const AttendTile& tile, float* scratch);
+
 namespace detail {
+void attend_tile_avx512(const AttendTile& tile, float* scratch);
 void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n);
 void attend_avx512(const float* const* q, int nq, const void* const* k_rows,
                    const void* const* v_rows, DType type, int64_t n, int dk, int dv, float scale,

@@ -39,13 +39,35 @@ void delta_rule_step_ref(float* S, const float* q, const float* k, const float* 
   }
 }
 
-void short_conv_step_ref(float* state, const float* x, const float* w, int64_t K, int64_t C,
-                         float* out) {
+void ssm_scan_step_ref(float* S, const float* x, const float* B, const float* C, float decay,
+                       float dt, int64_t n, int64_t p, float* out) {
+  constexpr int64_t kBlock = 64;
+  float xdt[kBlock], o[kBlock];
+  for (int64_t j0 = 0; j0 < p; j0 += kBlock) {
+    const int64_t nj = p - j0 < kBlock ? p - j0 : kBlock;
+    for (int64_t j = 0; j < nj; ++j) {
+      xdt[j] = x[j0 + j] * dt;
+      o[j] = 0.0f;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float* row = S + i * p + j0;
+      for (int64_t j = 0; j < nj; ++j) {
+        row[j] = row[j] * decay + B[i] * xdt[j];
+        o[j] = o[j] + row[j] * C[i];
+      }
+    }
+    std::memcpy(out + j0, o, static_cast<size_t>(nj) * sizeof(float));
+  }
+}
+
+void short_conv_step_ref(float* state, const float* x, const float* w, const float* bias,
+                         int64_t K, int64_t C, float* out) {
   assert(K >= 1);
   for (int64_t c = 0; c < C; ++c) {
     float s = 0.0f;
     for (int64_t t = 0; t < K - 1; ++t) s = s + w[c * K + t] * state[t * C + c];
     s = s + w[c * K + K - 1] * x[c];
+    if (bias) s = s + bias[c];
     out[c] = s / (1.0f + std::exp(-s));
   }
   if (K > 1) {
@@ -63,12 +85,21 @@ void delta_rule_step(float* S, const float* q, const float* k, const float* v, f
   }
 }
 
-void short_conv_step(float* state, const float* x, const float* w, int64_t K, int64_t C,
-                     float* out) {
+void ssm_scan_step(float* S, const float* x, const float* B, const float* C, float decay,
+                   float dt, int64_t n, int64_t p, float* out) {
   if (active_isa() >= Isa::avx2) {
-    detail::short_conv_step_avx2(state, x, w, K, C, out);
+    detail::ssm_scan_step_avx2(S, x, B, C, decay, dt, n, p, out);
   } else {
-    short_conv_step_ref(state, x, w, K, C, out);
+    ssm_scan_step_ref(S, x, B, C, decay, dt, n, p, out);
+  }
+}
+
+void short_conv_step(float* state, const float* x, const float* w, const float* bias, int64_t K,
+                     int64_t C, float* out) {
+  if (active_isa() >= Isa::avx2) {
+    detail::short_conv_step_avx2(state, x, w, bias, K, C, out);
+  } else {
+    short_conv_step_ref(state, x, w, bias, K, C, out);
   }
 }
 

@@ -6,7 +6,10 @@
 //  - `granite.attention.scale`   (HF attention_multiplier): the factor of q . k, replacing
 //                                 1/sqrt(head_dim);
 //  - `granite.logit_scale`       (HF logits_scaling): logits = output / s.
-// Dense only (the MoE variants are the separate `granitemoe` architecture, not supported).
+// Dense only (the MoE variants are the separate `granitemoe` architecture, not supported; the
+// Granite 4.0 hybrids are `granitehybrid`). The multipliers' reader is shared (granite.h).
+#include "model/arch/granite.h"
+
 #include "gguf/gguf.h"
 #include "model/arch/llama.h"
 #include "model/metadata.h"
@@ -28,6 +31,13 @@ Result<float> positive(const MetadataReader& md, const char* key, double fallbac
 
 Status configure(const MetadataReader& md, ModelConfig& c) {
   c.rope_layout = kernels::RopeLayout::Normal;
+  if (Status st = read_granite_multipliers(md, c); !st) return st;
+  return read_feed_forward(md, c, {.experts = FeedForwardKeys::Experts::None});
+}
+
+}  // namespace
+
+Status read_granite_multipliers(const MetadataReader& md, ModelConfig& c) {
   Result<float> v = positive(md, "embedding_scale", 1.0);
   if (!v) return v.error_value();
   c.embedding_scale = *v;
@@ -39,10 +49,8 @@ Status configure(const MetadataReader& md, ModelConfig& c) {
   }
   if (v = positive(md, "logit_scale", 1.0); !v) return v.error_value();
   c.logit_scale = 1.0f / *v;
-  return read_feed_forward(md, c, {.experts = FeedForwardKeys::Experts::None});
+  return {};
 }
-
-}  // namespace
 
 extern const ArchitectureFamily granite_family{"granite", &configure, &load_network<LlamaDecoder>};
 

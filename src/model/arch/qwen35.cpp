@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <tuple>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -18,27 +17,12 @@ namespace cadenza::model::arch {
 using kernels::Matrix;
 
 Status configure_qwen35_layers(const MetadataReader& md, ModelConfig& c) {
-  const std::string& file = md.file().name();
   c.rope_layout = kernels::RopeLayout::NeoX;
   c.qk_norm = true;
   Result<int64_t> v = md.count("full_attention_interval", 1, limits::kMaxLayers);
   if (!v) return v.error_value();
   const int64_t interval = *v;
-  ModelConfig::RecurrentShape& r = c.recurrent;
-  for (auto [key, dst, lo] : {std::tuple{"ssm.conv_kernel", &r.conv_kernel, int64_t{2}},
-                              std::tuple{"ssm.state_size", &r.k_dim, int64_t{1}},
-                              std::tuple{"ssm.group_count", &r.k_heads, int64_t{1}},
-                              std::tuple{"ssm.time_step_rank", &r.v_heads, int64_t{1}}}) {
-    if (v = md.count(key, lo, 1 << 16); !v) return v.error_value();
-    *dst = *v;
-  }
-  if (v = md.count("ssm.inner_size", 1, 1 << 24); !v) return v.error_value();
-  if (*v % r.v_heads != 0 || r.v_heads % r.k_heads != 0) {
-    return make_error("{}: '{}' = {} must be a multiple of '{}' = {}, itself a multiple of '{}' = "
-                      "{}", file, md.key("ssm.inner_size"), *v, md.key("ssm.time_step_rank"),
-                      r.v_heads, md.key("ssm.group_count"), r.k_heads);
-  }
-  r.v_dim = *v / r.v_heads;
+  if (Status st = read_recurrent_shape(md, c); !st) return st;
   c.recurrent_layers.resize(static_cast<size_t>(c.n_layers));
   for (int64_t il = 0; il < c.n_layers; ++il) {
     c.recurrent_layers[static_cast<size_t>(il)] = (il + 1) % interval != 0;
@@ -165,7 +149,7 @@ void Qwen35Decoder::linear_attention(const ForwardContext& ctx, int64_t il, cons
   be.matmul(*L.wbeta, h, beta);
   be.matmul(*L.walpha, h, alpha);
   const KvCache::RecurrentLayer& state = ctx.kv.recurrent(il);
-  be.short_conv(qkv, *L.conv, state.conv, ctx.inputs.recurrent, conv);
+  be.short_conv(qkv, *L.conv, nullptr, state.conv, ctx.inputs.recurrent, conv);
   kernels::DeltaRuleParams p;
   p.n_k_heads = static_cast<int32_t>(r.k_heads);
   p.n_v_heads = static_cast<int32_t>(r.v_heads);

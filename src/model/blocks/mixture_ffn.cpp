@@ -36,8 +36,12 @@ void MixtureFfn::forward(const ForwardContext& ctx, int64_t layer, const Weights
     const Matrix shared = has_shared() ? shared_out_.rows(ctx.inputs.n_tokens) : Matrix{};
     if (has_shared()) shared_.forward(ctx, w.shared, h, shared);
     experts_.forward(ctx, layer, w.experts, h, h);
-    if (has_shared()) be.add(x, shared, x);
+    if (has_shared()) {
+      if (c_.residual_scale != 1.0f) be.scale(shared, c_.residual_scale, shared);
+      be.add(x, shared, x);
+    }
   }
+  if (c_.residual_scale != 1.0f) be.scale(h, c_.residual_scale, h);
   be.add(x, h, x);
 }
 

@@ -1,10 +1,11 @@
-// The feed-forward half of a DeepSeekMoE-style layer (deepseek2, glm4moe, llama4): the first
+// The feed-forward half of a DeepSeekMoE-style layer (deepseek2, glm4moe, llama4, granitehybrid): the first
 // `leading_dense_block_count` layers (llama4: the layers between its `interleave_moe_layer_step`
 // expert layers; config.dense_ffn_layer) have a dense SwiGLU FFN; the others routed experts plus
 // `expert_shared_count` ungated shared experts (one SwiGLU FFN of that many expert widths).
 //
-//   dense layer:   x = x + DenseFfn(h)
-//   expert layer:  x = x + SharedExperts(h) + RoutedExperts(h)     (added in this order)
+//   dense layer:   x = x + s DenseFfn(h)
+//   expert layer:  x = x + s SharedExperts(h) + s RoutedExperts(h)     (added in this order)
+// with s = config.residual_scale (1 except in granitehybrid: Granite's residual multiplier).
 //
 // Shapes: n tokens, d = n_embd; h is the normed residual [n][d], x the residual [n][d].
 // Tensors, per layer: `blk.N.ffn_{gate,up,down}.weight` (dense layers, width n_ff), the routed

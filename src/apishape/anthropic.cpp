@@ -71,6 +71,28 @@ std::optional<ShapeError> convert_message(const ojson& m, size_t i, ojson& out) 
         return invalid(at + ".text must be a string", "messages");
       if (auto e = detail::unknown_field(b, {"type", "text", "cache_control", "citations"}, at)) return e;
       parts.push_back({{"type", "text"}, {"text", b.at("text")}});
+    } else if (type == "image" && role == "user") {
+      // {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ...}}
+      // or a {"type": "url", "url": ...} source: a chat image_url part (the server checks it).
+      if (auto e = detail::unknown_field(b, {"type", "source", "cache_control"}, at)) return e;
+      const ojson* src = b.contains("source") && b.at("source").is_object() ? &b.at("source") : nullptr;
+      const std::string st = src && src->contains("type") && src->at("type").is_string()
+                                 ? src->at("type").get<std::string>() : "";
+      if (st == "base64") {
+        if (!src->contains("media_type") || !src->at("media_type").is_string() ||
+            !src->contains("data") || !src->at("data").is_string())
+          return invalid(at + ".source needs a string 'media_type' and 'data'", "messages");
+        parts.push_back({{"type", "image_url"},
+                         {"image_url", {{"url", "data:" + src->at("media_type").get<std::string>() +
+                                                    ";base64," + src->at("data").get<std::string>()}}}});
+      } else if (st == "url") {
+        if (!src->contains("url") || !src->at("url").is_string())
+          return invalid(at + ".source.url must be a string", "messages");
+        parts.push_back({{"type", "image_url"}, {"image_url", {{"url", src->at("url")}}}});
+      } else {
+        return invalid(at + ".source must be {\"type\": \"base64\", ...} or {\"type\": \"url\", ...}",
+                       "messages");
+      }
     } else if (type == "tool_use" && role == "assistant") {
       if (auto e = detail::unknown_field(b, {"type", "id", "name", "input", "cache_control"}, at)) return e;
       if (!b.contains("id") || !b.at("id").is_string() || !b.contains("name") ||

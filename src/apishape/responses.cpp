@@ -41,8 +41,15 @@ std::optional<ShapeError> normalize_item(const ojson& item, size_t i, ojson& out
       if (!p.is_object() || !p.contains("type") || !p.at("type").is_string())
         return invalid(pat + " must be a part with a 'type'", "input");
       const std::string pt = p.at("type").get<std::string>();
+      if (pt == "input_image") {
+        // {"type": "input_image", "image_url": "data:..." | "https://...", "detail": ...}
+        if (auto e = detail::unknown_field(p, {"type", "image_url", "detail"}, pat)) return e;
+        if (!p.contains("image_url") || !p.at("image_url").is_string())
+          return invalid(pat + ".image_url must be a string (file_id is not supported)", "input");
+        continue;
+      }
       if (!one_of(pt, {"input_text", "output_text"}))
-        return unsupported(pat + ".type", "part type '" + pt + "' (only input_text and output_text)");
+        return unsupported(pat + ".type", "part type '" + pt + "' (only input_text, output_text and input_image)");
       if (!p.contains("text") || !p.at("text").is_string())
         return invalid(pat + ".text must be a string", "input");
       if (auto e = detail::unknown_field(p, {"type", "text", "annotations", "logprobs"}, pat)) return e;
@@ -81,7 +88,12 @@ void items_to_messages(const ojson& items, ojson& out) {
         content = c;
       } else {
         content = ojson::array();
-        for (const ojson& p : c) content.push_back({{"type", "text"}, {"text", p.at("text")}});
+        for (const ojson& p : c) {
+          if (p.at("type") == "input_image")
+            content.push_back({{"type", "image_url"}, {"image_url", {{"url", p.at("image_url")}}}});
+          else
+            content.push_back({{"type", "text"}, {"text", p.at("text")}});
+        }
       }
       out.push_back({{"role", role}, {"content", std::move(content)}});
     } else if (type == "function_call") {

@@ -69,6 +69,11 @@ struct ServeArgs {
   int64_t responses_store = 0;  // --responses-store: finished /v1/responses kept (LRU)
   bool no_warmup = false;
   bool no_webui = false;
+  // Images (docs/vision.md): --mmproj, --vision-threads, --max-images-per-request,
+  // --allowed-media-domains, --media-fetch-timeout (in `vision`); the sizes parsed in run_serve.
+  server::VisionOptions vision;
+  std::string max_image_bytes = "20MiB";
+  std::string vision_cache_size = "256MiB";
   std::string ssl_certfile;
   std::string ssl_keyfile;
   std::string ssl_ca_certs;
@@ -150,6 +155,13 @@ server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> 
   sc.warmup = !a.no_warmup;
   sc.webui = !a.no_webui;
   sc.handle_signals = true;
+  sc.vision = a.vision;  // the sizes were checked by run_serve
+  const auto size_of = [](const char* name, const std::string& text) {
+    auto size = parse_byte_size(name, text);
+    return size ? static_cast<size_t>(*size) : size_t{0};
+  };
+  sc.vision.source.max_bytes = size_of("--max-image-bytes", a.max_image_bytes);
+  sc.vision.cache_bytes = size_of("--vision-cache-size", a.vision_cache_size);
   sc.heartbeat_timeout_s = a.parallel.timeout_s;
   sc.ssl_certfile = a.ssl_certfile;
   sc.ssl_keyfile = a.ssl_keyfile;
@@ -366,6 +378,12 @@ int run_serve(const ServeArgs& a) {
   }
   auto body_limit = parse_byte_size("--max-body-bytes", a.max_body_bytes);
   if (!body_limit) return fail(body_limit.error());
+  if (auto size = parse_byte_size("--vision-cache-size", a.vision_cache_size); !size)
+    return fail(size.error());
+  if (auto size = parse_byte_size("--max-image-bytes", a.max_image_bytes); !size || *size < 1)
+    return fail(size ? "--max-image-bytes must be at least 1 byte" : size.error());
+  if (a.vision.mmproj.empty() && (!a.vision.source.allowed_domains.empty()))
+    return fail("--allowed-media-domains needs --mmproj (images need a vision encoder)");
   if (a.port < 0 || a.port > 65535) return fail("--port must be in 0..65535");
   if (router_mode(a)) return run_router(a, std::move(*keys), *body_limit, template_source);
   const std::string& model_arg = a.models.front();
@@ -509,6 +527,32 @@ Command serve_command() {
     sub->add_option("--pooling", args->pooling,
                     "/v1/embeddings pooling of the hidden states: mean, cls, last, or rank "
                     "(/v1/rerank, Qwen3-Reranker style), none; default: the GGUF's pooling_type");
+    sub->add_option("--mmproj", args->vision.mmproj,
+                    "Vision encoder + projector GGUF (LLaVA-1.5 style): chat messages may carry "
+                    "image_url parts (docs/vision.md)");
+    sub->add_option("--vision-threads", args->vision.threads,
+                    "Threads that fetch, decode and encode images (and the encoder's kernel "
+                    "threads)")
+        ->check(CLI::Range(1, 256))
+        ->capture_default_str();
+    sub->add_option("--max-images-per-request", args->vision.max_images_per_request,
+                    "Images one request may carry (more: HTTP 400)")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
+    sub->add_option("--max-image-bytes", args->max_image_bytes,
+                    "Largest encoded image, data URL or fetched (larger: HTTP 400)")
+        ->capture_default_str();
+    sub->add_option("--vision-cache-size", args->vision_cache_size,
+                    "Memory for cached encoder outputs (LRU by image content; 0: none)")
+        ->capture_default_str();
+    sub->add_option("--allowed-media-domains", args->vision.source.allowed_domains,
+                    "Hosts http(s) image URLs may be fetched from (and their subdomains; '*': "
+                    "any). Default: none, only data URLs")
+        ->delimiter(',');
+    sub->add_option("--media-fetch-timeout", args->vision.source.fetch_timeout_s,
+                    "Seconds a fetch of an image URL may take")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     sub->add_option("--max-queue", args->max_queue,
                     "Requests allowed to wait beyond max-num-seqs (more: HTTP 429)")
         ->capture_default_str();

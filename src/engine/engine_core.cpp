@@ -295,9 +295,26 @@ Result<PrefixCacheCleared> EngineCore::clear_prefix_cache(std::string_view tier)
 }
 
 Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const SamplingParams& params,
-                                          int32_t priority, std::string cache_salt) {
+                                          int32_t priority, std::string cache_salt,
+                                          std::vector<ImageInput> images) {
   if (auto e = validate_request(prompt, params, {n_vocab_, config_.max_model_len}))
     return make_error("request: {}", e->message);
+  if (!images.empty() && model_.distributed() != nullptr)
+    return make_error("request: images are not supported on a model split across processes");
+  const auto n_embd = static_cast<size_t>(model_.config().n_embd);
+  int64_t next_free = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const ImageInput& im = images[i];
+    if (im.num_tokens < 1 || im.position < next_free ||
+        static_cast<int64_t>(im.position) + im.num_tokens > static_cast<int64_t>(prompt.size()))
+      return make_error("request: image {} (positions {}..{}) is out of order, overlaps another or "
+                        "lies outside the {}-token prompt", i, im.position,
+                        static_cast<int64_t>(im.position) + im.num_tokens, prompt.size());
+    if (!im.embeddings || im.embeddings->size() != static_cast<size_t>(im.num_tokens) * n_embd)
+      return make_error("request: image {} has {} embedding values, not {} x {}", i,
+                        im.embeddings ? im.embeddings->size() : 0, im.num_tokens, n_embd);
+    next_free = static_cast<int64_t>(im.position) + im.num_tokens;
+  }
   const RequestId public_id = next_id_;
   const Clock::time_point arrival = Clock::now();
   for (int32_t i = 0; i < params.n; ++i) {
@@ -310,6 +327,7 @@ Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const Sam
     r->priority = priority;
     r->arrival_time = arrival;
     r->cache_salt = cache_salt;
+    r->images = images;  // shared embeddings: a copy of the descriptors per sample
     auto stream = std::make_unique<Stream>(r->params, r->prompt(), eog_ids_, n_vocab_, tokenizer_,
                                            public_id, i);
     stream->metrics.num_prompt_tokens = r->num_prompt_tokens;
@@ -463,15 +481,19 @@ std::vector<RequestOutput> EngineCore::step() {
   tables_.clear();
   window_tables_.clear();
   batch_state_slots_.clear();
+  embd_rows_.clear();
+  embd_values_.clear();
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const sched::ScheduledRequest& e = plan.scheduled[i];
     const Request& r = *e.request;
+    const auto first_row = static_cast<int32_t>(tokens_.size());
     for (int32_t p = e.start; p < e.start + e.num_tokens; ++p) {
       tokens_.push_back(r.tokens[static_cast<size_t>(p)]);
       positions_.push_back(p);
       seq_index_.push_back(static_cast<int32_t>(i));
     }
+    if (!r.images.empty()) add_image_rows(r, e.start, e.num_tokens, first_row);
     tables_.push_back(e.block_table);
     if (kv_manager_->has_window_group()) window_tables_.push_back(e.window_block_table);
     if (state_slots_) {
@@ -490,6 +512,8 @@ std::vector<RequestOutput> EngineCore::step() {
   logits_.resize(logit_rows_.size() * static_cast<size_t>(n_vocab_));
   model::Batch batch{tokens_, positions_, seq_index_, tables_, logit_rows_, batch_state_slots_};
   batch.window_block_tables = window_tables_;
+  batch.embd_rows = embd_rows_;
+  batch.embd_values = embd_values_;
   const Clock::time_point forward_start = Clock::now();
   totals_.step_schedule_s += seconds(forward_start - step_start);
   Status status = model_.forward(batch, *kv_cache_, logits_);
@@ -554,6 +578,20 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   totals_.step_sample_s += seconds(Clock::now() - forward_end);
   return outputs;
+}
+
+void EngineCore::add_image_rows(const Request& r, int32_t start, int32_t count, int32_t first_row) {
+  const auto n_embd = static_cast<size_t>(model_.config().n_embd);
+  const int32_t end = start + count;
+  for (const ImageInput& im : r.images) {
+    const int32_t lo = std::max(start, im.position);
+    const int32_t hi = std::min(end, im.position + im.num_tokens);
+    for (int32_t p = lo; p < hi; ++p) {
+      embd_rows_.push_back(first_row + (p - start));
+      const float* src = im.embeddings->data() + static_cast<size_t>(p - im.position) * n_embd;
+      embd_values_.insert(embd_values_.end(), src, src + n_embd);
+    }
+  }
 }
 
 void EngineCore::sample_next(Request& r, std::span<float> logits, bool shared_row,

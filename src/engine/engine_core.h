@@ -81,6 +81,7 @@ namespace cadenza::engine {
 // The request vocabulary lives in src/request (below src/sched and src/engine); these keep the
 // engine::RequestId, engine::FinishReason and engine::to_string spellings of the engine's users.
 using ::cadenza::FinishReason;
+using ::cadenza::ImageInput;
 using ::cadenza::Request;
 using ::cadenza::RequestId;
 using ::cadenza::RequestStatus;
@@ -258,8 +259,15 @@ class EngineCore {
   // vocabulary and max_model_len, as "request: <message>".
   // priority: lower values are scheduled first. cache_salt: requests share cached prefixes only
   // with requests of the same salt.
+  // images (request/image_input.h): embeddings that replace the prompt's placeholder tokens at
+  // their positions, in every step that computes them (prompt chunks may end inside an image;
+  // a preempted request recomputes them from the same embeddings). Cached prefix blocks that
+  // overlap an image match only the same image digest. Errors: images out of order,
+  // overlapping, outside the prompt, or whose embeddings are not num_tokens x n_embd floats;
+  // images on a model split across processes.
   Result<RequestId> add_request(std::vector<int32_t> prompt, const SamplingParams& params,
-                                int32_t priority = 0, std::string cache_salt = {});
+                                int32_t priority = 0, std::string cache_salt = {},
+                                std::vector<ImageInput> images = {});
 
   // Aborts a live request (every live sample when n > 1): the next step() frees its blocks and
   // returns its final output(s) (finish reason abort). False when the id is unknown or already
@@ -343,6 +351,9 @@ class EngineCore {
   std::vector<Request*> release_pending(RequestId parent, std::vector<RequestOutput>& outputs);
   // Samples the next token of `r` from its raw logits, applies stops, appends its output.
   // `shared_row`: other samples read the same row after this one (n > 1 forks).
+  // Appends the image rows of `r`'s positions [start, start + count), which the batch holds from
+  // row `first_row` on, to embd_rows_ / embd_values_.
+  void add_image_rows(const Request& r, int32_t start, int32_t count, int32_t first_row);
   void sample_next(Request& r, std::span<float> logits, bool shared_row,
                    std::vector<RequestOutput>& outputs);
   // The per-token path of sample_next without the finish: processes the row (when the request
@@ -434,6 +445,9 @@ class EngineCore {
 
   // Batch buffers, reused from step to step.
   std::vector<int32_t> tokens_, positions_, seq_index_, logit_rows_, batch_state_slots_;
+  // Image rows of the step's batch (model::Batch::embd_rows / embd_values).
+  std::vector<int32_t> embd_rows_;
+  std::vector<float> embd_values_;
   std::vector<std::span<const int32_t>> tables_, window_tables_;
   std::vector<float> logits_;
   std::vector<float> processed_;    // one request's processed logits

@@ -33,11 +33,23 @@ BlockHash root_hash(std::string_view extra_key) {
 }
 
 BlockHash chain_hash(const BlockHash& parent, std::span<const int32_t> tokens) {
+  return chain_hash(parent, tokens, 0, {});
+}
+
+BlockHash chain_hash(const BlockHash& parent, std::span<const int32_t> tokens, int32_t block_start,
+                     std::span<const ContentSpan> spans) {
   // Explicit little-endian bytes, not a memcpy of the ints, so the digest is host-independent.
   std::vector<uint8_t> buf;
   buf.reserve(parent.bytes.size() + tokens.size() * 4);
   buf.insert(buf.end(), parent.bytes.begin(), parent.bytes.end());
   for (int32_t t : tokens) append_le(buf, static_cast<uint32_t>(t), 4);
+  const int64_t block_end = static_cast<int64_t>(block_start) + static_cast<int64_t>(tokens.size());
+  for (const ContentSpan& s : spans) {
+    if (s.end <= block_start || s.begin >= block_end) continue;
+    append_le(buf, static_cast<uint32_t>(s.begin - block_start), 4);
+    append_le(buf, static_cast<uint32_t>(s.end - block_start), 4);
+    buf.insert(buf.end(), s.digest.bytes.begin(), s.digest.bytes.end());
+  }
   return sha256(buf);
 }
 

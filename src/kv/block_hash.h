@@ -15,7 +15,11 @@
 // Byte encoding (stable: the disk KV tier's file names derive from these hashes, so a change
 // orphans every file a disk tier holds; they are then never found and age out of its budget):
 //   root  = SHA-256("cadenza.kv.v1" 0x00 || u64 LE length of extra key || extra key bytes)
-//   block = SHA-256(parent digest (32 bytes) || each token id as i32 LE)
+//   block = SHA-256(parent digest (32 bytes) || each token id as i32 LE
+//                   [|| per ContentSpan overlapping the block: begin - block start as i32 LE,
+//                       end - block start as i32 LE, its 32-byte digest]])
+// A block without content spans hashes exactly as before they existed. Within one engine every
+// block has block_size tokens, so the spans' bytes cannot be mistaken for tokens.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -51,5 +55,19 @@ BlockHash root_hash(std::string_view extra_key);
 
 // The hash of a full block with tokens `tokens` whose predecessor has hash `parent`.
 BlockHash chain_hash(const BlockHash& parent, std::span<const int32_t> tokens);
+
+// Token positions [begin, end) of a request whose KV depends on more than their token ids (an
+// image's embeddings at its placeholder tokens), and a digest of that content.
+struct ContentSpan {
+  int32_t begin = 0;
+  int32_t end = 0;
+  BlockHash digest;
+};
+
+// The same for the block starting at position `block_start`, mixing in every span of `spans`
+// that overlaps it (with its offsets relative to the block: the same image one position later is
+// other KV). No overlapping span: the same hash as the overload above.
+BlockHash chain_hash(const BlockHash& parent, std::span<const int32_t> tokens, int32_t block_start,
+                     std::span<const ContentSpan> spans);
 
 }  // namespace cadenza::kv

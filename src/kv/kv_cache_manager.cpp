@@ -68,12 +68,14 @@ void KvCacheManager::ensure_hash(RequestState& st, int32_t i, std::span<const in
   const auto bs = static_cast<size_t>(config_.block_size);
   for (auto j = static_cast<int32_t>(st.hashes.size()); j <= i; ++j) {
     const BlockHash& parent = j == 0 ? st.root : st.hashes[static_cast<size_t>(j - 1)];
-    st.hashes.push_back(chain_hash(parent, tokens.subspan(static_cast<size_t>(j) * bs, bs)));
+    st.hashes.push_back(chain_hash(parent, tokens.subspan(static_cast<size_t>(j) * bs, bs),
+                                   j * config_.block_size, st.spans));
   }
 }
 
 int32_t KvCacheManager::find_cached_prefix(RequestId id, std::span<const int32_t> tokens,
-                                           std::string_view extra_key) {
+                                           std::string_view extra_key,
+                                           std::span<const ContentSpan> spans) {
   auto existing = requests_.find(id);
   assert((existing == requests_.end() || !existing->second.allocated) &&
          "find_cached_prefix on a request that already holds blocks");
@@ -85,6 +87,7 @@ int32_t KvCacheManager::find_cached_prefix(RequestId id, std::span<const int32_t
   st = RequestState{};
   st.caching = true;
   st.root = root_hash(extra_key);
+  st.spans.assign(spans.begin(), spans.end());
 
   // At most (n - 1) / block_size blocks: a fully cached prompt would leave no token to compute,
   // and the last prompt token's logits are what the first sampled token comes from.
@@ -355,6 +358,7 @@ ForkResult KvCacheManager::fork(RequestId parent, RequestId child) {
 
   RequestState cs;
   cs.root = ps.root;
+  cs.spans = ps.spans;
   cs.caching = ps.caching;
   cs.allocated = true;
   cs.num_tokens = ps.num_tokens;

@@ -129,8 +129,12 @@ class KvCacheManager {
   // pinned: see kStalePrefix). Counts a query. Precondition: the request holds no blocks yet
   // (calling it again before allocate replaces the earlier result). Returns 0 when caching is
   // off (and records nothing: no stats move).
+  // `spans`: positions whose KV depends on more than their token ids (image embeddings); they
+  // enter the hash of every block they overlap (block_hash.h), here and in later mark_computed
+  // calls of this request (and of its forks), so an image's blocks match only the same image.
   int32_t find_cached_prefix(RequestId id, std::span<const int32_t> tokens,
-                             std::string_view extra_key = {});
+                             std::string_view extra_key = {},
+                             std::span<const ContentSpan> spans = {});
 
   // Whether allocate(id, num_tokens(id) + num_new_tokens) would return kOk.
   bool can_allocate(RequestId id, int32_t num_new_tokens) const;
@@ -242,6 +246,7 @@ class KvCacheManager {
     std::vector<int32_t> blocks;    // the block table
     std::vector<BlockHash> hashes;  // hashes[i]: chain hash of full block i, computed lazily
     BlockHash root;                 // parent of hashes[0]
+    std::vector<ContentSpan> spans;  // find_cached_prefix's: mixed into the blocks they overlap
     bool caching = false;           // takes part in prefix caching (went through find)
     bool allocated = false;         // false: only a find result so far
     int32_t num_found_blocks = 0;   // find's result, taken by the first allocate

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "request/image_input.h"
 #include "request/request_id.h"
 #include "request/sampling_params.h"
 
@@ -59,6 +60,9 @@ struct Request {
   uint64_t arrival_seq = 0;       // FCFS order within a priority class; set by Scheduler::add
   std::chrono::steady_clock::time_point arrival_time{};
   std::string cache_salt;         // prefix-cache isolation key (kv extra_key); empty: shared
+  // Images in the prompt, in order of position, not overlapping, inside the prompt (EngineCore
+  // checks this in add_request); their rows enter the batch as embeddings.
+  std::vector<ImageInput> images;
   RequestStatus status = RequestStatus::kWaiting;
   FinishReason finish_reason = FinishReason::kNone;
   int32_t num_preemptions = 0;

@@ -17,6 +17,15 @@ bool before(const Request* a, const Request* b) {
   return a->arrival_seq < b->arrival_seq;
 }
 
+// The request's images as the prefix cache's content spans (empty for a text-only request).
+std::vector<kv::ContentSpan> content_spans(const Request& r) {
+  std::vector<kv::ContentSpan> spans;
+  spans.reserve(r.images.size());
+  for (const ImageInput& im : r.images)
+    spans.push_back({im.position, im.position + im.num_tokens, kv::BlockHash{im.digest}});
+  return spans;
+}
+
 }  // namespace
 
 Status validate(const SchedulerConfig& config) {
@@ -278,11 +287,12 @@ SchedulePlan Scheduler::schedule() {
     for (Request* r : queue) {
       if (step.budget < 1 || static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) break;
       const std::span<const int32_t> tokens(r->tokens);
-      int32_t cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt);
+      const std::vector<kv::ContentSpan> spans = content_spans(*r);
+      int32_t cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt, spans);
       int32_t n = cut_chunk(r, cached, std::min(r->num_tokens() - cached, step.budget));
       kv::Allocation a = kv_.allocate(r->id, cached + n);
       if (a.status == kv::AllocStatus::kStalePrefix) {
-        cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt);
+        cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt, spans);
         n = cut_chunk(r, cached, std::min(r->num_tokens() - cached, step.budget));
         a = kv_.allocate(r->id, cached + n);
       }

@@ -144,7 +144,8 @@ void EngineBridge::admit(Pending& p) {
   size_t base = 0;
   for (GenInput& input : p.inputs) {
     const size_t samples = input.samples();
-    auto id = engine_ ? engine_->add_request(std::move(input.prompt), input.params, input.priority)
+    auto id = engine_ ? engine_->add_request(std::move(input.prompt), input.params, input.priority,
+                                             {}, std::move(input.images))
                       : Result<engine::RequestId>(Error("this model does not generate text"));
     if (!id) {
       refuse(p, base, input, /*rejected=*/true, id.error());

@@ -40,6 +40,7 @@ struct GenInput {
   std::vector<int32_t> prompt;
   SamplingParams params;
   int32_t priority = 0;  // EngineCore::add_request's: lower is scheduled first
+  std::vector<ImageInput> images;  // image embeddings at the prompt's placeholders (add_request's)
   size_t samples() const { return static_cast<size_t>(params.n > 1 ? params.n : 1); }
 };
 

@@ -308,13 +308,48 @@ void Session<Stream>::on_model(Result<ModelHandle> loaded) {
     reply(error_reply(e));
     return;
   }
+  if (routed.generation->prepare) {  // keeps this await's count until its inputs are ready
+    await_inputs(std::move(routed));
+    return;
+  }
   start_generation(std::move(routed));
   release_await();
 }
 
 template <class Stream>
+void Session<Stream>::await_inputs(RouteResult routed) {
+  if (!awaiting_) {
+    ctx_.open_generations.fetch_add(1);
+    awaiting_ = true;
+  }
+  auto self = this->shared_from_this();
+  auto held = std::make_shared<RouteResult>(std::move(routed));
+  PrepareInputs prepare = std::move(held->generation->prepare);
+  held->generation->prepare = nullptr;
+  prepare([self, held](PreparedInputs in) {
+    net::post(self->stream_.get_executor(), [self, held, in = std::move(in)]() mutable {
+      if (self->ended()) {
+        self->release_await();
+        return;
+      }
+      if (in.error) {  // the count goes back once the reply is written
+        self->reply(shaped_error_reply(held->generation->job->api(), *in.error));
+        return;
+      }
+      held->generation->inputs.front().images = std::move(in.images);
+      self->start_generation(std::move(*held));
+      self->release_await();
+    });
+  });
+}
+
+template <class Stream>
 void Session<Stream>::start_generation(RouteResult routed) {
   GenerationPlan& plan = *routed.generation;
+  if (plan.prepare) {
+    await_inputs(std::move(routed));
+    return;
+  }
   auto self = this->shared_from_this();
   const uint64_t seq = ++gen_seq_;
   GenSink sink = [self, seq](GenEvent e) {

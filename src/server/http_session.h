@@ -69,6 +69,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // (idempotent).
   void release_await();
   void start_generation(RouteResult routed);
+  // A generation with inputs to prepare first (images: GenerationPlan::prepare): waits for them
+  // like a deferred reply (no thread, one open_generations count), then submits, or answers
+  // the preparation's error in the request's API shape.
+  void await_inputs(RouteResult routed);
   void on_gen_event(uint64_t seq, GenEvent e);
   void fail_generation(const ApiError& e);
   // The request's deadline (--request-timeout, X-Request-Timeout): arms deadline_ for the

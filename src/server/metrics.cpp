@@ -46,6 +46,9 @@ constexpr const char* kModelsLoaded = "cadenza_models_loaded";
 constexpr const char* kModelLoads = "cadenza_model_loads_total";
 constexpr const char* kModelUnloads = "cadenza_model_unloads_total";
 constexpr const char* kModelLoadSeconds = "cadenza_model_load_seconds";
+constexpr const char* kVisionEncode = "cadenza_vision_encode_seconds";
+constexpr const char* kVisionImages = "cadenza_vision_images_total";
+constexpr const char* kVisionImageTokens = "cadenza_vision_image_tokens_total";
 
 // The one model's series have no labels; a pooled model's carry model="name".
 wire::Labels model_labels(const std::string& model) {
@@ -152,6 +155,15 @@ Metrics::Metrics() {
   r.declare(kModelLoadSeconds, MetricType::histogram,
             "Time to load a model, successful or not (router mode).", WhenEmpty::omit,
             {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0});
+  // Image inputs (serve --mmproj, server/vision_service.h): absent without an mmproj.
+  r.declare(kVisionEncode, MetricType::histogram,
+            "Time to encode one image with the vision encoder (cache misses only).",
+            WhenEmpty::omit, {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0});
+  r.declare(kVisionImages, MetricType::counter,
+            "Images in requests by source: encoded (the encoder ran) or cached (the encoder-output "
+            "cache had it).", WhenEmpty::omit);
+  r.declare(kVisionImageTokens, MetricType::counter,
+            "Prompt tokens that are image embeddings.", WhenEmpty::omit);
   // The usual finish reasons are listed (at 0) from the start.
   for (const char* reason : {"stop", "length", "abort", "error"})
     r.set(kFinished, {{"finished_reason", reason}}, 0);
@@ -195,6 +207,11 @@ void Metrics::add_model_load(const std::string& model, const std::string& result
 }
 void Metrics::add_model_unload(const std::string& model, const std::string& reason) {
   registry_.inc(kModelUnloads, {{"model", model}, {"reason", reason}});
+}
+void Metrics::add_vision_image(bool cached, int64_t tokens, double encode_seconds) {
+  registry_.inc(kVisionImages, {{"source", cached ? "cached" : "encoded"}});
+  registry_.inc(kVisionImageTokens, {}, static_cast<double>(tokens));
+  if (!cached) registry_.observe(kVisionEncode, {}, encode_seconds);
 }
 void Metrics::add_http_request(const std::string& route, int status) {
   registry_.inc(kHttp, {{"route", route}, {"status", std::to_string(status)}});

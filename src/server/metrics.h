@@ -93,6 +93,9 @@ class Metrics {
 
   // Per HTTP response (the I/O threads call this). `route` must come from a fixed set.
   void add_http_request(const std::string& route, int status);
+  // One image of a request (server/vision_service.h): from the encoder-output cache or encoded
+  // in `encode_seconds`; `tokens` of the prompt are its embeddings.
+  void add_vision_image(bool cached, int64_t tokens, double encode_seconds);
 
   // The whole exposition text (the engine gauges as last published).
   std::string render() const;

@@ -144,7 +144,8 @@ std::optional<ApiError> check_unsupported(const json& body, Endpoint endpoint) {
 
 }  // namespace
 
-std::optional<ApiError> normalize_messages(const json& in, nlohmann::ordered_json& out) {
+std::optional<ApiError> normalize_messages(const json& in, nlohmann::ordered_json& out,
+                                           std::vector<std::string>* image_urls) {
   if (!in.is_array() || in.empty())
     return bad_request("'messages' must be a non-empty array", "messages");
   out = nlohmann::ordered_json::array();
@@ -157,6 +158,7 @@ std::optional<ApiError> normalize_messages(const json& in, nlohmann::ordered_jso
     nlohmann::ordered_json msg = nlohmann::ordered_json::object();
     msg["role"] = m.at("role").get<std::string>();
     std::string content;
+    const size_t urls_before = image_urls != nullptr ? image_urls->size() : 0;
     if (m.contains("content")) {
       const json& c = m.at("content");
       if (c.is_string()) {
@@ -165,10 +167,21 @@ std::optional<ApiError> normalize_messages(const json& in, nlohmann::ordered_jso
         for (const json& part : c) {
           if (!part.is_object() || !part.contains("type") || !part.at("type").is_string())
             return bad_request(where + ".content parts must be objects with a 'type'", "messages");
-          if (part.at("type").get<std::string>() != "text")
-            return not_supported(where + ".content of type '" +
-                                     part.at("type").get<std::string>() + "'",
+          const std::string type = part.at("type").get<std::string>();
+          if (type == "image_url" && image_urls != nullptr) {
+            // {"type": "image_url", "image_url": {"url": "...", "detail": ...}} (or the URL as
+            // a string): the image's place in the text is a marker, its URL goes to the list.
+            const json* u = part.contains("image_url") ? &part.at("image_url") : nullptr;
+            if (u != nullptr && u->is_object() && u->contains("url")) u = &u->at("url");
+            if (u == nullptr || !u->is_string() || u->get_ref<const std::string&>().empty())
+              return bad_request(where + ".content image_url parts need a string 'image_url.url'",
                                  "messages");
+            image_urls->push_back(u->get<std::string>());
+            content += kImageMarker;
+            continue;
+          }
+          if (type != "text")
+            return not_supported(where + ".content of type '" + type + "'", "messages");
           if (!part.contains("text") || !part.at("text").is_string())
             return bad_request(where + ".content text parts need a string 'text'", "messages");
           content += part.at("text").get<std::string>();
@@ -176,6 +189,17 @@ std::optional<ApiError> normalize_messages(const json& in, nlohmann::ordered_jso
       } else if (!c.is_null()) {
         return bad_request(where + ".content must be a string, an array or null", "messages");
       }
+    }
+    if (image_urls != nullptr) {
+      // The marker is where images go: text that holds it would be taken for one.
+      size_t markers = 0;
+      for (size_t at = content.find(kImageMarker); at != std::string::npos;
+           at = content.find(kImageMarker, at + 1))
+        ++markers;
+      if (markers != image_urls->size() - urls_before)
+        return bad_request(where + ".content holds the text '" + std::string(kImageMarker) +
+                               "', which this server reserves for images",
+                           "messages");
     }
     msg["content"] = content;
     for (const auto& [key, value] : m.items())
@@ -219,7 +243,7 @@ ParsedCompletion parse_completion_request(const json& body, Endpoint endpoint) {
     }
   } else {
     if (!present(body, "messages")) return fail(bad_request("'messages' is required", "messages"));
-    if (auto e = normalize_messages(body.at("messages"), r.messages)) return fail(*e);
+    if (auto e = normalize_messages(body.at("messages"), r.messages, &r.image_urls)) return fail(*e);
     if (present(body, "tools")) {
       if (!body.at("tools").is_array()) return fail(bad_request("'tools' must be an array", "tools"));
       r.tools = nlohmann::ordered_json::parse(body.at("tools").dump());

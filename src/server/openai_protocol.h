@@ -55,6 +55,9 @@ struct CompletionRequest {
   // Chat: messages normalised to {role, content: string, ...other fields kept}; tools as given.
   nlohmann::ordered_json messages;
   nlohmann::ordered_json tools;  // null when absent
+  // Chat: the URLs of the messages' image_url parts, in order; each one's place in `messages` is
+  // a kImageMarker in the content.
+  std::vector<std::string> image_urls;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t n = 1;
@@ -111,8 +114,16 @@ struct ParsedDetokenize {
 };
 ParsedDetokenize parse_detokenize_request(const nlohmann::json& body);
 
+// Where an image goes in a normalised message's content (and so in the rendered prompt). Text
+// that contains it is refused when images are collected (it would be taken for an image).
+inline constexpr std::string_view kImageMarker = "<|cadenza:image|>";
+
 // Chat messages: an array of {role: string, content: string | null | [{type:"text", text}]}
 // normalised to string contents. Errors name the message index.
-std::optional<ApiError> normalize_messages(const nlohmann::json& in, nlohmann::ordered_json& out);
+// `image_urls` non-null: image_url parts ({"type": "image_url", "image_url": {"url": ...}}) are
+// accepted, their URLs appended to it and a kImageMarker put in their place; null: they are a
+// 400 "not supported".
+std::optional<ApiError> normalize_messages(const nlohmann::json& in, nlohmann::ordered_json& out,
+                                           std::vector<std::string>* image_urls = nullptr);
 
 }  // namespace cadenza::server

@@ -7,6 +7,7 @@
 
 #include "server/cache_routes.h"
 #include "server/embeddings_routes.h"
+#include "server/vision_service.h"
 #include "webui/webui.h"
 
 namespace cadenza::server {
@@ -120,6 +121,41 @@ HttpReply Router::detokenize(const ModelContext& m, const json& body) const {
   return json_reply(200, {{"prompt", m.tokenizer->decode(parsed.tokens)}});
 }
 
+std::optional<ApiError> check_images(const ModelContext& m, const std::vector<std::string>& urls) {
+  if (urls.empty()) return std::nullopt;
+  if (m.vision == nullptr)
+    return bad_request(fmt::format("the model '{}' takes no images (a server started without "
+                                   "--mmproj)", m.model_name),
+                       "messages");
+  return m.vision->check(urls);
+}
+
+std::optional<ApiError> chat_prompt(const ModelContext& m, const std::string& text, size_t n_images,
+                                    std::vector<int32_t>& prompt, std::vector<int32_t>& positions) {
+  if (n_images == 0) {
+    prompt = m.chat->encode(text);
+    return std::nullopt;
+  }
+  // The text between the markers is tokenized piece by piece (the first with the BOS rule);
+  // each marker becomes the image's placeholder tokens (ids ignored: embeddings replace them).
+  const int32_t per_image = m.vision->tokens_per_image();
+  size_t from = 0;
+  for (size_t at = text.find(kImageMarker);; at = text.find(kImageMarker, from)) {
+    const std::string piece = text.substr(from, at == std::string::npos ? std::string::npos : at - from);
+    std::vector<int32_t> ids = from == 0 ? m.chat->encode(piece) : m.tokenizer->encode(piece, false, true);
+    prompt.insert(prompt.end(), ids.begin(), ids.end());
+    if (at == std::string::npos) break;
+    positions.push_back(static_cast<int32_t>(prompt.size()));
+    prompt.insert(prompt.end(), static_cast<size_t>(per_image), 0);
+    from = at + kImageMarker.size();
+  }
+  if (positions.size() != n_images)
+    return bad_request(fmt::format("the chat template placed {} of the {} images (it dropped or "
+                                   "repeated message content)", positions.size(), n_images),
+                       "messages");
+  return std::nullopt;
+}
+
 RouteResult Router::generation(const ModelContext& m, const json& body,
                                const std::string& raw_body, Endpoint endpoint,
                                RouteResult r) const {
@@ -153,11 +189,14 @@ RouteResult Router::generation(const ModelContext& m, const json& body,
   }
 
   std::vector<int32_t> prompt;
+  std::vector<int32_t> image_positions;  // where each image's placeholders start in `prompt`
   OutputParsing parsing;
   if (endpoint == Endpoint::kChat) {
+    if (auto e = check_images(m, req.image_urls)) return fail(*e);
     auto text = m.chat->render(req.messages, req.tools, true, kwargs);
     if (!text) return fail(bad_request(text.error(), "messages"));
-    prompt = m.chat->encode(*text);
+    if (auto e = chat_prompt(m, *text, req.image_urls.size(), prompt, image_positions))
+      return fail(*e);
     parsing.tools = so.tools.calls_possible() ? m.tool_format : toolcall::ToolCallFormat::kNone;
     parsing.options.reasoning = m.reasoning;
     parsing.options.starts_in_reasoning = toolcall::prompt_opens_reasoning(*text);
@@ -219,6 +258,19 @@ RouteResult Router::generation(const ModelContext& m, const json& body,
   in.params = std::move(p);
   in.priority = req.priority;
   plan.inputs.push_back(std::move(in));
+  if (!image_positions.empty()) {
+    plan.prepare = [vision = m.vision, urls = std::move(req.image_urls),
+                    positions = std::move(image_positions)](std::function<void(PreparedInputs)> done) {
+      const int32_t n = vision->tokens_per_image();
+      vision->encode(urls, [done = std::move(done), positions, n](VisionResult v) {
+        PreparedInputs p;
+        p.error = std::move(v.error);
+        for (size_t i = 0; !p.error && i < v.images.size(); ++i)
+          p.images.push_back({positions[i], n, v.images[i].digest, std::move(v.images[i].embeddings)});
+        done(std::move(p));
+      });
+    };
+  }
   r.generation = std::move(plan);
   return r;
 }

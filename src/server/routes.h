@@ -47,9 +47,19 @@ HttpReply shaped_error_reply(apishape::Api api, const ApiError& e);
 // The API a path speaks: /v1/messages* Anthropic Messages, /v1/responses* Responses, else chat.
 apishape::Api api_of_path(std::string_view path);
 
+// Work a generation needs before it can be submitted (its images fetched and encoded, off the
+// I/O thread): called once with `done`, which must then be called exactly once, from any thread,
+// with an error (the request's answer) or the images of inputs[0].
+struct PreparedInputs {
+  std::optional<ApiError> error;
+  std::vector<ImageInput> images;
+};
+using PrepareInputs = std::function<void(std::function<void(PreparedInputs)> done)>;
+
 struct GenerationPlan {
   std::unique_ptr<GenerationJob> job;
   std::vector<GenInput> inputs;
+  PrepareInputs prepare;  // empty: submit at once
   EngineBridge* bridge = nullptr;  // where to submit (the model's)
   ModelHandle model;  // router mode: keeps the model loaded until the generation's final event
 };
@@ -70,6 +80,16 @@ struct RouteResult {
   // without a thread). Holds what it needs (router mode: the model).
   DeferredReply deferred;
 };
+
+// Images in chat (docs/vision.md): a 400 when `urls` is not empty and the model takes no images
+// or VisionService::check refuses them.
+std::optional<ApiError> check_images(const ModelContext& m, const std::vector<std::string>& urls);
+// The token ids of rendered chat `text` holding `n_images` kImageMarkers: the text pieces
+// tokenized (the first with the chat BOS rule), each marker replaced by the encoder's placeholder
+// tokens, whose first positions go to `positions`. A 400 when the template did not keep exactly
+// n_images markers. n_images 0: ChatRenderer::encode.
+std::optional<ApiError> chat_prompt(const ModelContext& m, const std::string& text, size_t n_images,
+                                    std::vector<int32_t>& prompt, std::vector<int32_t>& positions);
 
 class Router {
  public:

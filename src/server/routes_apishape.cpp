@@ -125,13 +125,17 @@ HttpReply Router::count_tokens(const ModelContext& m, const ojson& body) const {
     return shaped_error_reply(apishape::Api::kMessages, e);
   }
   ojson messages;
-  if (auto e = normalize_messages(json::parse(conv.chat.at("messages").dump()), messages))
+  std::vector<std::string> images;
+  if (auto e = normalize_messages(json::parse(conv.chat.at("messages").dump()), messages, &images))
     return shaped_error_reply(apishape::Api::kMessages, *e);
+  if (auto e = check_images(m, images)) return shaped_error_reply(apishape::Api::kMessages, *e);
   const ojson tools = conv.chat.contains("tools") ? conv.chat.at("tools") : ojson();
   auto text = m.chat->render(messages, tools, true);
   if (!text) return shaped_error_reply(apishape::Api::kMessages, bad_request(text.error(), "messages"));
-  const size_t n = m.chat->encode(*text).size();
-  return ordered_json_reply(200, ojson{{"input_tokens", n}});
+  std::vector<int32_t> prompt, positions;  // images count as their placeholder tokens
+  if (auto e = chat_prompt(m, *text, images.size(), prompt, positions))
+    return shaped_error_reply(apishape::Api::kMessages, *e);
+  return ordered_json_reply(200, ojson{{"input_tokens", prompt.size()}});
 }
 
 RouteResult Router::responses(const ModelContext& m, ModelHandle held, const ojson& body,

@@ -32,6 +32,7 @@ struct Server::Impl {
   std::unique_ptr<GrammarCache> grammars;
   std::unique_ptr<ResponseStore> responses;  // --responses-store; null when 0
   Metrics metrics;
+  std::unique_ptr<VisionService> vision;  // --mmproj; its workers post to sessions
   std::unique_ptr<Embedder> embedder;  // used on the engine thread only; outlives it
   std::unique_ptr<EngineBridge> bridge;  // one model
   std::unique_ptr<ModelPool> pool;       // router mode (then bridge is null)
@@ -92,6 +93,7 @@ struct Server::Impl {
       if (t.joinable()) t.join();
     if (bridge) bridge->shutdown();  // the engine thread may post to the stopped io_context
     if (pool) pool->shutdown();      // the loader thread and every model's engine thread
+    if (vision) vision->shutdown();  // its workers may post to the stopped io_context too
     listener.reset();
     signals.reset();
     ioc.reset();  // destroys pending handlers: sessions close their sockets
@@ -154,6 +156,12 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
     if (!made) return made.error_value();
     impl->embedder = std::move(*made);
   }
+  if (!config.vision.mmproj.empty()) {
+    if (!engine) return Error("--mmproj needs a model that generates text (not an encoder)");
+    auto vision = VisionService::create(config.vision, engine->model().config().n_embd, &impl->metrics);
+    if (!vision) return vision.error_value();
+    impl->vision = std::move(*vision);
+  }
   impl->bridge = std::make_unique<EngineBridge>(
       std::move(engine), tokenizer, impl->metrics,
       BridgeConfig{.max_queue = config.max_queue, .warmup = config.warmup,
@@ -173,6 +181,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   ctx.bridge = impl->bridge.get();
   ctx.embedder = impl->embedder.get();
   ctx.generates = generates;
+  ctx.vision = impl->vision.get();
   ctx.metrics = &impl->metrics;
   ctx.keys = ApiKeys(config.api_keys);
   ctx.webui = config.webui;
@@ -197,6 +206,8 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config
   if (!(config.request_timeout_s >= 0) || !std::isfinite(config.request_timeout_s))
     return Error("--request-timeout must be a finite number of seconds >= 0 (0: no limit)");
   if (catalog.empty()) return Error("router mode needs at least one model");
+  if (!config.vision.mmproj.empty())
+    return Error("--mmproj serves one model: it is not supported in router mode yet");
   if (router.max_loaded < 0) return Error("--models-max must be >= 0");
   if (!(router.idle_unload_s >= 0)) return Error("--idle-unload must be >= 0");
   for (size_t i = 0; i < catalog.size(); ++i)

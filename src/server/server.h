@@ -35,6 +35,7 @@
 #include "server/metrics.h"
 #include "server/model_pool.h"
 #include "server/server_context.h"
+#include "server/vision_service.h"
 #include "util/result.h"
 
 namespace cadenza::server {
@@ -81,6 +82,8 @@ struct ServerConfig {
   double heartbeat_interval_s = 2;
   double heartbeat_timeout_s = 10;
   std::function<void(const std::string& why)> on_fatal;
+  // Images in chat messages (docs/vision.md): on when vision.mmproj is set (one model only).
+  VisionOptions vision;
 };
 
 // Router mode (docs/server.md): which models stay loaded.

@@ -26,6 +26,7 @@ namespace cadenza::server {
 
 class ModelPool;
 class Embedder;
+class VisionService;
 
 struct ModelContext {
   std::string model_name;
@@ -45,6 +46,8 @@ struct ModelContext {
   Embedder* embedder = nullptr;
   // False for an encoder model (bert): no engine; completions and chat answer 400.
   bool generates = true;
+  // serve --mmproj: images in chat messages (server/vision_service.h). Null: a 400 for images.
+  VisionService* vision = nullptr;
 };
 
 struct ServerContext : ModelContext {

@@ -44,6 +44,19 @@ TEST(MessagesToChat, StringAndBlockContentSystemAndSampling) {
   EXPECT_FALSE(c.contains("metadata"));
 }
 
+TEST(MessagesToChat, ImageBlocksBecomeImageUrlParts) {
+  const ChatRequest r = messages_to_chat(parse(R"({"max_tokens": 4, "messages": [{"role": "user", "content": [
+      {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+      {"type": "image", "source": {"type": "url", "url": "https://x.org/a.png"}},
+      {"type": "text", "text": "two"}]}]})"));
+  ASSERT_FALSE(r.error) << r.error->message;
+  const ojson& parts = r.chat["messages"][0]["content"];
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0], parse(R"({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})"));
+  EXPECT_EQ(parts[1], parse(R"({"type": "image_url", "image_url": {"url": "https://x.org/a.png"}})"));
+  EXPECT_EQ(parts[2]["text"], "two");
+}
+
 TEST(MessagesToChat, ToolsToolUseAndToolResult) {
   const ojson body = parse(R"({
     "max_tokens": 10,
@@ -112,7 +125,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"bad_role", R"({"max_tokens":1,"messages":[{"role":"system","content":"x"}]})", "messages", "role"},
         BadCase{"content_number", R"({"max_tokens":1,"messages":[{"role":"user","content":5}]})", "messages", "content"},
         BadCase{"image_block", R"({"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{}}]}]})",
-                "messages[0].content[0].type", "'image' in a user message"},
+                "messages", "source must be"},
+        BadCase{"image_block_assistant", R"({"max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"image","source":{}}]}]})",
+                "messages[0].content[0].type", "'image' in a assistant message"},
+        BadCase{"image_no_data", R"({"max_tokens":1,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png"}}]}]})",
+                "messages", "'media_type' and 'data'"},
         BadCase{"tool_use_in_user", R"({"max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_use","id":"a","name":"b","input":{}}]}]})",
                 "messages[0].content[0].type", "'tool_use' in a user message"},
         BadCase{"tool_use_bad_input", R"({"max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"b","input":[1]}]}]})",

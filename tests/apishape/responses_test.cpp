@@ -32,6 +32,18 @@ TEST(ResponsesToChat, StringInputAndSettings) {
   EXPECT_EQ(r.echo["metadata"]["k"], "v");
 }
 
+TEST(ResponsesToChat, InputImageBecomesAnImageUrlPart) {
+  const ResponsesRequest r = responses_to_chat(parse(R"({"input":[{"role":"user","content":[
+      {"type":"input_image","image_url":"data:image/png;base64,AAAA","detail":"auto"},
+      {"type":"input_text","text":"what"}]}]})"));
+  ASSERT_FALSE(r.error) << r.error->message;
+  const auto& parts = r.chat["messages"][0]["content"];
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0]["type"], "image_url");
+  EXPECT_EQ(parts[0]["image_url"]["url"], "data:image/png;base64,AAAA");
+  EXPECT_EQ(parts[1]["text"], "what");
+}
+
 TEST(ResponsesToChat, ItemsRolesPartsAndFunctionCalls) {
   const ResponsesRequest r = responses_to_chat(parse(R"({"input":[
       {"role":"developer","content":"Rules"},
@@ -116,7 +128,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"input_empty", R"({"input":[]})", "input"},
         BadCase{"item_not_object", R"({"input":[1]})", "input"},
         BadCase{"bad_role", R"({"input":[{"role":"tool","content":"x"}]})", "input"},
-        BadCase{"image_part", R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"u"}]}]})", "input[0].content[0].type"},
+        BadCase{"image_file_id", R"({"input":[{"role":"user","content":[{"type":"input_image","file_id":"f"}]}]})", "input[0].content[0].file_id"},
+        BadCase{"image_no_url", R"({"input":[{"role":"user","content":[{"type":"input_image"}]}]})", "input"},
         BadCase{"reasoning_item", R"({"input":[{"type":"reasoning","summary":[]}]})", "input[0].type"},
         BadCase{"call_no_args", R"({"input":[{"type":"function_call","call_id":"c","name":"f"}]})", "input"},
         BadCase{"output_not_string", R"({"input":[{"type":"function_call_output","call_id":"c","output":{}}]})", "input"},

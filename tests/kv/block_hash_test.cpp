@@ -41,5 +41,26 @@ TEST(BlockHash, ChainDependsOnParentTokensAndOrder) {
   EXPECT_NE(chain_hash(root, std::vector<int32_t>{-1}), chain_hash(root, std::vector<int32_t>{0x7fffffff}));
 }
 
+TEST(BlockHash, ContentSpansEnterOnlyTheBlocksTheyOverlap) {
+  const BlockHash root = root_hash("");
+  const std::vector<int32_t> a = {1, 2, 3, 4};
+  ContentSpan img{.begin = 6, .end = 10, .digest = sha256(std::vector<uint8_t>{7})};
+  ContentSpan other = img;
+  other.digest = sha256(std::vector<uint8_t>{8});
+  const std::vector<ContentSpan> one = {img};
+  // Block [0, 4) and [12, 16) do not overlap [6, 10): the plain hash, as before spans existed.
+  EXPECT_EQ(chain_hash(root, a, 0, one), chain_hash(root, a));
+  EXPECT_EQ(chain_hash(root, a, 12, one), chain_hash(root, a));
+  // Blocks [4, 8) and [8, 12) do, and depend on the digest and on where the span lies.
+  EXPECT_NE(chain_hash(root, a, 4, one), chain_hash(root, a));
+  EXPECT_NE(chain_hash(root, a, 8, one), chain_hash(root, a));
+  EXPECT_NE(chain_hash(root, a, 4, one), chain_hash(root, a, 4, std::vector<ContentSpan>{other}));
+  ContentSpan later = img;
+  later.begin += 1;
+  later.end += 1;
+  EXPECT_NE(chain_hash(root, a, 4, one), chain_hash(root, a, 4, std::vector<ContentSpan>{later}));
+  EXPECT_EQ(chain_hash(root, a, 4, one), chain_hash(root, a, 4, std::vector<ContentSpan>{img}));
+}
+
 }  // namespace
 }  // namespace cadenza::kv

@@ -259,7 +259,12 @@ TEST_F(ApiShapeServerTest, MessagesErrorsInAnthropicShape) {
                                        {"messages", {{{"role", "user"},
                                                       {"content", {{{"type", "image"}, {"source", json::object()}}}}}}}});
   expect_anthropic_error(image, 400, "invalid_request_error");
-  EXPECT_NE(image.json()["error"]["message"].get<std::string>().find("image"), std::string::npos);
+  EXPECT_NE(image.json()["error"]["message"].get<std::string>().find("source"), std::string::npos);
+  // A well-formed image block to a server without --mmproj: a 400 in Anthropic's shape.
+  auto no_vision = c.post("/v1/messages", json::parse(R"({"max_tokens": 4, "messages": [{"role": "user",
+      "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]})"));
+  expect_anthropic_error(no_vision, 400, "invalid_request_error");
+  EXPECT_NE(no_vision.json()["error"]["message"].get<std::string>().find("--mmproj"), std::string::npos) << no_vision.body;
   expect_anthropic_error(c.post("/v1/messages", {{"model", "claude-x"}, {"max_tokens", 4}, {"messages", {kUser}}}),
                          404, "not_found_error");
   expect_anthropic_error(c.request("GET", "/v1/messages"), 405, "invalid_request_error");

@@ -68,8 +68,22 @@ TEST(Protocol, Rejections) {
   EXPECT_TRUE(chat.error);
   auto image = parse_completion_request(
       {{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}}, Endpoint::kChat);
-  ASSERT_TRUE(image.error);
-  EXPECT_NE(image.error->message.find("not supported"), std::string::npos);
+  ASSERT_TRUE(image.error);  // an image_url part without its URL
+  EXPECT_NE(image.error->message.find("image_url.url"), std::string::npos) << image.error->message;
+  // Other part types are not supported; image URLs are collected in order, markers in the text.
+  auto audio = parse_completion_request(
+      {{"messages", {{{"role", "user"}, {"content", {{{"type", "input_audio"}}}}}}}}, Endpoint::kChat);
+  ASSERT_TRUE(audio.error);
+  EXPECT_NE(audio.error->message.find("not supported"), std::string::npos);
+  auto two = parse_completion_request(
+      {{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", {{"url", "u1"}}}},
+                                                     {{"type", "text"}, {"text", "t"}},
+                                                     {{"type", "image_url"}, {"image_url", "u2"}}}}}}}},
+      Endpoint::kChat);
+  ASSERT_FALSE(two.error) << two.error->message;
+  EXPECT_EQ(two.request.image_urls, (std::vector<std::string>{"u1", "u2"}));
+  EXPECT_EQ(two.request.messages[0]["content"],
+            std::string(kImageMarker) + "t" + std::string(kImageMarker));
 }
 
 TEST(Protocol, ErrorBodyShape) {

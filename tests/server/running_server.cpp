@@ -42,6 +42,7 @@ ServerConfig server_config(const Options& o) {
   sc.responses_store = o.responses_store;
   sc.ssl_certfile = o.ssl_certfile;
   sc.ssl_keyfile = o.ssl_keyfile;
+  sc.vision = o.vision;
   return sc;
 }
 
@@ -77,9 +78,10 @@ Result<std::unique_ptr<Running>> build(const Options& o) {
   ec.max_num_seqs = o.max_num_seqs;
   ec.num_kv_blocks = o.num_kv_blocks;
   ec.kv_tiers = o.kv_tiers;
+  ec.max_num_batched_tokens = o.max_num_batched_tokens;
   auto engine = engine::EngineCore::create(*r->model, *r->tokenizer, ec);
   if (!engine) return engine.error_value();
-  auto chat = ChatRenderer::create(r->model->file(), *r->tokenizer, "");
+  auto chat = ChatRenderer::create(r->model->file(), *r->tokenizer, o.chat_template);
   if (!chat) return chat.error_value();
   const ServerConfig sc = server_config(o);
   auto s = Server::create(sc, *r->tokenizer, std::move(*engine), std::move(*chat));

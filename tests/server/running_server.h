@@ -36,6 +36,9 @@ struct Options {
   bool webui = true;  // false: --no-webui
   int32_t num_kv_blocks = 0;          // 0: the engine's default pool
   engine::KvTierConfig kv_tiers = {};  // --kv-offload-memory, --kv-disk-dir/--kv-disk-size
+  int32_t max_num_batched_tokens = 2048;  // the engine's token budget per step
+  std::string chat_template;  // --chat-template's text (empty: the model's, else ChatML)
+  VisionOptions vision = {};  // --mmproj etc. (vision.mmproj empty: no images)
 };
 
 // A running server with its own model (a Model runs one forward pass at a time).

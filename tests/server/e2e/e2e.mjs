@@ -3,6 +3,7 @@
 // tools streamed and not) and error cases. Exits non-zero on the first failure.
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import * as zlibModule from "node:zlib";
 
 const baseURL = process.env.CADENZA_BASE_URL;
 const apiKey = process.env.CADENZA_API_KEY;
@@ -223,5 +224,68 @@ await check("errors", async () => {
   const health = await fetch(`${rootURL}/health`);
   assert.equal(health.status, 200);
 });
+
+// A 32 x 32 RGB PNG written here (zlib from node, CRC-32 by hand): the test's own image.
+function png(seed) {
+  const { deflateSync } = zlibModule;
+  const w = 32, h = 32;
+  const raw = Buffer.alloc(h * (1 + w * 3));
+  for (let y = 0; y < h; y++) {
+    raw[y * (1 + w * 3)] = 0;
+    for (let x = 0; x < w; x++)
+      for (let c = 0; c < 3; c++) raw[y * (1 + w * 3) + 1 + x * 3 + c] = (x * 7 + y * 13 + c * 50 + seed * 31) & 255;
+  }
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (buf) => {
+    let c = 0xffffffff;
+    for (const b of buf) c = crcTable[(c ^ b) & 255] ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const td = Buffer.concat([Buffer.from(type), data]);
+    const sum = Buffer.alloc(4);
+    sum.writeUInt32BE(crc(td));
+    return Buffer.concat([len, td, sum]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr),
+                        chunk("IDAT", deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+}
+
+// Images (the server runs with --mmproj: run_e2e.sh sets CADENZA_E2E_IMAGES=1).
+if (process.env.CADENZA_E2E_IMAGES === "1") {
+  await check("chat with a data-URL image", async () => {
+    const url = `data:image/png;base64,${png(1).toString("base64")}`;
+    const ask = () => client.chat.completions.create({
+      model, max_tokens: 4, temperature: 0,
+      messages: [{ role: "user", content: [{ type: "text", text: "What is this?" },
+                                           { type: "image_url", image_url: { url, detail: "auto" } }] }],
+    });
+    const r = await ask();
+    const plain = await client.chat.completions.create({
+      model, max_tokens: 4, temperature: 0, messages: [{ role: "user", content: "What is this?" }],
+    });
+    assert.equal(r.usage.prompt_tokens, plain.usage.prompt_tokens + 16);  // clip-tiny: 16 image tokens
+    const again = await ask();
+    assert.ok(again.usage.prompt_tokens_details.cached_tokens >= 16, JSON.stringify(again.usage));
+    assert.equal(again.choices[0].message.content, r.choices[0].message.content);
+    const broken = png(2).subarray(0, 60).toString("base64");
+    await assert.rejects(
+      client.chat.completions.create({
+        model, max_tokens: 4,
+        messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: `data:image/png;base64,${broken}` } }] }],
+      }),
+      (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && /image 0/.test(e.message));
+  });
+}
 
 console.log("all OpenAI client checks passed");

@@ -29,11 +29,21 @@ fi
 model="$work/e2e-model.gguf"
 "$cadenza" synth --preset demo --type f32 --layers 2 --ctx 1024 --seed 2 -o "$model" >/dev/null || exit 1
 
+# Images: a clip-tiny projector into the demo model's 256-wide embeddings (one process only: a
+# model split across processes takes no images).
+image_args=()
+images=0
+if [ -z "${CADENZA_E2E_LAUNCH:-}" ]; then
+  "$cadenza" synth --mmproj clip-tiny --mmproj-embd 256 --seed 3 -o "$work/e2e-mmproj.gguf" >/dev/null || exit 1
+  image_args=(--mmproj "$work/e2e-mmproj.gguf" --vision-threads 1)
+  images=1
+fi
+
 key="e2e-key-$$"
 read -r -a launch <<<"${CADENZA_E2E_LAUNCH:-}"
 read -r -a serve_args <<<"${CADENZA_E2E_SERVE_ARGS:--t 2}"
 CADENZA_API_KEY="$key" "${launch[@]}" "$cadenza" serve -m "$model" --port 0 "${serve_args[@]}" --max-model-len 512 \
-  --served-model-name tiny-e2e --drain-timeout 10 --responses-store 16 >"$work/serve.out" 2>"$work/serve.err" &
+  --served-model-name tiny-e2e --drain-timeout 10 --responses-store 16 "${image_args[@]}" >"$work/serve.out" 2>"$work/serve.err" &
 pid=$!
 cleanup() { kill "$pid" 2>/dev/null; }
 trap cleanup EXIT
@@ -41,7 +51,7 @@ trap cleanup EXIT
 wait_for_serve "$work/serve.out" "$work/serve.err" "$pid"
 
 (cd "$work" && CADENZA_BASE_URL="http://127.0.0.1:$port/v1" CADENZA_API_KEY="$key" \
-  CADENZA_ROOT_URL="http://127.0.0.1:$port" node e2e.mjs &&
+  CADENZA_ROOT_URL="http://127.0.0.1:$port" CADENZA_E2E_IMAGES=$images node e2e.mjs &&
   CADENZA_ROOT_URL="http://127.0.0.1:$port" CADENZA_API_KEY="$key" CADENZA_STORE=1 node apishape.mjs)
 rc=$?
 

@@ -1,5 +1,6 @@
-// Shared by the engine tests: a tiny random-weight model written by the synthesizer (no ../shared
-// needed), the EngineTest fixture over it, and helpers that run an engine to completion.
+// Shared by the engine tests: a fixture over a random-weight model written by the synthesizer (no
+// ../shared needed), EngineTest over the tiny dense one, and helpers that run an engine to
+// completion.
 #pragma once
 
 #include <unistd.h>
@@ -50,13 +51,21 @@ inline std::unique_ptr<Loaded> load(const std::string& path) {
   return l;
 }
 
-class EngineTest : public testing::Test {
+// Files written by SynthModelTest in this process (one name each).
+inline int synth_model_files = 0;
+
+// A fixture over one model the synthesizer writes: `Options()` gives its SynthOptions. The file is
+// written and loaded once per test suite (SetUpTestSuite) and removed after it; engine() makes an
+// engine over it. Each instantiation has its own model; suites deriving from one share it.
+template <synth::SynthOptions (*Options)()>
+class SynthModelTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
-    const synth::SynthOptions opts = test::tiny_model_options(3);
     path_ = (std::filesystem::temp_directory_path() /
-             ("engine-test-" + std::to_string(::getpid()) + ".gguf")).string();
-    auto written = synth::write_synthetic_model(opts, path_);
+             ("engine-test-" + std::to_string(::getpid()) + "-" +
+              std::to_string(++synth_model_files) + ".gguf"))
+                .string();
+    auto written = synth::write_synthetic_model(Options(), path_);
     ASSERT_TRUE(written.ok()) << written.error();
     loaded_ = load(path_).release();
   }
@@ -76,6 +85,11 @@ class EngineTest : public testing::Test {
   static inline std::string path_;
   static inline Loaded* loaded_ = nullptr;
 };
+
+inline synth::SynthOptions tiny_engine_model() { return test::tiny_model_options(3); }
+
+// The engine tests' default model: the tiny dense one of test_models.h.
+using EngineTest = SynthModelTest<tiny_engine_model>;
 
 inline std::vector<int32_t> random_prompt(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);

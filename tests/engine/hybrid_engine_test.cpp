@@ -13,37 +13,23 @@ namespace {
 
 using namespace test_util;
 
-class HybridEngineTest : public testing::Test {
+synth::SynthOptions qwen35_small() {
+  synth::SynthOptions opts;
+  opts.shape = *synth::find_preset("qwen35-small");
+  opts.shape.n_vocab = 300;
+  opts.shape.n_layer = 3;  // two linear-attention layers, then one gated attention layer
+  opts.weight_type = "f32";
+  opts.seed = 5;
+  return opts;
+}
+
+class HybridEngineTest : public SynthModelTest<qwen35_small> {
  protected:
-  static void SetUpTestSuite() {
-    synth::SynthOptions opts;
-    opts.shape = *synth::find_preset("qwen35-small");
-    opts.shape.n_vocab = 300;
-    opts.shape.n_layer = 3;  // two linear-attention layers, then one gated attention layer
-    opts.weight_type = "f32";
-    opts.seed = 5;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("hybrid-engine-test-" + std::to_string(::getpid()) + ".gguf")).string();
-    auto written = synth::write_synthetic_model(opts, path_);
-    ASSERT_TRUE(written.ok()) << written.error();
-    loaded_ = load(path_).release();
-  }
-  static void TearDownTestSuite() {
-    delete loaded_;
-    loaded_ = nullptr;
-    std::filesystem::remove(path_);
-  }
   void SetUp() override {
-    ASSERT_NE(loaded_, nullptr);
+    SynthModelTest::SetUp();
+    ASSERT_FALSE(HasFatalFailure());
     ASSERT_TRUE(loaded_->model->config().hybrid());
   }
-  static std::unique_ptr<EngineCore> engine(EngineConfig config) {
-    auto e = EngineCore::create(*loaded_->model, *loaded_->tokenizer, config);
-    EXPECT_TRUE(e.ok()) << e.error();
-    return e ? std::move(*e) : nullptr;
-  }
-  static inline std::string path_;
-  static inline Loaded* loaded_ = nullptr;
 };
 
 TEST_F(HybridEngineTest, BatchedAndChunkedEqualEachRequestAlone) {

@@ -122,7 +122,7 @@ EngineStats check_matches_plain(model::Model& model, const Tokenizer& tok, const
 class DraftEngineTest : public test_util::EngineTest {
  protected:
   static void SetUpTestSuite() {
-    EngineTest::SetUpTestSuite();
+    test_util::EngineTest::SetUpTestSuite();
     // Same vocabulary, other weights: a draft that is often wrong.
     other_ = new fs::path(fs::temp_directory_path() / ("engine-draft-other-" + std::to_string(::getpid()) + ".gguf"));
     auto w = synth::write_synthetic_model(test::tiny_model_options(4), other_->string());
@@ -140,7 +140,7 @@ class DraftEngineTest : public test_util::EngineTest {
       delete p;
     }
     other_ = wide_ = nullptr;
-    EngineTest::TearDownTestSuite();
+    test_util::EngineTest::TearDownTestSuite();
   }
   static std::vector<std::vector<int32_t>> prompts() {
     std::vector<std::vector<int32_t>> p;

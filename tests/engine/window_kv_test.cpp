@@ -13,41 +13,27 @@ namespace {
 
 using namespace test_util;
 
-class WindowKvTest : public testing::Test {
+synth::SynthOptions gemma3_small() {
+  synth::SynthOptions opts;
+  opts.shape = *synth::find_preset("gemma3-small");
+  opts.shape.n_vocab = 300;
+  opts.weight_type = "f32";
+  opts.seed = 7;
+  return opts;
+}
+
+class WindowKvTest : public SynthModelTest<gemma3_small> {
  protected:
-  static void SetUpTestSuite() {
-    synth::SynthOptions opts;
-    opts.shape = *synth::find_preset("gemma3-small");
-    opts.shape.n_vocab = 300;
-    opts.weight_type = "f32";
-    opts.seed = 7;
-    path_ = (std::filesystem::temp_directory_path() /
-             ("window-kv-test-" + std::to_string(::getpid()) + ".gguf")).string();
-    auto written = synth::write_synthetic_model(opts, path_);
-    ASSERT_TRUE(written.ok()) << written.error();
-    loaded_ = load(path_).release();
-  }
-  static void TearDownTestSuite() {
-    delete loaded_;
-    loaded_ = nullptr;
-    std::filesystem::remove(path_);
-  }
   void SetUp() override {
-    ASSERT_NE(loaded_, nullptr);
+    SynthModelTest::SetUp();
+    ASSERT_FALSE(HasFatalFailure());
     ASSERT_EQ(loaded_->model->config().attention_window(0), 16);
     ASSERT_EQ(loaded_->model->config().attention_window(5), 0);
-  }
-  static std::unique_ptr<EngineCore> engine(EngineConfig config) {
-    auto e = EngineCore::create(*loaded_->model, *loaded_->tokenizer, config);
-    EXPECT_TRUE(e.ok()) << e.error();
-    return e ? std::move(*e) : nullptr;
   }
   static EngineConfig full(EngineConfig c) {
     c.sliding_window_kv = false;
     return c;
   }
-  static inline std::string path_;
-  static inline Loaded* loaded_ = nullptr;
 };
 
 TEST_F(WindowKvTest, WindowGroupIsOnByDefaultAndOffOnRequest) {

@@ -68,6 +68,14 @@ struct PlanBuilder {
 void plan_routed_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
                      const std::string& prefix, bool more);
 
+// A layer's dense SwiGLU FFN: `ffn_{gate,up,down}` of width m.n_ff, ffn_down in Q6_K when `more`.
+void plan_dense_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
+                    const std::string& prefix, bool more);
+
+// A layer's FFN: the routed experts (plan_routed_ffn) when `routed`, else the dense one.
+void plan_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
+              const std::string& prefix, bool routed, bool more);
+
 // deepseek2 (plan_deepseek2.cpp): its tensors and its `deepseek2.*` keys beyond the common ones.
 std::vector<TensorPlan> plan_deepseek2(const ModelShape& m, const TypeScheme& scheme,
                                        int64_t n_vocab);

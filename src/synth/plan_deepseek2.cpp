@@ -37,9 +37,7 @@ std::vector<TensorPlan> plan_deepseek2(const ModelShape& m, const TypeScheme& sc
     b.matrix(p + "attn_output.weight", h * m.mla_v, d, scheme.base);
     b.vec(p + "ffn_norm.weight", d, Init::kOnes);
     if (i < m.n_leading_dense || m.n_expert == 0) {
-      b.matrix(p + "ffn_gate.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_up.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_down.weight", m.n_ff, d, more ? DType::Q6_K : scheme.base);
+      plan_dense_ffn(t, m, scheme, p, more);
       continue;
     }
     t.push_back({p + "ffn_gate_inp.weight", {d, m.n_expert}, DType::F32, Init::kNormal});

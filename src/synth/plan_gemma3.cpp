@@ -27,9 +27,7 @@ std::vector<TensorPlan> plan_gemma3(const ModelShape& m, const TypeScheme& schem
     b.matrix(p + "attn_output.weight", q_dim, d, scheme.base);
     b.vec(p + "post_attention_norm.weight", d, Init::kOnes);
     b.vec(p + "ffn_norm.weight", d, Init::kOnes);
-    b.matrix(p + "ffn_gate.weight", d, m.n_ff, scheme.base);
-    b.matrix(p + "ffn_up.weight", d, m.n_ff, scheme.base);
-    b.matrix(p + "ffn_down.weight", m.n_ff, d, more ? DType::Q6_K : scheme.base);
+    plan_dense_ffn(t, m, scheme, p, more);
     b.vec(p + "post_ffw_norm.weight", d, Init::kOnes);
   }
   b.vec("output_norm.weight", d, Init::kOnes);

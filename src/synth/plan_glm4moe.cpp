@@ -40,9 +40,7 @@ std::vector<TensorPlan> plan_glm4moe(const ModelShape& m, const TypeScheme& sche
     b.matrix(p + "attn_output.weight", q_dim, d, scheme.base);
     b.vec(p + "post_attention_norm.weight", d, Init::kOnes);
     if (i < m.n_leading_dense) {
-      b.matrix(p + "ffn_gate.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_up.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_down.weight", m.n_ff, d, more ? DType::Q6_K : scheme.base);
+      plan_dense_ffn(t, m, scheme, p, more);
     } else {
       t.push_back({p + "ffn_gate_inp.weight", {d, m.n_expert}, DType::F32, Init::kNormal});
       b.vec(p + "exp_probs_b.bias", m.n_expert, Init::kSmall);

@@ -53,13 +53,7 @@ std::vector<TensorPlan> plan_granitehybrid(const ModelShape& m, const TypeScheme
       b.matrix(p + "ssm_out.weight", inner, d, scheme.base);
     }
     b.vec(p + "ffn_norm.weight", d, Init::kOnes);
-    if (m.n_expert > 0) {
-      plan_routed_ffn(t, m, scheme, p, false);
-    } else {
-      b.matrix(p + "ffn_gate.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_up.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_down.weight", m.n_ff, d, scheme.base);
-    }
+    plan_ffn(t, m, scheme, p, /*routed=*/m.n_expert > 0, false);
   }
   b.vec("output_norm.weight", d, Init::kOnes);
   if (!m.tied_output) b.matrix("output.weight", d, n_vocab, output_type(scheme));

@@ -51,13 +51,7 @@ std::vector<TensorPlan> plan_qwen35(const ModelShape& m, const TypeScheme& schem
       b.matrix(p + "ssm_out.weight", v_width, d, scheme.base);
     }
     b.vec(p + "post_attention_norm.weight", d, Init::kOnes);
-    if (m.n_expert > 0) {  // qwen35moe
-      plan_routed_ffn(t, m, scheme, p, false);
-    } else {
-      b.matrix(p + "ffn_gate.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_up.weight", d, m.n_ff, scheme.base);
-      b.matrix(p + "ffn_down.weight", m.n_ff, d, scheme.base);
-    }
+    plan_ffn(t, m, scheme, p, /*routed=*/m.n_expert > 0, false);  // routed: qwen35moe
   }
   b.vec("output_norm.weight", d, Init::kOnes);
   if (!m.tied_output) b.matrix("output.weight", d, n_vocab, output_type(scheme));

@@ -88,6 +88,23 @@ void plan_routed_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const Type
   }
 }
 
+void plan_dense_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
+                    const std::string& p, bool more) {
+  PlanBuilder b{t};
+  b.matrix(p + "ffn_gate.weight", m.n_embd, m.n_ff, scheme.base);
+  b.matrix(p + "ffn_up.weight", m.n_embd, m.n_ff, scheme.base);
+  b.matrix(p + "ffn_down.weight", m.n_ff, m.n_embd, more ? DType::Q6_K : scheme.base);
+}
+
+void plan_ffn(std::vector<TensorPlan>& t, const ModelShape& m, const TypeScheme& scheme,
+              const std::string& p, bool routed, bool more) {
+  if (routed) {
+    plan_routed_ffn(t, m, scheme, p, more);
+  } else {
+    plan_dense_ffn(t, m, scheme, p, more);
+  }
+}
+
 namespace {
 
 std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& scheme,
@@ -131,13 +148,7 @@ std::vector<TensorPlan> plan_tensors(const ModelShape& m, const TypeScheme& sche
     vec(p + "ffn_norm.weight", m.n_embd, Init::kOnes);
     const bool experts =
         m.n_expert > 0 && (m.moe_interleave_step <= 1 || (i + 1) % m.moe_interleave_step == 0);
-    if (experts) {
-      plan_routed_ffn(t, m, scheme, p, more);
-    } else {
-      matrix(p + "ffn_gate.weight", m.n_embd, m.n_ff, scheme.base);
-      matrix(p + "ffn_up.weight", m.n_embd, m.n_ff, scheme.base);
-      matrix(p + "ffn_down.weight", m.n_ff, m.n_embd, more ? DType::Q6_K : scheme.base);
-    }
+    plan_ffn(t, m, scheme, p, experts, more);
   }
   vec("output_norm.weight", m.n_embd, Init::kOnes);
   if (!m.tied_output) matrix("output.weight", m.n_embd, n_vocab, output_type(scheme));

@@ -181,6 +181,38 @@ int listen_and_wait(const ServeArgs& a, server::Server& server) {
   return 0;
 }
 
+// An encoder model (bert) on `backend`, which must outlive the parts: no engine, no KV cache; the
+// encoder as `model` (owned), its tokenizer, chat renderer and embedder (/v1/embeddings, and
+// /v1/rerank for a cross-encoder) and max_model_len (--max-model-len, at most the encoder's
+// context). `config` is the encoder's. For the one-model server and the router's catalog alike.
+struct EncoderParts {
+  server::ModelParts parts;
+  const model::EncoderConfig* config = nullptr;
+};
+
+Result<EncoderParts> load_encoder(const ServeArgs& a, const std::string& template_source,
+                                  std::shared_ptr<const gguf::GgufFile> file,
+                                  kernels::Backend& backend) {
+  auto encoder = model::Encoder::load(std::move(file), backend);
+  if (!encoder) return encoder.error_value();
+  auto tokenizer = Tokenizer::from_gguf((*encoder)->file());
+  if (!tokenizer) return tokenizer.error_value();
+  auto chat = server::ChatRenderer::create((*encoder)->file(), **tokenizer, template_source);
+  if (!chat) return chat.error_value();
+  EncoderParts e;
+  e.config = &(*encoder)->config();
+  server::ModelParts& parts = e.parts;
+  parts.max_model_len = static_cast<int32_t>(
+      a.max_model_len > 0 ? std::min<int64_t>(a.max_model_len, e.config->n_ctx) : e.config->n_ctx);
+  parts.embedder = server::make_encoder_embedder(
+      **encoder, {.max_tokens = parts.max_model_len,
+                  .max_batch_tokens = std::max(a.max_num_batched_tokens, parts.max_model_len)});
+  parts.tokenizer = std::move(*tokenizer);
+  parts.chat = std::move(*chat);
+  parts.model = std::shared_ptr<model::Encoder>(std::move(*encoder));
+  return e;
+}
+
 // Loads one model of the catalog the way the one-model server does (its own backend, engine
 // and chat renderer; the same engine options for every model). Runs on the pool's loader thread.
 // An encoder (bert) of the router's catalog: no engine, embeddings (and rerank) only.
@@ -188,35 +220,17 @@ Result<server::ModelParts> load_encoder_parts(const ServeArgs& a, const std::str
                                               const server::ModelSpec& spec,
                                               std::shared_ptr<const gguf::GgufFile> file,
                                               uint64_t file_bytes) {
-  struct Owned {
-    Backends backends;
-    std::unique_ptr<model::Encoder> encoder;
-  };
   auto created = create_backends(a.backend);
   if (!created) return created.error_value();
-  auto owned = std::make_shared<Owned>();
-  owned->backends = std::move(*created);
-  auto encoder = model::Encoder::load(std::move(file), *owned->backends.main);
-  if (!encoder) return make_error("{}: {}", spec.path, encoder.error());
-  owned->encoder = std::move(*encoder);
-  auto tokenizer = Tokenizer::from_gguf(owned->encoder->file());
-  if (!tokenizer) return make_error("{}: {}", spec.path, tokenizer.error());
-  auto chat = server::ChatRenderer::create(owned->encoder->file(), **tokenizer, template_source);
-  if (!chat) return make_error("{}: {}", spec.path, chat.error());
-  const model::EncoderConfig& ec = owned->encoder->config();
-  server::ModelParts parts;
-  parts.max_model_len = static_cast<int32_t>(
-      a.max_model_len > 0 ? std::min<int64_t>(a.max_model_len, ec.n_ctx) : ec.n_ctx);
-  parts.embedder = server::make_encoder_embedder(
-      *owned->encoder, {.max_tokens = parts.max_model_len,
-                        .max_batch_tokens = std::max(a.max_num_batched_tokens, parts.max_model_len)});
+  // Declared first in ModelParts, `keep` (the backends) outlives the encoder (`model`).
+  auto backends = std::make_shared<Backends>(std::move(*created));
+  auto loaded = load_encoder(a, template_source, std::move(file), *backends->main);
+  if (!loaded) return make_error("{}: {}", spec.path, loaded.error());
+  server::ModelParts parts = std::move(loaded->parts);
   parts.memory_bytes = file_bytes;  // an encoder holds its weights and per-call scratch only
-  spdlog::info("router: model '{}' ({} encoder, pooling {}): embeddings only", spec.name, ec.arch,
-               model::pooling_name(ec.pooling));
-  parts.tokenizer = std::move(*tokenizer);
-  parts.chat = std::move(*chat);
-  parts.model = std::shared_ptr<void>(owned, owned->encoder.get());
-  parts.keep = owned;
+  spdlog::info("router: model '{}' ({} encoder, pooling {}): embeddings only", spec.name,
+               loaded->config->arch, model::pooling_name(loaded->config->pooling));
+  parts.keep = std::move(backends);
   return parts;
 }
 
@@ -334,18 +348,10 @@ int serve_encoder(const ServeArgs& a, std::shared_ptr<const gguf::GgufFile> file
                   const std::string& template_source) {
   if (a.parallel.tensor > 1 || a.parallel.pipeline > 1 || a.parallel.expert_parallel)
     return fail("an encoder model runs in one process (no -tp / -pp)");
-  auto encoder = model::Encoder::load(file, backend);
-  if (!encoder) return fail(encoder.error());
-  auto tokenizer = Tokenizer::from_gguf(*file);
-  if (!tokenizer) return fail(tokenizer.error());
-  auto chat = server::ChatRenderer::create(*file, **tokenizer, template_source);
-  if (!chat) return fail(chat.error());
-  const model::EncoderConfig& ec = (*encoder)->config();
-  const int32_t max_len = static_cast<int32_t>(
-      a.max_model_len > 0 ? std::min<int64_t>(a.max_model_len, ec.n_ctx) : ec.n_ctx);
-  auto embedder = server::make_encoder_embedder(
-      **encoder, {.max_tokens = max_len,
-                  .max_batch_tokens = std::max(a.max_num_batched_tokens, max_len)});
+  auto loaded = load_encoder(a, template_source, file, backend);
+  if (!loaded) return fail(loaded.error());
+  const model::EncoderConfig& ec = *loaded->config;
+  server::ModelParts& parts = loaded->parts;
   auto general_name = file->get_string_or("general.name", "");
   if (!general_name) return fail(general_name.error());
   server::ServerConfig sc = server_config(a, std::move(keys), body_limit);
@@ -354,9 +360,10 @@ int serve_encoder(const ServeArgs& a, std::shared_ptr<const gguf::GgufFile> file
                                                : std::filesystem::path(file->name()).stem().string();
   spdlog::info("serve: encoder '{}' ({}, {} layers, width {}, pooling {}), max {} tokens per "
                "input; API keys: {}", sc.model_name, ec.arch, ec.n_layers, ec.n_embd,
-               model::pooling_name(ec.pooling), max_len, sc.api_keys.empty() ? "off" : "on");
-  auto server = server::Server::create(sc, **tokenizer, nullptr, std::move(*chat),
-                                       std::move(embedder));
+               model::pooling_name(ec.pooling), parts.max_model_len,
+               sc.api_keys.empty() ? "off" : "on");
+  auto server = server::Server::create(sc, *parts.tokenizer, nullptr, std::move(parts.chat),
+                                       std::move(parts.embedder));
   if (!server) return fail(server.error());
   return listen_and_wait(a, **server);
 }

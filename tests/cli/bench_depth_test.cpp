@@ -2,35 +2,24 @@
 // context, as llama-bench's -d. On ../shared's tiny model (skipped without it): the table labels
 // the tests "ppP @ dN" / "tgT @ dN", the JSON carries the depth, depth + tokens exactly at the
 // context runs, one past it is a usage error naming the context. No timing assertions.
-#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_test_util.h"
 #include "cli_process.h"
-#include "shared_data.h"
 
 namespace cadenza {
 namespace {
 
-namespace fs = std::filesystem;
 using test::run_cadenza;
-using test::shell_quote;
 
-class BenchDepthTest : public testing::Test {
+class BenchDepthTest : public test::TinyModelBenchTest {
  protected:
-  void SetUp() override {
-    const fs::path dir = test::shared_dir();
-    model_ = dir.empty() ? fs::path() : dir / "models" / "tiny-llama-spm-f16.gguf";
-    if (model_.empty() || !fs::exists(model_)) {
-      GTEST_SKIP() << "SKIPPED: ../shared test data not found (tiny-llama-spm-f16.gguf)";
-    }
-  }
   std::string bench(const std::string& options) const {
-    return "bench -m " + shell_quote(model_.string()) + " -t 2 -r 1 --no-probe --no-peak " + options;
+    return bench_on_model("-r 1 --no-probe --no-peak " + options);
   }
-  fs::path model_;
 };
 
 TEST_F(BenchDepthTest, TableAndJsonCarryTheDepth) {

@@ -3,7 +3,6 @@
 // JSON have a row per (c, P) with their fields, P = 1 is always measured, and bad values (P < 1 or
 // > 32, c < 1, depth + P over the context, options without --verify-curve) are usage errors with a
 // clear message and a non-zero exit. No timing assertions: the numbers are a benchmark's.
-#include <filesystem>
 #include <regex>
 #include <string>
 #include <vector>
@@ -11,16 +10,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "bench_test_util.h"
 #include "cli/bench_verify.h"
 #include "cli_process.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "shared_data.h"
 
 namespace cadenza {
 namespace {
 
-namespace fs = std::filesystem;
 using json = nlohmann::json;
 using test::run_cadenza;
 using test::shell_quote;
@@ -66,19 +64,11 @@ TEST(ParseVerifyOptions, AddsPositionOneAndChecksDepth) {
   EXPECT_NE(bad_depth.error().find("--depth"), std::string::npos) << bad_depth.error();
 }
 
-class BenchVerifyTest : public testing::Test {
+class BenchVerifyTest : public test::TinyModelBenchTest {
  protected:
-  void SetUp() override {
-    const fs::path dir = test::shared_dir();
-    model_ = dir.empty() ? fs::path() : dir / "models" / "tiny-llama-spm-f16.gguf";
-    if (model_.empty() || !fs::exists(model_)) {
-      GTEST_SKIP() << "SKIPPED: ../shared test data not found (tiny-llama-spm-f16.gguf)";
-    }
-  }
   std::string bench(const std::string& options) const {
-    return "bench -m " + shell_quote(model_.string()) + " -t 2 --verify-curve " + options;
+    return bench_on_model("--verify-curve " + options);
   }
-  fs::path model_;
 };
 
 TEST_F(BenchVerifyTest, JsonHasARowPerSequenceCountAndPositionCount) {

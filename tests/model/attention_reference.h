@@ -1,7 +1,7 @@
 // The reference of the attention kernel tests (kernels_gpt_oss_test.cpp, kernels_llama4_test.cpp):
 // a ragged batch of two sequences in a paged KV cache (AttentionSetup), the attention in double
-// with per-head sinks, a sliding window and chunks (naive_attention), and the backend's attention
-// over the same batch (run_attention).
+// with per-head sinks, a sliding window and chunks (naive_attention), the backend's attention
+// over the same batch (run_attention) and the largest difference of the two (max_attention_error).
 #pragma once
 
 #include <algorithm>
@@ -19,6 +19,7 @@ namespace cadenza::kernels {
 struct AttentionSetup {
   static constexpr int32_t n_heads = 8, n_kv = 2, d = 64, block_size = 16, num_blocks = 16;
   static constexpr int64_t n0 = 100, n1 = 37, n = n0 + n1;
+  static constexpr float scale = 0.125f;  // the softmax scale: 1 / sqrt(d)
   std::vector<int32_t> positions, seq, slots, tables;
   std::vector<float> q, k, v;
   AttentionSetup() {
@@ -94,6 +95,20 @@ inline std::vector<float> run_attention(Backend& be, const AttentionSetup& a, DT
   be.attention(qb.matrix(a.n, a.n_heads * a.d), kv, batch, a.n_heads, params,
                out.matrix(a.n, a.n_heads * a.d));
   return out.floats();
+}
+
+// The largest |backend - naive| over the batch with `params` on a KV cache of `type` (the naive
+// formula reads K and V as stored in that type); `sinks` are the host values of params.sinks.
+inline double max_attention_error(Backend& be, const AttentionSetup& a, DType type,
+                                  const AttentionParams& params,
+                                  const std::vector<float>* sinks = nullptr) {
+  const std::vector<float> k = as_stored(type, a.k, a.d), v = as_stored(type, a.v, a.d);
+  const std::vector<float> got = run_attention(be, a, type, params);
+  const std::vector<double> ref =
+      naive_attention(a, k, v, params.scale, sinks, params.window, params.chunk);
+  double max_err = 0;
+  for (size_t i = 0; i < got.size(); ++i) max_err = std::max(max_err, std::abs(got[i] - ref[i]));
+  return max_err;
 }
 
 }  // namespace cadenza::kernels

@@ -34,7 +34,6 @@ struct GraniteHybrid {
   static constexpr const char* name = "granitehybrid";
   static synth::SynthOptions options() { return hybrid_options("granitehybrid-small", 5); }
 };
-
 struct GraniteHybridMoe {  // routed experts and a shared expert in every layer
   static constexpr const char* name = "granitehybrid_moe";
   static synth::SynthOptions options() { return hybrid_options("granitehybrid-moe-small", 5); }

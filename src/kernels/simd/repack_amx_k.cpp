@@ -42,10 +42,10 @@ namespace {
 
 constexpr int kAmxRows = 16;                 // activation rows per tile
 constexpr int64_t kFoldedBlockBytes = 8192;  // one super-block's H and L tiles
-// Activation bytes per chunk (each group's folded tiles are built once per chunk). Measured in
-// bench_simd (see docs/kernels.md): the building costs about as much as 2-4 tiles of activations,
-// so a chunk should hold many tiles; it stays in L2 (2 MiB per core on the AMX parts) next to
-// the folded group.
+// Activation bytes per chunk (each group's folded tiles are built once per chunk, about 10 vector
+// ops per 64 codes, so a chunk should hold many tiles); it stays in L2 (2 MiB per core on the AMX
+// parts) next to the folded group. Chosen in bench_simd on Q6_K (docs/kernels.md): 768 KiB beat
+// 64 and 256 KiB clearly and 1536 KiB about equally.
 constexpr int64_t kChunkBytes = 768 * 1024;
 
 constexpr TileConfig kTileConfig = full_tiles_config(8);

@@ -61,13 +61,8 @@ std::string slow_model_path() {
     opts.shape.n_ff = 1536;
     opts.shape.n_ctx = kSlowModelLen;
     opts.weight_type = "q8_0";
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("slow-model-" + std::to_string(::getpid()) + ".gguf"))
-                              .string();
-    auto written = synth::write_synthetic_model(opts, p);
-    EXPECT_TRUE(written.ok()) << written.error();
-    remover.path = p;
-    return p;
+    remover.path = test::write_temp_model(opts, "slow-model");
+    return remover.path;
   }();
   return path;
 }
@@ -77,13 +72,8 @@ std::string model_path() {
   static const std::string path = [] {
     synth::SynthOptions opts = test::tiny_model_options(5);
     opts.shape.n_ctx = 2048;
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("server-test-" + std::to_string(::getpid()) + ".gguf"))
-                              .string();
-    auto written = synth::write_synthetic_model(opts, p);
-    EXPECT_TRUE(written.ok()) << written.error();
-    remover.path = p;
-    return p;
+    remover.path = test::write_temp_model(opts, "server-test");
+    return remover.path;
   }();
   return path;
 }

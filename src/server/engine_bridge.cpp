@@ -15,7 +15,9 @@ EngineBridge::EngineBridge(std::unique_ptr<engine::EngineCore> engine, const Tok
       tokenizer_(tokenizer),
       metrics_(metrics),
       bridge_config_(config),
-      ttft_(engine_ ? config.ttft_slo_factor : 0, config_.max_num_batched_tokens) {}
+      ttft_(engine_ ? config.ttft_slo_factor : 0, config_.max_num_batched_tokens),
+      // Blocks of 16 tokens by default: 64k blocks are about a million prompt tokens, ~2 MiB.
+      prefix_estimate_(config_.block_size, 65536) {}
 
 EngineBridge::~EngineBridge() { shutdown(); }
 
@@ -27,10 +29,16 @@ void EngineBridge::start() {
 Submission EngineBridge::submit(std::vector<GenInput> inputs, GenSink sink) {
   if (!accepting_.load()) return {SubmitStatus::kNotAccepting, 0};
   int64_t n = 0;  // in-flight requests are counted per sample
+  // Prompt tokens to compute, per input: less what the prefix cache probably holds.
+  std::vector<int64_t> to_compute;
   int64_t prompt_tokens = 0;
+  const bool estimate_cache = ttft_.enabled() && config_.enable_prefix_caching;
   for (const GenInput& in : inputs) {
     n += static_cast<int64_t>(in.samples());
-    prompt_tokens += static_cast<int64_t>(in.prompt.size());
+    int64_t t = static_cast<int64_t>(in.prompt.size());
+    if (estimate_cache && in.images.empty()) t -= prefix_estimate_.cached_tokens(in.prompt);
+    to_compute.push_back(t);
+    prompt_tokens += t;
   }
   const int64_t cap = static_cast<int64_t>(config_.max_num_seqs) + bridge_config_.max_queue;
   int64_t cur = in_flight_.load();
@@ -60,6 +68,9 @@ Submission EngineBridge::submit(std::vector<GenInput> inputs, GenSink sink) {
       return {SubmitStatus::kQueueFull, 0};
     }
   } while (!in_flight_.compare_exchange_weak(cur, cur + n));
+  if (estimate_cache) {
+    for (const GenInput& in : inputs) prefix_estimate_.add(in.prompt);
+  }
   unstarted_tokens_.fetch_add(prompt_tokens);
   unstarted_requests_.fetch_add(static_cast<int64_t>(inputs.size()));
   const uint64_t ticket = next_ticket_.fetch_add(1);
@@ -67,7 +78,7 @@ Submission EngineBridge::submit(std::vector<GenInput> inputs, GenSink sink) {
     std::lock_guard lock(mu_);
     pending_.push_back(Pending{ticket, std::move(inputs),
                                std::make_shared<GenSink>(std::move(sink)), engine::Clock::now(),
-                               ttft});
+                               ttft, std::move(to_compute)});
   }
   cv_.notify_one();
   return {SubmitStatus::kOk, ticket};
@@ -220,9 +231,10 @@ void EngineBridge::refuse(const Pending& p, size_t base, const GenInput& input, 
 void EngineBridge::admit(Pending& p) {
   auto& ids = by_ticket_[p.ticket];
   size_t base = 0;
-  for (GenInput& input : p.inputs) {
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    GenInput& input = p.inputs[i];
     const size_t samples = input.samples();
-    const auto prompt_tokens = static_cast<int64_t>(input.prompt.size());
+    const int64_t prompt_tokens = p.to_compute[i];
     auto id = engine_ ? engine_->add_request(std::move(input.prompt), input.params, input.priority,
                                              {}, std::move(input.images))
                       : Result<engine::RequestId>(Error("this model does not generate text"));
@@ -445,8 +457,9 @@ void EngineBridge::loop() {
   for (auto& task : rest_tasks) finish_task(task, false);
   for (auto& p : rest) {
     size_t base = 0;
+    size_t i = 0;
     for (const GenInput& input : p.inputs) {
-      count_started(static_cast<int64_t>(input.prompt.size()), p.ttft.id);
+      count_started(p.to_compute[i++], p.ttft.id);
       refuse(p, base, input, /*rejected=*/false, {});
       base += input.samples();
     }

@@ -134,6 +134,7 @@ class EngineBridge {
     std::shared_ptr<GenSink> sink;
     engine::Clock::time_point submitted;
     TtftAdmission::Decision ttft;  // the admission's prediction (ttft_slo_factor > 0)
+    std::vector<int64_t> to_compute;  // per input: its prompt's tokens the prediction counted
   };
   struct Live {
     uint64_t ticket;
@@ -192,6 +193,7 @@ class EngineBridge {
   // produced a first output yet (their tokens and their count; updated by submit and the engine
   // thread, reset when nothing is in flight so that no miscount can last).
   TtftAdmission ttft_;
+  PrefixEstimate prefix_estimate_;  // with prefix caching: what the prediction counts as cached
   std::atomic<int64_t> unstarted_tokens_{0};
   std::atomic<int64_t> unstarted_requests_{0};
   // Engine thread: EngineStats::num_computed_tokens and num_generated_tokens as publish_gauges

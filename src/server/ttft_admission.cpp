@@ -157,4 +157,50 @@ TtftAdmission::Model TtftAdmission::model() const {
   return m;
 }
 
+PrefixEstimate::PrefixEstimate(int32_t block_size, size_t capacity)
+    : block_(std::max(1, block_size)), capacity_(std::max<size_t>(1, capacity)) {}
+
+std::vector<uint64_t> PrefixEstimate::block_hashes(const std::vector<int32_t>& prompt) const {
+  std::vector<uint64_t> out;
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  const size_t full = prompt.size() / static_cast<size_t>(block_);
+  out.reserve(full);
+  for (size_t b = 0; b < full; ++b) {
+    for (int32_t i = 0; i < block_; ++i) {  // FNV-1a over the chain and the block's tokens
+      h = (h ^ static_cast<uint32_t>(prompt[b * static_cast<size_t>(block_) + static_cast<size_t>(i)])) *
+          0x100000001b3ull;
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
+int64_t PrefixEstimate::cached_tokens(const std::vector<int32_t>& prompt) const {
+  const std::vector<uint64_t> hashes = block_hashes(prompt);
+  std::lock_guard lock(mu_);
+  int64_t cached = 0;
+  for (uint64_t h : hashes) {
+    auto it = last_used_.find(h);
+    if (it == last_used_.end()) break;
+    it->second = ++clock_;
+    cached += block_;
+  }
+  return std::min<int64_t>(cached, static_cast<int64_t>(prompt.size()) - 1);
+}
+
+void PrefixEstimate::add(const std::vector<int32_t>& prompt) {
+  const std::vector<uint64_t> hashes = block_hashes(prompt);
+  std::lock_guard lock(mu_);
+  for (uint64_t h : hashes) last_used_[h] = ++clock_;
+  if (last_used_.size() <= capacity_) return;
+  // Over capacity: drop the least recently used quarter (one pass; amortized).
+  std::vector<uint64_t> ages;
+  ages.reserve(last_used_.size());
+  for (const auto& [hash, used] : last_used_) ages.push_back(used);
+  const size_t drop = last_used_.size() - capacity_ * 3 / 4;
+  std::nth_element(ages.begin(), ages.begin() + static_cast<std::ptrdiff_t>(drop - 1), ages.end());
+  const uint64_t cutoff = ages[drop - 1];
+  std::erase_if(last_used_, [cutoff](const auto& e) { return e.second <= cutoff; });
+}
+
 }  // namespace cadenza::server

@@ -36,6 +36,7 @@
 #include <chrono>
 #include <cstdint>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 namespace cadenza::server {
@@ -110,6 +111,31 @@ class TtftAdmission {
   bool stepping_ = false;
   Clock::time_point step_start_{};
   double last_step_s_ = 0;
+};
+
+// Which prompt prefixes the engine's prefix cache probably holds, for the prediction above: the
+// admission runs on the I/O threads, which cannot ask the engine's cache, so this keeps its own
+// record of the full blocks of recently admitted prompts (chained hashes of block_size tokens,
+// the last `capacity` blocks, least recently used dropped). A prompt's tokens in blocks seen
+// before are predicted as cached. An estimate: the engine may have evicted them since, and it
+// cannot know the images inside a prompt. Thread-safety: one mutex.
+class PrefixEstimate {
+ public:
+  PrefixEstimate(int32_t block_size, size_t capacity);
+  // Tokens at the start of `prompt` (whole blocks, and always fewer than its length) in blocks
+  // recorded before.
+  int64_t cached_tokens(const std::vector<int32_t>& prompt) const;
+  // Records `prompt`'s full blocks as cached.
+  void add(const std::vector<int32_t>& prompt);
+
+ private:
+  std::vector<uint64_t> block_hashes(const std::vector<int32_t>& prompt) const;
+
+  const int32_t block_;
+  const size_t capacity_;
+  mutable std::mutex mu_;
+  mutable uint64_t clock_ = 0;
+  mutable std::unordered_map<uint64_t, uint64_t> last_used_;  // block hash -> clock
 };
 
 }  // namespace cadenza::server

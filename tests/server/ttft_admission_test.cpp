@@ -122,6 +122,28 @@ TEST(TtftAdmission, ClearWaitingForgetsEveryHeldPrompt) {
   EXPECT_TRUE(f.adm.decide(200, 0, 1, at_ms(f.now_ms)).admit);
 }
 
+TEST(PrefixEstimate, CountsWholeBlocksSeenBeforeAndForgetsTheOldest) {
+  PrefixEstimate est(16, 8);
+  std::vector<int32_t> a(40);
+  for (int32_t i = 0; i < 40; ++i) a[static_cast<size_t>(i)] = i;
+  EXPECT_EQ(est.cached_tokens(a), 0);
+  est.add(a);
+  EXPECT_EQ(est.cached_tokens(a), 32);  // two whole blocks; the last 8 tokens are not one
+  std::vector<int32_t> b = a;
+  b[20] = 999;  // differs in the second block: only the first is shared
+  EXPECT_EQ(est.cached_tokens(b), 16);
+  b[0] = 999;  // and now in the first: nothing (the chain hashes every earlier token)
+  EXPECT_EQ(est.cached_tokens(b), 0);
+  const std::vector<int32_t> exact(a.begin(), a.begin() + 32);
+  EXPECT_EQ(est.cached_tokens(exact), 31);  // at least one token is always computed
+  // 8 blocks at most: ten other prompts of two blocks push a's out.
+  for (int32_t k = 1; k <= 10; ++k) {
+    std::vector<int32_t> other(32, 1000 * k);
+    est.add(other);
+  }
+  EXPECT_EQ(est.cached_tokens(a), 0);
+}
+
 // The server: long prompts sent together while a generation runs. Those that would wait behind
 // another's prompt (its tokens queued ahead of theirs) exceed 1x their idle time: 429
 // ttft_limit with Retry-After and retry-after-ms, counted in /metrics. Every request gets 200 or

@@ -41,6 +41,8 @@ p.add_argument("--calibrate", type=float, default=10, help="seconds of the close
 p.add_argument("--max-num-seqs", type=int, default=8)
 p.add_argument("--max-queue", type=int, default=0)
 p.add_argument("--max-tokens", type=int, default=16)
+p.add_argument("--ttft-slo-factor", type=float, default=0,
+               help="serve's --ttft-slo-factor (0: off): admission by predicted time to first token")
 p.add_argument("--max-429-p99-ms", type=float, default=500)
 p.add_argument("--recovery-bound", type=float, default=10)
 p.add_argument("--model")
@@ -64,7 +66,8 @@ if not args.model and not os.path.exists(model):
 server, port = start_listening(
     [args.cadenza, "serve", "-m", model, "--port", "0", "-t", str(args.threads),
      "--served-model-name", "overload", "--max-num-seqs", str(args.max_num_seqs),
-     "--max-model-len", "1024", "--max-queue", str(args.max_queue), "--io-threads", "2"],
+     "--max-model-len", "1024", "--max-queue", str(args.max_queue), "--io-threads", "2",
+     "--ttft-slo-factor", str(args.ttft_slo_factor)],
     os.path.join(args.work, "serve.err"), timeout_s=300)
 if port is None:
     sys.exit("serve did not start: " + open(os.path.join(args.work, "serve.err")).read()[-2000:])

@@ -319,7 +319,9 @@ Result<SynthSummary> write_synthetic_model(const SynthOptions& options, const st
     if (n_vocab < 128) return make_error("synth: a bert vocabulary needs >= 128 tokens, not {}", n_vocab);
     set_bert_vocab(w, n_vocab);
   } else {
-    if (n_vocab < 258 + static_cast<int64_t>(m.extra_special_tokens.size()))
+    // (Without extra tokens a smaller n_vocab keeps its old meaning: the bytes and BOS/EOS are
+    // written all the same, the model's tables have n_vocab rows.)
+    if (!m.extra_special_tokens.empty() && n_vocab < 258 + static_cast<int64_t>(m.extra_special_tokens.size()))
       return make_error("synth: a vocabulary of {} is too small for the bytes and special tokens", n_vocab);
     set_builtin_vocab(w, n_vocab, m.extra_special_tokens);
   }

@@ -163,6 +163,18 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
     if (!engine) return Error("--mmproj needs a model that generates text (not an encoder)");
     auto vision = VisionService::create(config.vision, engine->model().config().n_embd, &impl->metrics);
     if (!vision) return vision.error_value();
+    // Gemma 3's image tokens attend to each other both ways: each image runs in one step.
+    const vision::VisionConfig& vc = (*vision)->config();
+    const engine::EngineConfig& ec = engine->config();
+    if (vc.bidirectional_image && !engine->model().backend().supports_attention_spans())
+      return make_error("--mmproj {}: its images attend to themselves both ways (the {} projector), "
+                        "which this backend's attention does not support yet", config.vision.mmproj,
+                        vision::projector_name(vc.projector));
+    if (vc.bidirectional_image && vc.n_image_tokens > ec.max_num_batched_tokens - ec.max_num_seqs + 1)
+      return make_error("--mmproj {}: an image's {} tokens are computed in one step, beside up to "
+                        "max_num_seqs - 1 decodes: raise --max-num-batched-tokens ({}) or lower "
+                        "--max-num-seqs ({})", config.vision.mmproj, vc.n_image_tokens,
+                        ec.max_num_batched_tokens, ec.max_num_seqs);
     impl->vision = std::move(*vision);
   }
   impl->bridge = std::make_unique<EngineBridge>(

@@ -298,7 +298,7 @@ TEST(CpuKernels, PagedAttentionMatchesNaiveSoftmax) {
       table_b(*backend, table_matrix);
   HostBuffer out(*backend, std::vector<float>(static_cast<size_t>(n * n_heads * dv)));
   backend->kv_write(kv, kb.matrix(n, n_kv * dk), vb.matrix(n, n_kv * dv), slot_b.index(n, 1));
-  AttentionBatch batch{pos_b.index(n, 1), seq_b.index(n, 1), table_b.index(2, blocks0)};
+  AttentionBatch batch{pos_b.index(n, 1), seq_b.index(n, 1), table_b.index(2, blocks0), {}};
   backend->attention(qb.matrix(n, n_heads * dk), kv, batch, n_heads, {.scale = scale},
                      out.matrix(n, n_heads * dv));
   const std::vector<float> got = out.floats();

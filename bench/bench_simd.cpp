@@ -79,7 +79,7 @@ std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t k) {
         }
       } else {
         std::memcpy(p, &d, 2);
-        if (t == DType::Q4_K) std::memcpy(p + 2, &d, 2);
+        if (t == DType::Q4_K || t == DType::Q5_K) std::memcpy(p + 2, &d, 2);
       }
     }
   }
@@ -204,13 +204,19 @@ void BM_quantize(benchmark::State& state, DType act, Isa isa) {
   set_isa(detected_isa());
 }
 
-// Prefill shape: a 4864 x 896 matrix (Qwen2.5-0.5B FFN up/gate; 4864 x 1024 for Q4_K/Q6_K, whose
+// Prefill shape: a 4864 x 896 matrix (Qwen2.5-0.5B FFN up/gate; 4864 x 1024 for Q4_K/Q5_K/Q6_K, whose
 // rows must be a multiple of 256) times n activation rows, one
 // thread; row-major gemm (kernels.h) vs the repacked GEMM (repack.h) at `level` (avx512_vnni, or
-// amx: AMX tiles for each 16 activation rows). Counter: int8 MACs/s.
-void BM_prefill(benchmark::State& state, DType t, bool repacked, int64_t n, Isa level) {
-  const int64_t rows = 4864, k = t == DType::Q4_K || t == DType::Q6_K ? 1024 : 896;
+// amx: AMX tiles for each 16 activation rows). Counter: int8 MACs/s. wide_k > 0: a 1024 x wide_k
+// matrix instead ("prefill_wide/": long rows such as Llama-3.2-1B's FFN down, 2048 x 8192).
+void BM_prefill(benchmark::State& state, DType t, bool repacked, int64_t n, Isa level, int64_t wide_k) {
+  const bool kq = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+  const int64_t rows = wide_k > 0 ? 1024 : 4864, k = wide_k > 0 ? wide_k : kq ? 1024 : 896;
   if (!use_level(state, repacked ? level : detected_isa())) return;
+  if (repacked && !repack_fits(t, k)) {  // (a build from before the type was repacked)
+    state.SkipWithError("not repacked in this build");
+    return;
+  }
   const std::vector<uint8_t> w = make_weights(t, rows, k);
   std::vector<float> x(static_cast<size_t>(n * k));
   std::mt19937 rng(5);
@@ -326,18 +332,23 @@ void register_all() {
   benchmark::RegisterBenchmark("pool/parallel_for/2threads/64tasks", BM_pool_overhead, 2, 64)
       ->Unit(benchmark::kMicrosecond)->UseRealTime();
   if (detected_isa() >= Isa::avx512_vnni) {
-    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+    for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
       for (int64_t n : {1, 4, 5, 8, 12, 16, 64, 512}) {
         const std::string tn(dtype_name(t)), ns = std::to_string(n);
         benchmark::RegisterBenchmark(("prefill/" + tn + "/repacked/n" + ns).c_str(), BM_prefill, t, true, n,
-                                     Isa::avx512_vnni)
+                                     Isa::avx512_vnni, int64_t{0})
             ->Unit(benchmark::kMillisecond);
         if (n >= 16 && detected_isa() >= Isa::amx)  // below 16 rows the AMX level runs VNNI
-          benchmark::RegisterBenchmark(("prefill/" + tn + "/amx/n" + ns).c_str(), BM_prefill, t, true, n, Isa::amx)
+          benchmark::RegisterBenchmark(("prefill/" + tn + "/amx/n" + ns).c_str(), BM_prefill, t, true, n, Isa::amx,
+                                       int64_t{0})
               ->Unit(benchmark::kMillisecond);
-        if (t != DType::Q5_0)
+        if (n == 512 && detected_isa() >= Isa::amx)
+          benchmark::RegisterBenchmark(("prefill_wide/" + tn + "/amx/n512").c_str(), BM_prefill, t, true, n, Isa::amx,
+                                       int64_t{8192})
+              ->Unit(benchmark::kMillisecond);
+        if (t != DType::Q5_0 && t != DType::Q5_K)  // no row-major kernel
           benchmark::RegisterBenchmark(("prefill/" + tn + "/rowmajor/n" + ns).c_str(), BM_prefill, t, false, n,
-                                       detected_isa())
+                                       detected_isa(), int64_t{0})
               ->Unit(benchmark::kMillisecond);
       }
     }

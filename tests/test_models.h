@@ -2,7 +2,13 @@
 // the "demo" preset scaled down to 2 layers of width 64 over a 300-token byte-level vocabulary.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
 
 #include "synth/synth.h"
 
@@ -21,6 +27,17 @@ inline synth::SynthOptions tiny_model_options(uint64_t seed) {
   opts.weight_type = "f32";
   opts.seed = seed;
   return opts;
+}
+
+// Writes `opts`' model to the temp folder as `<stem>-<pid>.gguf` (a gtest failure if it cannot)
+// and returns its path. The caller removes the file.
+inline std::string write_temp_model(const synth::SynthOptions& opts, const std::string& stem) {
+  const std::string p = (std::filesystem::temp_directory_path() /
+                         (stem + "-" + std::to_string(::getpid()) + ".gguf"))
+                            .string();
+  auto written = synth::write_synthetic_model(opts, p);
+  EXPECT_TRUE(written.ok()) << written.error();
+  return p;
 }
 
 }  // namespace cadenza::test

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/cfg/env.h>
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
@@ -18,6 +19,8 @@ int main(int argc, char** argv) {
   // (Unnamed and unregistered, as spdlog's default: the line format stays the same.)
   spdlog::set_default_logger(
       std::make_shared<spdlog::logger>("", std::make_shared<spdlog::sinks::stderr_color_sink_mt>()));
+  // SPDLOG_LEVEL=debug (or warn, error, off) sets how much is logged; default info.
+  spdlog::cfg::load_env_levels();
   CLI::App app{"Cadenza: LLM inference server and tools"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "cadenza 0.1.0");

@@ -50,12 +50,14 @@ int run_with_image(const ImageRunArgs& a) {
                             "width {} (an mmproj for another model)", a.mmproj, vc.n_out,
                             (*model)->config().n_embd));
   }
-  const int32_t n_image = static_cast<int32_t>(vc.n_patches);
+  const int32_t n_image = static_cast<int32_t>(vc.n_image_tokens);
 
-  // Prompt: text before the marker (with BOS), the image's placeholder tokens, text after it.
+  // Prompt: text before the marker (with BOS), the image's placeholder tokens, text after it;
+  // the projector's text around the image (Gemma 3: <start_of_image>, <end_of_image>) joins
+  // the text beside it.
   const size_t at = a.prompt.find(kImageMarker);
-  const std::string before = at == std::string::npos ? "" : a.prompt.substr(0, at);
-  const std::string after = at == std::string::npos ? a.prompt : a.prompt.substr(at + std::string(kImageMarker).size());
+  const std::string before = (at == std::string::npos ? "" : a.prompt.substr(0, at)) + vc.image_begin;
+  const std::string after = vc.image_end + (at == std::string::npos ? a.prompt : a.prompt.substr(at + std::string(kImageMarker).size()));
   std::vector<int32_t> tokens = (*tokenizer)->encode(before, true, !a.no_parse_special);
   const int32_t first = static_cast<int32_t>(tokens.size());
   tokens.insert(tokens.end(), static_cast<size_t>(n_image), 0);  // ids ignored: replaced
@@ -83,7 +85,7 @@ int run_with_image(const ImageRunArgs& a) {
     std::fflush(stdout);
   }
   const auto t_prompt = Clock::now();
-  auto logits = (*session)->eval(tokens, model::InputEmbeddings{first, n_image, *embd});
+  auto logits = (*session)->eval(tokens, model::InputEmbeddings{first, n_image, *embd, vc.bidirectional_image});
   if (!logits) return fail(logits.error());
   const double prompt_s = seconds_since(t_prompt);
   const auto t_gen = Clock::now();

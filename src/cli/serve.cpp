@@ -62,6 +62,7 @@ struct ServeArgs {
   std::string reasoning_parser = "auto";
   std::string pooling;
   int32_t max_queue = 256;
+  double ttft_slo_factor = 0;
   std::string scheduling_policy = "fcfs";
   double drain_timeout = 30;
   double request_timeout = 0;
@@ -144,6 +145,7 @@ server::ServerConfig server_config(const ServeArgs& a, std::vector<std::string> 
   sc.io_threads = a.io_threads;
   sc.api_keys = std::move(keys);
   sc.max_queue = a.max_queue;
+  sc.ttft_slo_factor = a.ttft_slo_factor;
   sc.priority_scheduling = a.scheduling_policy == "priority";
   sc.responses_store = static_cast<size_t>(a.responses_store);
   sc.tool_call_parser = a.tool_call_parser;
@@ -562,6 +564,13 @@ Command serve_command() {
         ->capture_default_str();
     sub->add_option("--max-queue", args->max_queue,
                     "Requests allowed to wait beyond max-num-seqs (more: HTTP 429)")
+        ->capture_default_str();
+    sub->add_option("--ttft-slo-factor", args->ttft_slo_factor,
+                    "Admit a request only when its predicted time to first token (the running "
+                    "step's rest, the prompts queued ahead, its own prompt beside the running "
+                    "decodes) is within this many times the same prompt's on an idle server; "
+                    "else HTTP 429 with Retry-After and retry-after-ms. 0: off; else >= 1 "
+                    "(docs/reliability.md)")
         ->capture_default_str();
     sub->add_option("--scheduling-policy", args->scheduling_policy,
                     "fcfs: first come, first served (a request's non-zero 'priority' is a 400); "

@@ -31,7 +31,8 @@ struct SynthArgs {
   int64_t mmproj_embd = 0;  // the language model's embedding width (the projector's output)
 };
 
-// `--mmproj PRESET`: a random-weight CLIP + LLaVA MLP projector file (src/synth/mmproj.h).
+// `--mmproj PRESET`: a random-weight CLIP + LLaVA MLP or SigLIP + Gemma 3 projector file
+// (src/synth/mmproj.h).
 int run_synth_mmproj(const SynthArgs& a) {
   const synth::MmprojShape* preset = synth::find_mmproj_preset(a.mmproj);
   if (preset == nullptr) {
@@ -41,11 +42,14 @@ int run_synth_mmproj(const SynthArgs& a) {
     return 2;
   }
   synth::MmprojShape shape = *preset;
-  if (a.mmproj_embd > 0) shape.proj_hidden = shape.n_out = a.mmproj_embd;
+  if (a.mmproj_embd > 0) {
+    shape.n_out = a.mmproj_embd;
+    if (shape.projector == "mlp") shape.proj_hidden = a.mmproj_embd;
+  }
   if (a.layers > 0) shape.n_layers = a.layers;
-  fmt::print(stderr, "synth: mmproj {} (image {}, patch {}, width {}, {} layers -> {}), RANDOM values -> {}\n",
-             shape.name, shape.image_size, shape.patch_size, shape.n_embd, shape.n_layers,
-             shape.n_out, a.output);
+  fmt::print(stderr, "synth: mmproj {} ({} projector, image {}, patch {}, width {}, {} layers -> {}), RANDOM values -> {}\n",
+             shape.name, shape.projector, shape.image_size, shape.patch_size, shape.n_embd,
+             shape.n_layers, shape.n_out, a.output);
   if (Status st = synth::write_synthetic_mmproj(shape, a.seed, a.output); !st) {
     fmt::print(stderr, "synth: {}\n", st.error());
     return 1;
@@ -147,7 +151,8 @@ Command synth_command() {
     sub->add_flag("--list", args->list, "List the presets and exit");
     sub->add_option("--mmproj", args->mmproj,
                     "Write a vision projector (mmproj) file of this preset instead of a model: "
-                    "clip-tiny, clip-vit-l-336 (CLIP + the LLaVA-1.5 MLP projector)");
+                    "clip-tiny, clip-vit-l-336 (CLIP + the LLaVA-1.5 MLP projector), gemma3-tiny, "
+                    "siglip-gemma3-896 (SigLIP + Gemma 3's average-pool projector)");
     sub->add_option("--mmproj-embd", args->mmproj_embd,
                     "The projector's output width: the language model's embedding width");
   };

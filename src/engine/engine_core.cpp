@@ -313,6 +313,16 @@ Result<RequestId> EngineCore::add_request(std::vector<int32_t> prompt, const Sam
     if (!im.embeddings || im.embeddings->size() != static_cast<size_t>(im.num_tokens) * n_embd)
       return make_error("request: image {} has {} embedding values, not {} x {}", i,
                         im.embeddings ? im.embeddings->size() : 0, im.num_tokens, n_embd);
+    // Computed in one step beside at most max_num_seqs - 1 decodes (the scheduler's cut).
+    const int32_t step_room = config_.max_num_batched_tokens - config_.max_num_seqs + 1;
+    if (im.bidirectional && im.num_tokens > step_room)
+      return make_error("request: image {} has {} tokens that attend to each other, more than the "
+                        "{} one step computes beside the decodes (max_num_batched_tokens {} - "
+                        "max_num_seqs {} + 1)", i, im.num_tokens, step_room,
+                        config_.max_num_batched_tokens, config_.max_num_seqs);
+    if (im.bidirectional && !model_.backend().supports_attention_spans())
+      return make_error("request: image {} needs bidirectional attention (Gemma 3), which this "
+                        "backend does not support", i);
     next_free = static_cast<int64_t>(im.position) + im.num_tokens;
   }
   const RequestId public_id = next_id_;
@@ -483,6 +493,7 @@ std::vector<RequestOutput> EngineCore::step() {
   batch_state_slots_.clear();
   embd_rows_.clear();
   embd_values_.clear();
+  attention_spans_.clear();
   const Clock::time_point now = Clock::now();
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const sched::ScheduledRequest& e = plan.scheduled[i];
@@ -493,7 +504,7 @@ std::vector<RequestOutput> EngineCore::step() {
       positions_.push_back(p);
       seq_index_.push_back(static_cast<int32_t>(i));
     }
-    if (!r.images.empty()) add_image_rows(r, e.start, e.num_tokens, first_row);
+    if (!r.images.empty()) add_image_rows(r, e.start, e.num_tokens, first_row, static_cast<int32_t>(i));
     tables_.push_back(e.block_table);
     if (kv_manager_->has_window_group()) window_tables_.push_back(e.window_block_table);
     if (state_slots_) {
@@ -514,6 +525,7 @@ std::vector<RequestOutput> EngineCore::step() {
   batch.window_block_tables = window_tables_;
   batch.embd_rows = embd_rows_;
   batch.embd_values = embd_values_;
+  batch.attention_spans = attention_spans_;
   const Clock::time_point forward_start = Clock::now();
   totals_.step_schedule_s += seconds(forward_start - step_start);
   Status status = model_.forward(batch, *kv_cache_, logits_);
@@ -580,12 +592,14 @@ std::vector<RequestOutput> EngineCore::step() {
   return outputs;
 }
 
-void EngineCore::add_image_rows(const Request& r, int32_t start, int32_t count, int32_t first_row) {
+void EngineCore::add_image_rows(const Request& r, int32_t start, int32_t count, int32_t first_row,
+                                int32_t seq) {
   const auto n_embd = static_cast<size_t>(model_.config().n_embd);
   const int32_t end = start + count;
   for (const ImageInput& im : r.images) {
     const int32_t lo = std::max(start, im.position);
     const int32_t hi = std::min(end, im.position + im.num_tokens);
+    if (im.bidirectional && lo < hi) attention_spans_.push_back({seq, im.position, im.position + im.num_tokens - 1});
     for (int32_t p = lo; p < hi; ++p) {
       embd_rows_.push_back(first_row + (p - start));
       const float* src = im.embeddings->data() + static_cast<size_t>(p - im.position) * n_embd;

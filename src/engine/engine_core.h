@@ -352,8 +352,9 @@ class EngineCore {
   // Samples the next token of `r` from its raw logits, applies stops, appends its output.
   // `shared_row`: other samples read the same row after this one (n > 1 forks).
   // Appends the image rows of `r`'s positions [start, start + count), which the batch holds from
-  // row `first_row` on, to embd_rows_ / embd_values_.
-  void add_image_rows(const Request& r, int32_t start, int32_t count, int32_t first_row);
+  // row `first_row` on, to embd_rows_ / embd_values_; and the bidirectional images among them
+  // (ImageInput::bidirectional) as attention spans of batch sequence `seq`.
+  void add_image_rows(const Request& r, int32_t start, int32_t count, int32_t first_row, int32_t seq);
   void sample_next(Request& r, std::span<float> logits, bool shared_row,
                    std::vector<RequestOutput>& outputs);
   // The per-token path of sample_next without the finish: processes the row (when the request
@@ -447,6 +448,7 @@ class EngineCore {
   std::vector<int32_t> tokens_, positions_, seq_index_, logit_rows_, batch_state_slots_;
   // Image rows of the step's batch (model::Batch::embd_rows / embd_values).
   std::vector<int32_t> embd_rows_;
+  std::vector<model::AttentionSpan> attention_spans_;  // bidirectional images of the step
   std::vector<float> embd_values_;
   std::vector<std::span<const int32_t>> tables_, window_tables_;
   std::vector<float> logits_;

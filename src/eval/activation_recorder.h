@@ -52,6 +52,7 @@ class ActivationRecorder final : public kernels::Backend {
   int device_ordinal() const override { return inner_.device_ordinal(); }
   bool supports_kv_type(DType t) const override { return inner_.supports_kv_type(t); }
   bool supports_recurrent() const override { return inner_.supports_recurrent(); }
+  bool supports_attention_spans() const override { return inner_.supports_attention_spans(); }
   void short_conv(kernels::Matrix x, const kernels::Weight& w, const kernels::Weight* bias,
                   kernels::Matrix state, const kernels::RecurrentBatch& b,
                   kernels::Matrix out) override {

@@ -198,6 +198,11 @@ struct AttentionBatch {
   IndexMatrix positions;     // [n_tokens][1]
   IndexMatrix seq_index;     // [n_tokens][1]
   IndexMatrix block_tables;  // [n_seqs][max_blocks_per_seq]; entries past a sequence's end unused
+  // [n_tokens][1] or empty (rows 0: causal). The last position each token attends to: its own
+  // position, or a later one of its sequence (tokens of a span that attend to each other both
+  // ways, such as one image's tokens in Gemma 3), whose K/V must be in the cache when attention
+  // runs. Only where Backend::supports_attention_spans().
+  IndexMatrix last_positions;
 };
 
 // The sequences of a batch as linear-attention (recurrent) layers see them. Token t belongs to
@@ -314,6 +319,8 @@ class Backend {
   // Whether short_conv, gated_delta_rule and ssm_scan run here (hybrid models' linear-attention
   // and Mamba-2 layers).
   virtual bool supports_recurrent() const { return false; }
+  // Whether attention() takes AttentionBatch::last_positions (non-causal spans).
+  virtual bool supports_attention_spans() const { return false; }
   // Whether kv_write / attention take a KvLayer with values_in_keys and these head sizes (the
   // compressed cache of multi-head latent attention).
   virtual bool supports_latent_kv(int32_t /*head_dim_k*/, int32_t /*head_dim_v*/) const {
@@ -383,8 +390,8 @@ class Backend {
   virtual void kv_write(const KvLayer& kv, Matrix k, Matrix v, IndexMatrix slots) = 0;
   // Paged causal attention with grouped-query heads: query head h uses KV head
   // h / (n_heads / n_kv_heads). out[t][h] = sum_p softmax_p(scale * q[t][h] . K[p]) * V[p] over
-  // the positions p of AttentionBatch (within params.window; with params.sinks in the
-  // denominator: AttentionParams). q: [n][n_heads*head_dim_k]; out: [n][n_heads*head_dim_v].
+  // the positions p of AttentionBatch (up to the token's own, or its last_positions entry;
+  // within params.window; with params.sinks in the denominator: AttentionParams). q: [n][n_heads*head_dim_k]; out: [n][n_heads*head_dim_v].
   virtual void attention(Matrix q, const KvLayer& kv, const AttentionBatch& batch, int32_t n_heads,
                          const AttentionParams& params, Matrix out) = 0;
 

@@ -216,7 +216,7 @@ Status Model::reserve_here(const StepCapacity& requested) {
   const int64_t n = cap.max_tokens;
   Status st = network_->reserve(backend_, cap);
   for (ScratchIndices* per_token :
-       {&tokens_, &positions_, &seq_index_, &slots_, &state_slots_, &window_slots_}) {
+       {&tokens_, &positions_, &seq_index_, &slots_, &state_slots_, &window_slots_, &last_positions_}) {
     if (st) st = per_token->reserve(backend_, n, 1);
   }
   if (st) st = logit_rows_.reserve(backend_, cap.max_logit_rows, 1);
@@ -341,6 +341,40 @@ Status Model::validate(const Batch& b, const KvCache& kv, size_t logits_size) {
       return make_error("forward: input embedding rows must be distinct and < {} (batch rows)", n);
     }
   }
+  if (!b.attention_spans.empty()) {
+    if (Status st = validate_spans(b); !st) return st;
+  }
+  return {};
+}
+
+// Batch::attention_spans: on a backend that takes them, within their sequences, and never cut at
+// their end by the batch (a step that reaches a span holds every position from the sequence's
+// first one here, or the span's first, to `last`).
+Status Model::validate_spans(const Batch& b) {
+  if (!backend_.supports_attention_spans())
+    return Error("forward: this backend does not support non-causal attention spans (Gemma 3's image tokens)");
+  if (distributed_) return Error("forward: attention spans on a model split across processes are not supported");
+  const size_t n_seqs = b.block_tables.size();
+  min_position_.assign(n_seqs, std::numeric_limits<int32_t>::max());
+  for (size_t t = 0; t < b.tokens.size(); ++t) {
+    int32_t& lo = min_position_[static_cast<size_t>(b.seq_index[t])];
+    lo = std::min(lo, b.positions[t]);
+  }
+  for (const AttentionSpan& span : b.attention_spans) {
+    if (span.seq < 0 || static_cast<size_t>(span.seq) >= n_seqs || span.first < 0 || span.last < span.first)
+      return make_error("forward: attention span [{}, {}] of sequence {} is malformed ({} sequences)",
+                        span.first, span.last, span.seq, n_seqs);
+    // Untouched by this step: computed in earlier ones, or not reached yet.
+    const int32_t lo = std::max(span.first, min_position_[static_cast<size_t>(span.seq)]);
+    if (lo > span.last || max_position_[static_cast<size_t>(span.seq)] < span.first) continue;
+    int64_t present = 0;
+    for (size_t t = 0; t < b.tokens.size(); ++t)
+      if (b.seq_index[t] == span.seq && b.positions[t] >= lo && b.positions[t] <= span.last) ++present;
+    if (present != span.last - lo + 1)
+      return make_error("forward: the batch holds {} of positions {}..{} of sequence {}'s attention "
+                        "span [{}, {}]: a step must not end inside a span", present, lo, span.last,
+                        span.seq, span.first, span.last);
+  }
   return {};
 }
 
@@ -458,6 +492,15 @@ void Model::upload(const Batch& b, int32_t block_size, bool window_group, StepIn
   in.attention.block_tables =
       write(block_tables_, block_tables_.shaped(n_seqs, max_blocks), host_tables_.data());
   in.slots = write(slots_, slots_.rows(n), host_slots_.data());
+  in.attention.last_positions = {};
+  if (!b.attention_spans.empty()) {
+    host_last_.assign(b.positions.begin(), b.positions.end());
+    for (const AttentionSpan& span : b.attention_spans)
+      for (int64_t t = 0; t < n; ++t)
+        if (b.seq_index[t] == span.seq && b.positions[t] >= span.first && b.positions[t] <= span.last)
+          host_last_[static_cast<size_t>(t)] = span.last;
+    in.attention.last_positions = write(last_positions_, last_positions_.rows(n), host_last_.data());
+  }
   if (window_group) {
     host_window_slots_.resize(static_cast<size_t>(n));
     for (int64_t t = 0; t < n; ++t) {

@@ -43,6 +43,14 @@ class GgufFile;
 
 namespace cadenza::model {
 
+// Positions [first, last] of batch sequence `seq` (an index into Batch::block_tables) whose
+// tokens attend to each other both ways (Batch::attention_spans).
+struct AttentionSpan {
+  int32_t seq = 0;
+  int32_t first = 0;
+  int32_t last = 0;
+};
+
 // One forward step over a ragged batch: n tokens, each belonging to a sequence, at a position in
 // that sequence. All spans are host memory and only need to live for the forward() call.
 //
@@ -77,6 +85,13 @@ struct Batch {
   // row is ignored but must still be in range. Not supported on a model split across processes.
   std::span<const int32_t> embd_rows = {};
   std::span<const float> embd_values = {};
+  // Non-causal spans (one image's tokens in Gemma 3, which attend to each other both ways): a
+  // token of sequence `seq` at a position in [first, last] attends to its sequence's positions
+  // up to `last` instead of up to its own (a sliding window still starts from its own). Every
+  // position of a span from its sequence's first position in this batch on must be in the batch:
+  // a step may begin inside a span (the part before it computed earlier with the whole span) but
+  // never end inside it. Needs Backend::supports_attention_spans(); not on a split model.
+  std::span<const AttentionSpan> attention_spans = {};
 };
 
 class ArchitectureRegistry;
@@ -177,6 +192,7 @@ class Model {
   Status validate(const Batch& batch, const KvCache& kv, size_t logits_size);
   Status validate_recurrent(const Batch& batch, const KvCache& kv);
   Status validate_window(const Batch& batch, const KvCache& kv);
+  Status validate_spans(const Batch& batch);
   // window_group: the cache keeps one (KvCache::has_window_group; the batch was validated so).
   void upload(const Batch& batch, int32_t block_size, bool window_group, StepInputs& inputs);
   Status reserve_here(const StepCapacity& capacity);
@@ -202,10 +218,11 @@ class Model {
   ScratchIndices state_slots_;  // [n][1] hybrid models: each token's state slot
   // A window group (Batch::window_block_tables): its slots [n][1] and tables [seqs][blocks].
   ScratchIndices window_slots_, window_tables_;
+  ScratchIndices last_positions_;  // [n][1] Batch::attention_spans: each token's last position
   ScratchMatrix logits_;
   // Host-side work of validate/upload, reserved with the rest.
   std::vector<int32_t> host_slots_, host_tables_, max_position_, host_state_slots_;
-  std::vector<int32_t> min_position_, host_window_slots_, host_window_tables_;
+  std::vector<int32_t> min_position_, host_window_slots_, host_window_tables_, host_last_;
   std::vector<int64_t> sorted_slots_;
   std::unique_ptr<std::atomic<uint64_t>[]> expert_counts_;  // [n_layers * n_experts]
   std::unique_ptr<Distributed> distributed_;  // null in one process

@@ -107,8 +107,19 @@ Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool al
   const std::span<const std::span<const int32_t>> tables(&table, 1);
   std::vector<int32_t> positions, seq_index, rows;
   const int32_t start_past = n_past_;
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(max_batch_tokens_)) {
-    const size_t count = std::min(tokens.size() - begin, static_cast<size_t>(max_batch_tokens_));
+  const bool span = embd != nullptr && embd->count > 0 && embd->bidirectional;
+  if (span && embd->count > max_batch_tokens_) {
+    return make_error("session: a bidirectional run of {} input embeddings does not fit one forward "
+                      "pass of {} tokens", embd->count, max_batch_tokens_);
+  }
+  std::vector<AttentionSpan> spans;
+  if (span) spans.push_back({0, n_past_ + embd->first, n_past_ + embd->first + embd->count - 1});
+  for (size_t begin = 0, count = 0; begin < tokens.size(); begin += count) {
+    count = std::min(tokens.size() - begin, static_cast<size_t>(max_batch_tokens_));
+    if (span) {  // a pass that would end inside the run stops before it (the run fits the next)
+      const size_t lo = static_cast<size_t>(embd->first), hi = lo + static_cast<size_t>(embd->count);
+      if (begin + count > lo && begin + count < hi && lo > begin) count = lo - begin;
+    }
     const bool last_chunk = begin + count == tokens.size();
     positions.resize(count);
     std::iota(positions.begin(), positions.end(), n_past_);
@@ -132,6 +143,7 @@ Result<std::vector<float>> Session::run(std::span<const int32_t> tokens, bool al
       }
       batch.embd_rows = embd_rows;
     }
+    batch.attention_spans = spans;
     batch.tokens = tokens.subspan(begin, count);
     batch.positions = positions;
     batch.seq_index = seq_index;

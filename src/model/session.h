@@ -35,10 +35,14 @@ struct SessionOptions {
 
 // A run of input embeddings that replace the lookups of tokens [first, first + count) of one
 // eval() call (an image's embeddings at its placeholder tokens): values is [count][n_embd].
+// bidirectional: the run's tokens attend to each other both ways (Gemma 3's image tokens;
+// Batch::attention_spans): eval() then never ends a forward pass inside the run, which must fit
+// one (max_batch_tokens).
 struct InputEmbeddings {
   int32_t first = 0;
   int32_t count = 0;
   std::span<const float> values;
+  bool bidirectional = false;
 };
 
 class Session {

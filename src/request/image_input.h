@@ -20,6 +20,10 @@ struct ImageInput {
   int32_t num_tokens = 0;  // > 0
   std::array<uint8_t, 32> digest{};
   std::shared_ptr<const std::vector<float>> embeddings;  // [num_tokens][n_embd], row-major
+  // The image's tokens attend to each other both ways in the language model (Gemma 3;
+  // vision::VisionConfig::bidirectional_image): the engine computes all of them in one step
+  // (the scheduler never ends a prompt chunk inside the image) as a model::AttentionSpan.
+  bool bidirectional = false;
 };
 
 }  // namespace cadenza

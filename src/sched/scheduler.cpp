@@ -131,14 +131,29 @@ int32_t Scheduler::room_for(const Request* r) const {
 }
 
 int32_t Scheduler::cut_chunk(const Request* r, int32_t start, int32_t n) const {
+  int32_t m = n;
   if (config_.snapshot_interval > 0) {
     const int32_t next = (start / config_.snapshot_interval + 1) * config_.snapshot_interval;
-    if (start + n > next) n = next - start;
+    if (start + m > next) m = next - start;
   }
-  if (!config_.cut_chunks_at_last_block) return n;
-  const int32_t bs = kv_.block_size();
-  const int32_t last = (r->num_tokens() - 1) / bs * bs;
-  return start < last && start + n > last ? last - start : n;
+  if (config_.cut_chunks_at_last_block) {
+    const int32_t bs = kv_.block_size();
+    const int32_t last = (r->num_tokens() - 1) / bs * bs;
+    if (start < last && start + m > last) m = last - start;
+  }
+  if (r->images.empty()) return m;
+  // A bidirectional image wins over the snapshot cuts: a cut inside it would recur every step.
+  const int32_t whole = keep_spans_whole(r, start, m);
+  return whole >= 1 ? whole : keep_spans_whole(r, start, n);
+}
+
+int32_t Scheduler::keep_spans_whole(const Request* r, int32_t start, int32_t n) {
+  const int32_t end = start + n;
+  for (const ImageInput& im : r->images) {
+    if (!im.bidirectional) continue;
+    if (end > im.position && end < im.position + im.num_tokens) return std::max(0, im.position - start);
+  }
+  return n;
 }
 
 void Scheduler::preempt(Request* victim, StepState* step) {
@@ -269,8 +284,19 @@ SchedulePlan Scheduler::schedule() {
     const int32_t want = r->num_tokens() - r->num_computed_tokens;
     if (want <= 1) continue;
     int32_t n = cut_chunk(r, r->num_computed_tokens, std::min(want, step.budget));
+    if (n < 1) {
+      // The rest of a bidirectional image does not fit the budget left: nobody else's prompt
+      // work takes it this step (no later chunks, drafts or admissions), so the next step has
+      // room (add_request bounds an image's tokens by what a step leaves beside the decodes).
+      step.budget = 0;
+      break;
+    }
     const int32_t room = room_for(r);
-    if (room >= 1) n = std::min(n, room);
+    // Short of blocks, the chunk takes what fits, unless that cuts an image (then it preempts).
+    if (room >= 1) {
+      const int32_t fits = keep_spans_whole(r, r->num_computed_tokens, std::min(n, room));
+      if (fits >= 1) n = fits;
+    }
     schedule_running(r, n, step);
   }
 
@@ -290,10 +316,12 @@ SchedulePlan Scheduler::schedule() {
       const std::vector<kv::ContentSpan> spans = content_spans(*r);
       int32_t cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt, spans);
       int32_t n = cut_chunk(r, cached, std::min(r->num_tokens() - cached, step.budget));
+      if (n < 1) break;  // an image's tokens do not fit the budget left: wait, in order
       kv::Allocation a = kv_.allocate(r->id, cached + n);
       if (a.status == kv::AllocStatus::kStalePrefix) {
         cached = kv_.find_cached_prefix(r->id, tokens, r->cache_salt, spans);
         n = cut_chunk(r, cached, std::min(r->num_tokens() - cached, step.budget));
+        if (n < 1) break;
         a = kv_.allocate(r->id, cached + n);
       }
       if (!a) break;  // strict order: nobody overtakes the head of the queue

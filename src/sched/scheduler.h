@@ -163,8 +163,13 @@ class Scheduler {
   void remove_from(std::vector<Request*>& queue, Request* r);
   // Tokens `r` (allocated) can still grow by without new blocks beyond the free ones.
   int32_t room_for(const Request* r) const;
-  // A prompt chunk of `n` tokens from `start`, cut per cut_chunks_at_last_block.
+  // A prompt chunk of `n` tokens from `start`, cut per cut_chunks_at_last_block and
+  // snapshot_interval, and never ending inside a bidirectional image (ImageInput::bidirectional,
+  // whose tokens must be computed in one step): 0 when the image's rest does not fit `n`.
   int32_t cut_chunk(const Request* r, int32_t start, int32_t n) const;
+  // [start, start + n) shortened to end before the bidirectional image it would end inside (0:
+  // it starts inside that image or at its first token).
+  static int32_t keep_spans_whole(const Request* r, int32_t start, int32_t n);
 
   SchedulerConfig config_;
   kv::KvCacheManager& kv_;

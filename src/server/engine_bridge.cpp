@@ -14,7 +14,10 @@ EngineBridge::EngineBridge(std::unique_ptr<engine::EngineCore> engine, const Tok
       config_(engine_ ? engine_->config() : engine::EngineConfig{.max_num_seqs = 1}),
       tokenizer_(tokenizer),
       metrics_(metrics),
-      bridge_config_(config) {}
+      bridge_config_(config),
+      ttft_(engine_ ? config.ttft_slo_factor : 0, config_.max_num_batched_tokens),
+      // Blocks of 16 tokens by default: 64k blocks are about a million prompt tokens, ~2 MiB.
+      prefix_estimate_(config_.block_size, 65536) {}
 
 EngineBridge::~EngineBridge() { shutdown(); }
 
@@ -26,17 +29,56 @@ void EngineBridge::start() {
 Submission EngineBridge::submit(std::vector<GenInput> inputs, GenSink sink) {
   if (!accepting_.load()) return {SubmitStatus::kNotAccepting, 0};
   int64_t n = 0;  // in-flight requests are counted per sample
-  for (const GenInput& in : inputs) n += static_cast<int64_t>(in.samples());
+  // Prompt tokens to compute, per input: less what the prefix cache probably holds.
+  std::vector<int64_t> to_compute;
+  int64_t prompt_tokens = 0;
+  const bool estimate_cache = ttft_.enabled() && config_.enable_prefix_caching;
+  for (const GenInput& in : inputs) {
+    n += static_cast<int64_t>(in.samples());
+    int64_t t = static_cast<int64_t>(in.prompt.size());
+    if (estimate_cache && in.images.empty()) t -= prefix_estimate_.cached_tokens(in.prompt);
+    to_compute.push_back(t);
+    prompt_tokens += t;
+  }
   const int64_t cap = static_cast<int64_t>(config_.max_num_seqs) + bridge_config_.max_queue;
   int64_t cur = in_flight_.load();
+  TtftAdmission::Decision ttft;
+  if (ttft_.enabled()) {
+    const int64_t decoding = std::max<int64_t>(0, cur - unstarted_requests_.load());
+    ttft = ttft_.decide(prompt_tokens, unstarted_tokens_.load(), decoding, engine::Clock::now());
+    if (!ttft.admit) {
+      if (spdlog::should_log(spdlog::level::debug)) {
+        const TtftAdmission::Model m = ttft_.model();
+        spdlog::debug("ttft admission: refused {} prompt tokens ({} queued, {} decoding): "
+                      "predicted {:.1f} ms (rest of step {:.1f}), idle {:.1f} ms; prompt step "
+                      "{:.2f} ms + {:.3f} ms/token, decode step {:.2f} + {:.2f} ms/seq, k_idle "
+                      "{:.2f}, k_load {:.2f}",
+                      prompt_tokens, unstarted_tokens_.load(), decoding, 1000 * ttft.predicted_s,
+                      1000 * ttft.rest_s, 1000 * ttft.idle_s, 1000 * m.a, 1000 * m.b,
+                      1000 * m.dec_a, 1000 * m.dec_c, m.k_idle, m.k_load);
+      }
+      metrics_.add_ttft_refusal(bridge_config_.metrics_model);
+      return {SubmitStatus::kTtftLimit, 0, ttft.predicted_s,
+              bridge_config_.ttft_slo_factor * ttft.idle_s, ttft.retry_after_s};
+    }
+  }
   do {
-    if (cur + n > cap) return {SubmitStatus::kQueueFull, 0};
+    if (cur + n > cap) {
+      ttft_.started(ttft.id);  // not admitted after all
+      return {SubmitStatus::kQueueFull, 0};
+    }
   } while (!in_flight_.compare_exchange_weak(cur, cur + n));
+  if (estimate_cache) {
+    for (const GenInput& in : inputs) prefix_estimate_.add(in.prompt);
+  }
+  unstarted_tokens_.fetch_add(prompt_tokens);
+  unstarted_requests_.fetch_add(static_cast<int64_t>(inputs.size()));
   const uint64_t ticket = next_ticket_.fetch_add(1);
   {
     std::lock_guard lock(mu_);
     pending_.push_back(Pending{ticket, std::move(inputs),
-                               std::make_shared<GenSink>(std::move(sink)), engine::Clock::now()});
+                               std::make_shared<GenSink>(std::move(sink)), engine::Clock::now(),
+                               ttft, std::move(to_compute)});
   }
   cv_.notify_one();
   return {SubmitStatus::kOk, ticket};
@@ -125,6 +167,53 @@ void EngineBridge::warm_up() {
   }
 }
 
+void EngineBridge::calibrate_ttft() {
+  if (!engine_) return;
+  // Two prompt lengths, each timed twice (the faster kept), each prompt its own tokens so that
+  // no prefix-cache hit shortens it. One step each while they fit the step's token budget.
+  const int32_t n_vocab = tokenizer_.n_vocab();
+  const int32_t hi = std::max(2, std::min({128, config_.max_model_len / 2 - 2,
+                                           config_.max_num_batched_tokens}));
+  const int32_t lo = std::max(1, std::min(16, hi / 4));
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = 1;
+  p.ignore_eos = true;
+  int32_t salt = 1000;
+  auto time_prompt = [&](int32_t n) {
+    double best = 0;
+    for (int rep = 0; rep < 2; ++rep) {
+      std::vector<int32_t> t(static_cast<size_t>(n));
+      for (int32_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = (i * 13 + salt) % n_vocab;
+      ++salt;
+      auto id = engine_->add_request(std::move(t), p, 0, "ttft-calibration");
+      if (!id) {
+        spdlog::warn("ttft admission: calibration request refused: {}", id.error());
+        return 0.0;
+      }
+      const auto t0 = engine::Clock::now();
+      while (engine_->has_work()) engine_->step();
+      const double s = seconds(engine::Clock::now() - t0);
+      best = rep == 0 ? s : std::min(best, s);
+    }
+    return best;
+  };
+  const double t_lo = time_prompt(lo), t_hi = time_prompt(hi);
+  const double b = hi > lo ? std::max(0.0, (t_hi - t_lo) / (hi - lo)) : 0;
+  const double a = std::max(0.0, t_lo - b * lo);
+  ttft_.calibrate_idle(a, b);
+  spdlog::info("ttft admission: factor {:g}; an idle prompt step takes {:.1f} ms + {:.3f} ms per "
+               "token ({} tokens: {:.1f} ms, {}: {:.1f} ms)",
+               bridge_config_.ttft_slo_factor, 1000 * a, 1000 * b, lo, 1000 * t_lo, hi,
+               1000 * t_hi);
+}
+
+void EngineBridge::count_started(int64_t prompt_tokens, uint64_t ttft_id) {
+  unstarted_tokens_.fetch_sub(prompt_tokens);
+  unstarted_requests_.fetch_sub(1);
+  ttft_.started(ttft_id);
+}
+
 void EngineBridge::refuse(const Pending& p, size_t base, const GenInput& input, bool rejected,
                           const std::string& error) {
   for (size_t s = 0; s < input.samples(); ++s) {
@@ -142,15 +231,18 @@ void EngineBridge::refuse(const Pending& p, size_t base, const GenInput& input, 
 void EngineBridge::admit(Pending& p) {
   auto& ids = by_ticket_[p.ticket];
   size_t base = 0;
-  for (GenInput& input : p.inputs) {
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    GenInput& input = p.inputs[i];
     const size_t samples = input.samples();
+    const int64_t prompt_tokens = p.to_compute[i];
     auto id = engine_ ? engine_->add_request(std::move(input.prompt), input.params, input.priority,
                                              {}, std::move(input.images))
                       : Result<engine::RequestId>(Error("this model does not generate text"));
     if (!id) {
+      count_started(prompt_tokens, p.ttft.id);
       refuse(p, base, input, /*rejected=*/true, id.error());
     } else {
-      live_[*id] = Live{p.ticket, base, p.sink, p.submitted, samples};
+      live_[*id] = Live{p.ticket, base, p.sink, p.submitted, samples, prompt_tokens, p.ttft};
       ids.push_back(*id);
     }
     base += samples;
@@ -176,6 +268,13 @@ void EngineBridge::deliver(engine::RequestOutput out) {
   auto it = live_.find(out.id);
   if (it == live_.end()) return;
   const bool finished = out.finished;
+  if (it->second.unstarted_tokens >= 0) {
+    count_started(it->second.unstarted_tokens, it->second.ttft.id);
+    it->second.unstarted_tokens = -1;
+    if (ttft_.enabled() && out.error.empty() && !out.new_token_ids.empty()) {
+      ttft_.observe_first_token(it->second.ttft, seconds(engine::Clock::now() - it->second.submitted));
+    }
+  }
   if (finished) record_finished(out, it->second);
   GenEvent e;
   e.index = it->second.index + static_cast<size_t>(out.index);
@@ -191,6 +290,11 @@ void EngineBridge::deliver(engine::RequestOutput out) {
   }
   (*sink)(std::move(e));
   if (finished && in_flight_.fetch_sub(1) == 1) {
+    // Nothing in flight: no prompt waits (a submission racing this only makes the next
+    // predictions optimistic, never stuck refusing).
+    unstarted_tokens_.store(0);
+    unstarted_requests_.store(0);
+    ttft_.clear_waiting();
     std::lock_guard lock(mu_);
     idle_cv_.notify_all();
   }
@@ -199,6 +303,8 @@ void EngineBridge::deliver(engine::RequestOutput out) {
 void EngineBridge::publish_gauges(size_t pending) {
   if (!engine_) return;  // an encoder: no engine state to report
   const engine::EngineStats s = engine_->stats();
+  last_computed_tokens_ = s.num_computed_tokens;
+  last_generated_tokens_ = s.num_generated_tokens;
   EngineGauges g;
   g.num_running = s.num_running;
   g.num_waiting = s.num_waiting + static_cast<int32_t>(pending);
@@ -259,7 +365,10 @@ void EngineBridge::heartbeat() {
 
 void EngineBridge::loop() {
   if (bridge_config_.warmup) warm_up();
+  if (ttft_.enabled()) calibrate_ttft();
   publish_gauges(0);
+  computed_tokens_seen_ = last_computed_tokens_;  // the warm-up's tokens are no step of ours
+  generated_tokens_seen_ = last_generated_tokens_;
   ready_.store(true);
   spdlog::info("engine ready");
   while (true) {
@@ -303,7 +412,9 @@ void EngineBridge::loop() {
         for (auto id : it->second) engine_->abort(id);
       }
     }
-    if (has_work()) {
+    const bool stepped = has_work();
+    if (stepped) {
+      ttft_.step_started(engine::Clock::now());
       for (auto& out : engine_->step()) deliver(std::move(out));
       if (!failed_) {
         if (Status st = engine_->health(); !st) fail_engine(st.error());
@@ -322,6 +433,14 @@ void EngineBridge::loop() {
         for (const GenInput& in : p.inputs) waiting_submissions += in.samples();
     }
     publish_gauges(waiting_submissions);
+    if (stepped && engine_) {
+      // Tokens computed beyond one per sampled row: prompt chunks (0 in a decode-only step).
+      const int64_t tokens = last_computed_tokens_ - computed_tokens_seen_;
+      const int64_t rows = last_generated_tokens_ - generated_tokens_seen_;
+      computed_tokens_seen_ = last_computed_tokens_;
+      generated_tokens_seen_ = last_generated_tokens_;
+      ttft_.step_finished(engine::Clock::now(), tokens - rows, rows);
+    }
     if (stop && !has_work()) {
       std::lock_guard lock(mu_);
       if (pending_.empty() && tasks_.empty()) break;
@@ -338,7 +457,9 @@ void EngineBridge::loop() {
   for (auto& task : rest_tasks) finish_task(task, false);
   for (auto& p : rest) {
     size_t base = 0;
+    size_t i = 0;
     for (const GenInput& input : p.inputs) {
+      count_started(p.to_compute[i++], p.ttft.id);
       refuse(p, base, input, /*rejected=*/false, {});
       base += input.samples();
     }

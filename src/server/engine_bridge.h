@@ -30,6 +30,7 @@
 
 #include "engine/engine_core.h"
 #include "server/metrics.h"
+#include "server/ttft_admission.h"
 #include "tokenizer/tokenizer.h"
 
 namespace cadenza::server {
@@ -67,13 +68,21 @@ struct BridgeConfig {
   std::function<void(const std::string& why)> on_fatal;
   // Router mode: the served name, as the `model` label of this bridge's metrics (empty: none).
   std::string metrics_model{};
+  // `serve --ttft-slo-factor`: > 0 (and >= 1) refuses a submission whose predicted time to first
+  // token exceeds this many times its prediction on an idle server (server/ttft_admission.h).
+  double ttft_slo_factor = 0;
 };
 
-enum class SubmitStatus { kOk, kQueueFull, kNotAccepting };
+// kTtftLimit: refused by the time-to-first-token objective (BridgeConfig::ttft_slo_factor).
+enum class SubmitStatus { kOk, kQueueFull, kNotAccepting, kTtftLimit };
 
 struct Submission {
   SubmitStatus status = SubmitStatus::kOk;
   uint64_t ticket = 0;  // for abort(); 0 unless kOk
+  // kTtftLimit: the prediction, its limit, and when to try again (seconds).
+  double predicted_ttft_s = 0;
+  double ttft_limit_s = 0;
+  double retry_after_s = 0;
 };
 
 class EngineBridge {
@@ -124,6 +133,8 @@ class EngineBridge {
     std::vector<GenInput> inputs;
     std::shared_ptr<GenSink> sink;
     engine::Clock::time_point submitted;
+    TtftAdmission::Decision ttft;  // the admission's prediction (ttft_slo_factor > 0)
+    std::vector<int64_t> to_compute;  // per input: its prompt's tokens the prediction counted
   };
   struct Live {
     uint64_t ticket;
@@ -131,6 +142,8 @@ class EngineBridge {
     std::shared_ptr<GenSink> sink;
     engine::Clock::time_point submitted;
     size_t remaining;  // samples without their final output yet
+    int64_t unstarted_tokens;  // its prompt's tokens until its first output; then -1
+    TtftAdmission::Decision ttft;
   };
   // Ends every sample of `input` (event indices from `base`) without running it.
   void refuse(const Pending& p, size_t base, const GenInput& input, bool rejected,
@@ -143,11 +156,15 @@ class EngineBridge {
   // A split model: every worker must answer within heartbeat_timeout_s (else fail_engine).
   void heartbeat();
   void warm_up();
+  // --ttft-slo-factor: times single prompts of two lengths on the idle engine (TtftAdmission).
+  void calibrate_ttft();
   void admit(Pending& p);
   void finish_task(EngineTask& task, bool run);
   void deliver(engine::RequestOutput out);
   void record_finished(const engine::RequestOutput& out, const Live& live);
   void publish_gauges(size_t pending);
+  // A request's first output (or its end without one): its prompt no longer waits.
+  void count_started(int64_t prompt_tokens, uint64_t ttft_id);
 
   std::unique_ptr<engine::EngineCore> engine_;
   engine::EngineConfig config_;
@@ -171,6 +188,19 @@ class EngineBridge {
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> next_ticket_{1};
   std::thread thread_;
+
+  // Time-to-first-token admission: the step-cost fit, and the prompts submitted that have not
+  // produced a first output yet (their tokens and their count; updated by submit and the engine
+  // thread, reset when nothing is in flight so that no miscount can last).
+  TtftAdmission ttft_;
+  PrefixEstimate prefix_estimate_;  // with prefix caching: what the prediction counts as cached
+  std::atomic<int64_t> unstarted_tokens_{0};
+  std::atomic<int64_t> unstarted_requests_{0};
+  // Engine thread: EngineStats::num_computed_tokens and num_generated_tokens as publish_gauges
+  // last read them, and as the last step's fit used them (the differences: the tokens the step
+  // just run computed and sampled).
+  int64_t last_computed_tokens_ = 0, computed_tokens_seen_ = 0;
+  int64_t last_generated_tokens_ = 0, generated_tokens_seen_ = 0;
 
   // Engine-thread state.
   std::unordered_map<engine::RequestId, Live> live_;

@@ -372,9 +372,27 @@ void Session<Stream>::start_generation(RouteResult routed) {
         sub.status == SubmitStatus::kQueueFull
             ? api_error(429, "the server's request queue is full; retry later", "rate_limit_error",
                         "queue_full")
+        : sub.status == SubmitStatus::kTtftLimit
+            ? api_error(429,
+                        fmt::format("the server cannot start this request within its "
+                                    "time-to-first-token objective now (predicted {:.0f} ms, "
+                                    "limit {:.0f} ms); retry later",
+                                    1000 * sub.predicted_ttft_s, 1000 * sub.ttft_limit_s),
+                        "rate_limit_error", "ttft_limit")
             : api_error(503, "the server is draining", "service_unavailable", "not_ready");
     HttpReply r = shaped_error_reply(api, e);
-    r.headers.emplace_back("Retry-After", "1");
+    if (sub.status == SubmitStatus::kTtftLimit) {
+      // Whole seconds for Retry-After (HTTP's unit); the prediction itself for retry-after-ms,
+      // which OpenAI's SDKs prefer: the next step boundary is usually well under a second away.
+      r.headers.emplace_back("Retry-After",
+                             std::to_string(std::max<int64_t>(
+                                 1, static_cast<int64_t>(std::ceil(sub.retry_after_s)))));
+      r.headers.emplace_back("retry-after-ms",
+                             std::to_string(std::max<int64_t>(
+                                 1, std::llround(1000 * sub.retry_after_s))));
+    } else {
+      r.headers.emplace_back("Retry-After", "1");
+    }
     reply(r);
     return;
   }

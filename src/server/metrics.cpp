@@ -46,6 +46,7 @@ constexpr const char* kModelsLoaded = "cadenza_models_loaded";
 constexpr const char* kModelLoads = "cadenza_model_loads_total";
 constexpr const char* kModelUnloads = "cadenza_model_unloads_total";
 constexpr const char* kModelLoadSeconds = "cadenza_model_load_seconds";
+constexpr const char* kTtftRefusals = "cadenza_ttft_admission_refusals_total";
 constexpr const char* kVisionEncode = "cadenza_vision_encode_seconds";
 constexpr const char* kVisionImages = "cadenza_vision_images_total";
 constexpr const char* kVisionImageTokens = "cadenza_vision_image_tokens_total";
@@ -155,6 +156,9 @@ Metrics::Metrics() {
   r.declare(kModelLoadSeconds, MetricType::histogram,
             "Time to load a model, successful or not (router mode).", WhenEmpty::omit,
             {0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0});
+  r.declare(kTtftRefusals, MetricType::counter,
+            "Requests refused (429) because their predicted time to first token exceeded "
+            "--ttft-slo-factor times the idle prediction.", WhenEmpty::omit);
   // Image inputs (serve --mmproj, server/vision_service.h): absent without an mmproj.
   r.declare(kVisionEncode, MetricType::histogram,
             "Time to encode one image with the vision encoder (cache misses only).",
@@ -212,6 +216,9 @@ void Metrics::add_vision_image(bool cached, int64_t tokens, double encode_second
   registry_.inc(kVisionImages, {{"source", cached ? "cached" : "encoded"}});
   registry_.inc(kVisionImageTokens, {}, static_cast<double>(tokens));
   if (!cached) registry_.observe(kVisionEncode, {}, encode_seconds);
+}
+void Metrics::add_ttft_refusal(const std::string& model) {
+  registry_.inc(kTtftRefusals, model_labels(model));
 }
 void Metrics::add_http_request(const std::string& route, int status) {
   registry_.inc(kHttp, {{"route", route}, {"status", std::to_string(status)}});

@@ -93,6 +93,8 @@ class Metrics {
 
   // Per HTTP response (the I/O threads call this). `route` must come from a fixed set.
   void add_http_request(const std::string& route, int status);
+  // A submission refused (429) by the time-to-first-token objective (server/ttft_admission.h).
+  void add_ttft_refusal(const std::string& model = {});
   // One image of a request (server/vision_service.h): from the encoder-output cache or encoded
   // in `encode_seconds`; `tokens` of the prompt are its embeddings.
   void add_vision_image(bool cached, int64_t tokens, double encode_seconds);

@@ -138,10 +138,15 @@ std::optional<ApiError> chat_prompt(const ModelContext& m, const std::string& te
   }
   // The text between the markers is tokenized piece by piece (the first with the BOS rule);
   // each marker becomes the image's placeholder tokens (ids ignored: embeddings replace them).
+  // The projector's text around each image (Gemma 3: <start_of_image> before, <end_of_image>
+  // after) joins the text pieces beside it.
   const int32_t per_image = m.vision->tokens_per_image();
+  const vision::VisionConfig& vc = m.vision->config();
   size_t from = 0;
   for (size_t at = text.find(kImageMarker);; at = text.find(kImageMarker, from)) {
-    const std::string piece = text.substr(from, at == std::string::npos ? std::string::npos : at - from);
+    std::string piece = text.substr(from, at == std::string::npos ? std::string::npos : at - from);
+    if (from > 0) piece.insert(0, vc.image_end);
+    if (at != std::string::npos) piece += vc.image_begin;
     std::vector<int32_t> ids = from == 0 ? m.chat->encode(piece) : m.tokenizer->encode(piece, false, true);
     prompt.insert(prompt.end(), ids.begin(), ids.end());
     if (at == std::string::npos) break;
@@ -262,11 +267,13 @@ RouteResult Router::generation(const ModelContext& m, const json& body,
     plan.prepare = [vision = m.vision, urls = std::move(req.image_urls),
                     positions = std::move(image_positions)](std::function<void(PreparedInputs)> done) {
       const int32_t n = vision->tokens_per_image();
-      vision->encode(urls, [done = std::move(done), positions, n](VisionResult v) {
+      const bool bidirectional = vision->config().bidirectional_image;
+      vision->encode(urls, [done = std::move(done), positions, n, bidirectional](VisionResult v) {
         PreparedInputs p;
         p.error = std::move(v.error);
         for (size_t i = 0; !p.error && i < v.images.size(); ++i)
-          p.images.push_back({positions[i], n, v.images[i].digest, std::move(v.images[i].embeddings)});
+          p.images.push_back({positions[i], n, v.images[i].digest, std::move(v.images[i].embeddings),
+                              bidirectional});
         done(std::move(p));
       });
     };

@@ -118,6 +118,9 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
   if (!engine && !embedder) return Error("a server needs an engine or an embedder");
   if (config.io_threads < 1) return Error("io_threads must be >= 1");
   if (config.max_queue < 0) return Error("--max-queue must be >= 0");
+  if (!(config.ttft_slo_factor == 0 || config.ttft_slo_factor >= 1) ||
+      !std::isfinite(config.ttft_slo_factor))
+    return Error("--ttft-slo-factor must be 0 (off) or a finite number >= 1");
   if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
   if (!(config.drain_timeout_s >= 0)) return Error("--drain-timeout must be >= 0");
   if (!(config.request_timeout_s >= 0) || !std::isfinite(config.request_timeout_s))
@@ -160,6 +163,18 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
     if (!engine) return Error("--mmproj needs a model that generates text (not an encoder)");
     auto vision = VisionService::create(config.vision, engine->model().config().n_embd, &impl->metrics);
     if (!vision) return vision.error_value();
+    // Gemma 3's image tokens attend to each other both ways: each image runs in one step.
+    const vision::VisionConfig& vc = (*vision)->config();
+    const engine::EngineConfig& ec = engine->config();
+    if (vc.bidirectional_image && !engine->model().backend().supports_attention_spans())
+      return make_error("--mmproj {}: its images attend to themselves both ways (the {} projector), "
+                        "which this backend's attention does not support yet", config.vision.mmproj,
+                        vision::projector_name(vc.projector));
+    if (vc.bidirectional_image && vc.n_image_tokens > ec.max_num_batched_tokens - ec.max_num_seqs + 1)
+      return make_error("--mmproj {}: an image's {} tokens are computed in one step, beside up to "
+                        "max_num_seqs - 1 decodes: raise --max-num-batched-tokens ({}) or lower "
+                        "--max-num-seqs ({})", config.vision.mmproj, vc.n_image_tokens,
+                        ec.max_num_batched_tokens, ec.max_num_seqs);
     impl->vision = std::move(*vision);
   }
   impl->bridge = std::make_unique<EngineBridge>(
@@ -167,7 +182,8 @@ Result<std::unique_ptr<Server>> Server::create(const ServerConfig& config,
       BridgeConfig{.max_queue = config.max_queue, .warmup = config.warmup,
                    .heartbeat_interval_s = config.heartbeat_interval_s,
                    .heartbeat_timeout_s = config.heartbeat_timeout_s,
-                   .on_fatal = config.on_fatal});
+                   .on_fatal = config.on_fatal,
+                   .ttft_slo_factor = config.ttft_slo_factor});
   ServerContext& ctx = impl->ctx;
   ctx.model_name = config.model_name;
   ctx.created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -201,6 +217,9 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config
                                                       ModelLoader loader, RouterConfig router) {
   if (config.io_threads < 1) return Error("io_threads must be >= 1");
   if (config.max_queue < 0) return Error("--max-queue must be >= 0");
+  if (!(config.ttft_slo_factor == 0 || config.ttft_slo_factor >= 1) ||
+      !std::isfinite(config.ttft_slo_factor))
+    return Error("--ttft-slo-factor must be 0 (off) or a finite number >= 1");
   if (config.max_body_bytes < 1) return Error("--max-body-bytes must be >= 1");
   if (!(config.drain_timeout_s >= 0)) return Error("--drain-timeout must be >= 0");
   if (!(config.request_timeout_s >= 0) || !std::isfinite(config.request_timeout_s))
@@ -237,7 +256,8 @@ Result<std::unique_ptr<Server>> Server::create_router(const ServerConfig& config
   pc.bridge = BridgeConfig{.max_queue = config.max_queue, .warmup = config.warmup,
                            .heartbeat_interval_s = config.heartbeat_interval_s,
                            .heartbeat_timeout_s = config.heartbeat_timeout_s,
-                           .on_fatal = config.on_fatal};
+                           .on_fatal = config.on_fatal,
+                           .ttft_slo_factor = config.ttft_slo_factor};
   pc.tool_call_parser = config.tool_call_parser;
   pc.reasoning_parser = config.reasoning_parser;
   pc.slow_load_model = router.slow_load_model;

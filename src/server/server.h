@@ -47,6 +47,9 @@ struct ServerConfig {
   std::string model_name;
   std::vector<std::string> api_keys;
   int32_t max_queue = 256;
+  // > 0: refuse (429) a request whose predicted time to first token exceeds this many times its
+  // prediction on an idle server (BridgeConfig::ttft_slo_factor, server/ttft_admission.h).
+  double ttft_slo_factor = 0;
   double drain_timeout_s = 30;
   // Seconds a generation may run from its request's arrival before it is aborted (HTTP 504, or
   // an error event mid-stream); 0: no limit (ServerContext::request_timeout_s).

@@ -54,7 +54,7 @@ Result<std::unique_ptr<VisionService>> VisionService::create(const VisionOptions
   vs->encoder_ = std::move(*encoder);
   for (int i = 0; i < options.threads; ++i) vs->workers_.emplace_back([p = vs.get()] { p->worker(); });
   spdlog::info("vision: {} ({}x{} images, {} tokens each), {} thread(s), cache {} MiB", options.mmproj,
-               vc.image_size, vc.image_size, vc.n_patches, options.threads, options.cache_bytes >> 20);
+               vc.image_size, vc.image_size, vc.n_image_tokens, options.threads, options.cache_bytes >> 20);
   return vs;
 }
 
@@ -78,8 +78,10 @@ void VisionService::shutdown() {
 }
 
 int32_t VisionService::tokens_per_image() const {
-  return static_cast<int32_t>(encoder_->config().n_patches);
+  return static_cast<int32_t>(encoder_->config().n_image_tokens);
 }
+
+const vision::VisionConfig& VisionService::config() const { return encoder_->config(); }
 
 std::optional<ApiError> VisionService::check(const std::vector<std::string>& urls) const {
   if (urls.size() > static_cast<size_t>(options_.max_images_per_request))

@@ -82,6 +82,9 @@ class VisionService {
 
   // Prompt tokens one image takes (its embeddings' rows).
   int32_t tokens_per_image() const;
+  // The encoder's config: the text around an image's tokens (image_begin / image_end) and
+  // whether they attend to each other both ways (bidirectional_image).
+  const vision::VisionConfig& config() const;
   const VisionOptions& options() const { return options_; }
 
   // The checks that need no work: the number of images, each URL's form (a data URL of an

@@ -12,6 +12,8 @@ const std::vector<MmprojShape>& mmproj_presets() {
   static const std::vector<MmprojShape> presets = {
       {"clip-tiny", 32, 8, 64, 128, 2, 4, 64, 64, false},
       {"clip-vit-l-336", 336, 14, 1024, 4096, 24, 16, 4096, 4096, false},
+      {"gemma3-tiny", 64, 4, 64, 128, 2, 4, 0, 64, true, "gemma3", 4},
+      {"siglip-gemma3-896", 896, 14, 1152, 4304, 27, 16, 0, 2560, true, "gemma3", 4},
   };
   return presets;
 }
@@ -57,7 +59,10 @@ Status add(gguf::GgufWriter& w, uint64_t seed, const std::string& name, DType ty
 }  // namespace
 
 Status write_synthetic_mmproj(const MmprojShape& s, uint64_t seed, const std::string& path) {
-  if (s.image_size % s.patch_size != 0 || s.n_embd % s.n_heads != 0)
+  const bool gemma3 = s.projector == "gemma3";
+  if (s.image_size % s.patch_size != 0 || s.n_embd % s.n_heads != 0 ||
+      (gemma3 && (s.pool <= 0 || (s.image_size / s.patch_size) % s.pool != 0)) ||
+      (!gemma3 && s.projector != "mlp"))
     return make_error("synth: mmproj shape '{}' is inconsistent", s.name);
   using gguf::Value;
   gguf::GgufWriter w;
@@ -67,8 +72,8 @@ Status write_synthetic_mmproj(const MmprojShape& s, uint64_t seed, const std::st
   w.set("general.file_type", Value::u32(1));  // mostly F16
   w.set("clip.has_text_encoder", Value::boolean(false));
   w.set("clip.has_vision_encoder", Value::boolean(true));
-  w.set("clip.has_llava_projector", Value::boolean(true));
-  w.set("clip.projector_type", Value::string("mlp"));
+  if (!gemma3) w.set("clip.has_llava_projector", Value::boolean(true));
+  w.set("clip.projector_type", Value::string(s.projector));
   w.set("clip.use_gelu", Value::boolean(s.use_gelu));
   w.set("clip.vision.image_size", Value::u32(static_cast<uint32_t>(s.image_size)));
   w.set("clip.vision.patch_size", Value::u32(static_cast<uint32_t>(s.patch_size)));
@@ -76,25 +81,42 @@ Status write_synthetic_mmproj(const MmprojShape& s, uint64_t seed, const std::st
   w.set("clip.vision.feed_forward_length", Value::u32(static_cast<uint32_t>(s.n_ff)));
   w.set("clip.vision.projection_dim", Value::u32(static_cast<uint32_t>(s.n_out)));
   w.set("clip.vision.attention.head_count", Value::u32(static_cast<uint32_t>(s.n_heads)));
-  w.set("clip.vision.attention.layer_norm_epsilon", Value::f32(1e-5f));
+  w.set("clip.vision.attention.layer_norm_epsilon", Value::f32(gemma3 ? 1e-6f : 1e-5f));
   w.set("clip.vision.block_count", Value::u32(static_cast<uint32_t>(s.n_layers)));
-  w.set("clip.vision.image_mean", Value::f32_array({0.48145466f, 0.4578275f, 0.40821073f}));
-  w.set("clip.vision.image_std", Value::f32_array({0.26862954f, 0.26130258f, 0.27577711f}));
+  if (gemma3) {
+    // The reference converter writes the pooling kernel only when it is not Gemma 3's 4.
+    if (s.pool != 4) w.set("clip.vision.projector.scale_factor", Value::u32(static_cast<uint32_t>(s.pool)));
+    w.set("clip.vision.image_mean", Value::f32_array({0.5f, 0.5f, 0.5f}));
+    w.set("clip.vision.image_std", Value::f32_array({0.5f, 0.5f, 0.5f}));
+  } else {
+    w.set("clip.vision.image_mean", Value::f32_array({0.48145466f, 0.4578275f, 0.40821073f}));
+    w.set("clip.vision.image_std", Value::f32_array({0.26862954f, 0.26130258f, 0.27577711f}));
+  }
 
   const int64_t d = s.n_embd, p = s.patch_size, side = s.image_size / s.patch_size;
   Status st;
   auto t = [&](const std::string& name, DType type, std::vector<int64_t> shape, Init init) {
     if (st) st = add(w, seed, name, type, std::move(shape), init);
   };
-  t("mm.0.weight", DType::F16, {d, s.proj_hidden}, Init::kWeight);
-  t("mm.0.bias", DType::F32, {s.proj_hidden}, Init::kBias);
-  t("mm.2.weight", DType::F16, {s.proj_hidden, s.n_out}, Init::kWeight);
-  t("mm.2.bias", DType::F32, {s.n_out}, Init::kBias);
-  t("v.class_embd", DType::F32, {d}, Init::kEmbedding);
-  t("v.patch_embd.weight", DType::F16, {p, p, 3, d}, Init::kWeight);
-  t("v.position_embd.weight", DType::F32, {d, side * side + 1}, Init::kEmbedding);
-  t("v.pre_ln.weight", DType::F32, {d}, Init::kNorm);
-  t("v.pre_ln.bias", DType::F32, {d}, Init::kBias);
+  if (gemma3) {
+    t("mm.input_projection.weight", DType::F16, {s.n_out, d}, Init::kWeight);
+    t("mm.soft_emb_norm.weight", DType::F32, {d}, Init::kNorm);
+    t("v.patch_embd.weight", DType::F16, {p, p, 3, d}, Init::kWeight);
+    t("v.patch_embd.bias", DType::F32, {d}, Init::kBias);
+    t("v.position_embd.weight", DType::F32, {d, side * side}, Init::kEmbedding);
+    t("v.post_ln.weight", DType::F32, {d}, Init::kNorm);
+    t("v.post_ln.bias", DType::F32, {d}, Init::kBias);
+  } else {
+    t("mm.0.weight", DType::F16, {d, s.proj_hidden}, Init::kWeight);
+    t("mm.0.bias", DType::F32, {s.proj_hidden}, Init::kBias);
+    t("mm.2.weight", DType::F16, {s.proj_hidden, s.n_out}, Init::kWeight);
+    t("mm.2.bias", DType::F32, {s.n_out}, Init::kBias);
+    t("v.class_embd", DType::F32, {d}, Init::kEmbedding);
+    t("v.patch_embd.weight", DType::F16, {p, p, 3, d}, Init::kWeight);
+    t("v.position_embd.weight", DType::F32, {d, side * side + 1}, Init::kEmbedding);
+    t("v.pre_ln.weight", DType::F32, {d}, Init::kNorm);
+    t("v.pre_ln.bias", DType::F32, {d}, Init::kBias);
+  }
   for (int64_t il = 0; il < s.n_layers; ++il) {
     const std::string pre = "v.blk." + std::to_string(il) + ".";
     for (const char* m : {"attn_q", "attn_k", "attn_v", "attn_out"}) {

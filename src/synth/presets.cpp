@@ -233,6 +233,16 @@ std::vector<ModelShape> make_presets() {
   gemma3_small.rope_linear_factor = 8;
   out.push_back(gemma3_small);
   out.push_back(gemma3("gemma-3-1b", "Gemma-3-1B", 262144, 1152, 26, 4, 1, 256, 6912, 512));
+  // tiny: the language model of the Gemma 3 vision tests (`synth --mmproj gemma3-tiny` writes its
+  // encoder, 64 wide): a 512-token byte-level vocabulary with Gemma's turn and image delimiters
+  // as control tokens; 6 layers (5 windowed, 1 global) and an 8-position window, shorter than an
+  // image's 16 tokens.
+  ModelShape gemma3_tiny = gemma3("gemma3-tiny", "Gemma-3-style (tiny, vision tests)", 512, 64, 6,
+                                  4, 2, 32, 128, 8);
+  gemma3_tiny.vocab_style = "byte-level + Gemma 3 control tokens";
+  gemma3_tiny.extra_special_tokens = {"<start_of_turn>", "<end_of_turn>", "<start_of_image>",
+                                      "<end_of_image>", "<image_soft_token>"};
+  out.push_back(gemma3_tiny);
 
   // Qwen3.5 (qwen35 architecture, the hybrid): Gated DeltaNet linear-attention layers with a
   // gated full-attention layer every third (Qwen3.5 has every fourth), Q/K norms, NeoX RoPE on a

@@ -43,6 +43,9 @@ struct ModelShape {
   double rope_high_freq_factor = 4;
   int64_t rope_original_ctx = 8192;
   std::string vocab_style;     // the real model's tokenizer family, for the help text
+  // Control tokens the built-in byte-level vocabulary gets after BOS and EOS (a vision model's
+  // image delimiters, a chat template's turn markers), so that prompts can name them.
+  std::vector<std::string> extra_special_tokens;
   // Embedding and reranking models: `<arch>.pooling_type` (model/pooling.h: 1 mean, 2 CLS,
   // 3 last token, 4 rank); -1: not written (a generative model).
   int64_t pooling_type = -1;

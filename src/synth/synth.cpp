@@ -203,7 +203,7 @@ std::vector<std::string> byte_level_tokens() {
   return out;
 }
 
-void set_builtin_vocab(gguf::GgufWriter& w, int64_t n_vocab) {
+void set_builtin_vocab(gguf::GgufWriter& w, int64_t n_vocab, const std::vector<std::string>& extra) {
   std::vector<std::string> tokens = byte_level_tokens();
   std::vector<int32_t> types(256, 1);  // normal
   const int32_t bos = 256, eos = 257;
@@ -211,6 +211,10 @@ void set_builtin_vocab(gguf::GgufWriter& w, int64_t n_vocab) {
   tokens.push_back("<|end_of_text|>");
   types.push_back(3);  // control
   types.push_back(3);
+  for (const std::string& t : extra) {
+    tokens.push_back(t);
+    types.push_back(3);
+  }
   for (int64_t i = static_cast<int64_t>(tokens.size()); i < n_vocab; ++i) {
     tokens.push_back("<|unused_" + std::to_string(i) + "|>");
     types.push_back(5);  // unused
@@ -326,7 +330,11 @@ Result<SynthSummary> write_synthetic_model(const SynthOptions& options, const st
     if (n_vocab < 128) return make_error("synth: a bert vocabulary needs >= 128 tokens, not {}", n_vocab);
     set_bert_vocab(w, n_vocab);
   } else {
-    set_builtin_vocab(w, n_vocab);
+    // (Without extra tokens a smaller n_vocab keeps its old meaning: the bytes and BOS/EOS are
+    // written all the same, the model's tables have n_vocab rows.)
+    if (!m.extra_special_tokens.empty() && n_vocab < 258 + static_cast<int64_t>(m.extra_special_tokens.size()))
+      return make_error("synth: a vocabulary of {} is too small for the bytes and special tokens", n_vocab);
+    set_builtin_vocab(w, n_vocab, m.extra_special_tokens);
   }
 
   SynthSummary summary;

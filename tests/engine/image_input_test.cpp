@@ -50,9 +50,11 @@ class ImageInputTest : public EngineTest {
   }
   // Greedy decoding through model::Session with the embeddings (what `cadenza run --image` does).
   std::vector<int32_t> session_greedy(const std::vector<int32_t>& tokens, const ImageInput& im, int n) {
-    auto s = model::Session::create(*loaded_->model, {.max_tokens = 128, .max_batch_tokens = 7});
+    // A bidirectional image must fit one pass: 7-token passes otherwise.
+    const int32_t pass = im.bidirectional ? kImageTokens + 3 : 7;
+    auto s = model::Session::create(*loaded_->model, {.max_tokens = 128, .max_batch_tokens = pass});
     EXPECT_TRUE(s.ok()) << s.error();
-    auto logits = (*s)->eval(tokens, model::InputEmbeddings{im.position, im.num_tokens, *im.embeddings});
+    auto logits = (*s)->eval(tokens, model::InputEmbeddings{im.position, im.num_tokens, *im.embeddings, im.bidirectional});
     std::vector<int32_t> out;
     while (logits && static_cast<int>(out.size()) < n) {
       out.push_back(static_cast<int32_t>(std::max_element(logits->begin(), logits->end()) - logits->begin()));
@@ -81,6 +83,29 @@ TEST_F(ImageInputTest, GreedyEqualsTheSessionPathAcrossPromptChunks) {
   // The embeddings matter (the test can fail): without them the placeholders are token 0.
   auto e = engine({.block_size = 4});
   EXPECT_NE(test_util::run_alone(*e, prompt(), greedy(8)).tokens, want);
+}
+
+// An image whose tokens attend to each other both ways (Gemma 3's): the scheduler never ends a
+// prompt chunk inside it, so budgets that would cut it give the Session's greedy tokens, which
+// differ from the causal image's; an image larger than a step leaves beside the decodes is
+// refused.
+TEST_F(ImageInputTest, BidirectionalImagesRunInOneStep) {
+  ImageInput im = image(n_embd(), 1);
+  im.bidirectional = true;
+  const std::vector<int32_t> want = session_greedy(prompt(), im, 8);
+  im.bidirectional = false;
+  EXPECT_NE(session_greedy(prompt(), im, 8), want) << "the image's attention changed nothing";
+  im.bidirectional = true;
+  for (int32_t budget : {23, 30, 64}) {  // 23 and 30: a plain chunk ends inside the image
+    auto e = engine({.block_size = 4, .max_num_batched_tokens = budget, .max_num_seqs = 4});
+    const test_util::Generation g = run_one(*e, prompt(), greedy(8), {im});
+    EXPECT_EQ(g.tokens, want) << "budget " << budget;
+  }
+  auto e = engine({.block_size = 4, .max_num_batched_tokens = 22, .max_num_seqs = 4});
+  auto refused = e->add_request(prompt(), greedy(8), 0, {}, {im});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().find("20 tokens that attend to each other, more than the 19"), std::string::npos)
+      << refused.error();
 }
 
 TEST_F(ImageInputTest, SampledImageRequestsAreBatchInvariant) {

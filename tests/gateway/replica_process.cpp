@@ -47,13 +47,8 @@ std::string tiny_model_path() {
   static const std::string path = [] {
     synth::SynthOptions opts = test::tiny_model_options(11);
     opts.shape.n_ctx = 2048;
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("gateway-test-" + std::to_string(::getpid()) + ".gguf"))
-                              .string();
-    auto written = synth::write_synthetic_model(opts, p);
-    EXPECT_TRUE(written.ok()) << written.error();
-    remover.path = p;
-    return p;
+    remover.path = test::write_temp_model(opts, "gateway-test");
+    return remover.path;
   }();
   return path;
 }

@@ -1,4 +1,4 @@
-// The repacked Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K kernels (kernels/simd/repack.h): the scalar reference against the
+// The repacked Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q5_K/Q6_K kernels (kernels/simd/repack.h): the scalar reference against the
 // exact dot product, the VNNI kernel bit for bit against the reference (any n, any row range), and
 // the activation format against tensor/quant.h's Q8_0 quantizer.
 #include <cmath>
@@ -17,8 +17,8 @@
 namespace cadenza::simd::testing {
 namespace {
 
-constexpr DType kTypes[] = {DType::Q8_0,   DType::Q4_0,  DType::Q5_0, DType::IQ4_NL,
-                            DType::MXFP4, DType::Q4_K, DType::Q6_K};
+constexpr DType kTypes[] = {DType::Q8_0,  DType::Q4_0, DType::Q5_0, DType::IQ4_NL,
+                            DType::MXFP4, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 constexpr DType kBlock32Types[] = {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::MXFP4};
 
 std::vector<uint8_t> quantize_acts(DType t, const std::vector<float>& x, int64_t n, int64_t k) {
@@ -28,29 +28,32 @@ std::vector<uint8_t> quantize_acts(DType t, const std::vector<float>& x, int64_t
   return a;
 }
 
-TEST(Repack, Q4_KActivationFormatIsQ8_KWithPairSums) {
+TEST(Repack, Q4_KAndQ5_KActivationFormatIsQ8_KWithPairSums) {
   SCOPED_TRACE(seed_trace());
   Rng rng(test_seed() + 3);
   const int64_t k = 512;
   const std::vector<float> x = random_activations(rng, 1, k);
   std::vector<BlockQ8_K> q(k / 256);
   quantize_row(DType::Q8_K, x.data(), q.data(), k);
-  const std::vector<uint8_t> a = quantize_acts(DType::Q4_K, x, 1, k);
-  const int64_t nb = k / 256;
-  for (int64_t b = 0; b < nb; ++b) {
-    float da;
-    std::memcpy(&da, &a[4 * b], 4);
-    EXPECT_EQ(da, q[b].d);
-    for (int p = 0; p < 4; ++p) {
-      int16_t pair[2];
-      std::memcpy(pair, &a[4 * nb + 16 * b + 4 * p], 4);
-      for (int e = 0; e < 2; ++e) {
-        int32_t sum = 0;
-        for (int i = 0; i < 32; ++i) sum += q[b].qs[64 * p + 32 * e + i];
-        EXPECT_EQ(pair[e], sum);
+  for (DType t : {DType::Q4_K, DType::Q5_K}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const std::vector<uint8_t> a = quantize_acts(t, x, 1, k);
+    const int64_t nb = k / 256;
+    for (int64_t b = 0; b < nb; ++b) {
+      float da;
+      std::memcpy(&da, &a[4 * b], 4);
+      EXPECT_EQ(da, q[b].d);
+      for (int p = 0; p < 4; ++p) {
+        int16_t pair[2];
+        std::memcpy(pair, &a[4 * nb + 16 * b + 4 * p], 4);
+        for (int e = 0; e < 2; ++e) {
+          int32_t sum = 0;
+          for (int i = 0; i < 32; ++i) sum += q[b].qs[64 * p + 32 * e + i];
+          EXPECT_EQ(pair[e], sum);
+        }
       }
+      EXPECT_EQ(0, std::memcmp(&a[20 * nb + 256 * b], q[b].qs, 256));
     }
-    EXPECT_EQ(0, std::memcmp(&a[20 * nb + 256 * b], q[b].qs, 256));
   }
 }
 
@@ -84,7 +87,7 @@ TEST(Repack, ReferenceMatchesExactDotProduct) {
   for (DType t : kTypes) {
     for (bool realistic : {false, true}) {
       SCOPED_TRACE(std::string(dtype_name(t)) + (realistic ? " realistic" : " random bits"));
-      const bool kq = t == DType::Q4_K || t == DType::Q6_K;
+      const bool kq = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
       const int64_t rows = 5, k = kq ? 256 * 3 : 32 * 13, n = 3;
       const std::vector<uint8_t> w = random_weights(rng, t, rows, k, realistic);
       const std::vector<float> x = random_activations(rng, n, k);
@@ -105,7 +108,7 @@ TEST(Repack, ReferenceMatchesExactDotProduct) {
             exact += static_cast<double>(wf[i]) * af[i];
             abs_sum += std::abs(static_cast<double>(wf[i]) * af[i]);
           }
-          const int64_t terms = t == DType::Q4_K ? 2 * k / 256 : t == DType::Q6_K ? k / 256 : k / 32;
+          const int64_t terms = t == DType::Q4_K || t == DType::Q5_K ? 2 * k / 256 : t == DType::Q6_K ? k / 256 : k / 32;
           EXPECT_NEAR(out[j * rows + r], exact, dot_tolerance(terms, abs_sum)) << r << "," << j;
         }
       }
@@ -159,7 +162,7 @@ TEST(Repack, VnniKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
   if (detected_isa() < Isa::avx512_vnni) GTEST_SKIP() << "SKIPPED: no avx512_vnni on this CPU";
   expect_kernel_equals_reference(Isa::avx512_vnni, {1, 2, 7, 8, 9, 19}, 19,
                                  {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::MXFP4,
-                                  DType::Q4_K, DType::Q6_K});
+                                  DType::Q4_K, DType::Q5_K, DType::Q6_K});
 }
 
 // At amx whole tiles of 16 activation rows run on AMX and the rest on VNNI: batches below, at and
@@ -168,7 +171,33 @@ TEST(Repack, AmxKernelEqualsReferenceBitwiseForAnyBatchAndRowRange) {
   if (detected_isa() < Isa::amx) GTEST_SKIP() << "SKIPPED: amx not available on this CPU (" << cpu_features().why << ")";
   expect_kernel_equals_reference(Isa::amx, {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 20, 24, 31, 32, 33, 50}, 50,
                                  {DType::Q8_0, DType::Q4_0, DType::Q5_0, DType::IQ4_NL, DType::MXFP4,
-                                  DType::Q4_K, DType::Q6_K});
+                                  DType::Q4_K, DType::Q5_K, DType::Q6_K});
+}
+
+// The K-quants' AMX kernel (repack_amx_k.cpp) builds each group's folded tiles once per chunk of
+// activation rows and runs the chunk's tiles in pairs: a long row (k = 12288, so a chunk is 32
+// rows) and n = 80 gives chunks of 32, 32 and 16 rows, pairs and a single tile, plus 3 rows on
+// VNNI; every result equal to the reference bit for bit, over a split row range.
+TEST(Repack, AmxKQuantKernelAcrossActivationChunks) {
+  if (detected_isa() < Isa::amx) GTEST_SKIP() << "SKIPPED: amx not available on this CPU (" << cpu_features().why << ")";
+  IsaScope scope(Isa::amx);
+  SCOPED_TRACE(seed_trace());
+  Rng rng(test_seed() + 5);
+  const int64_t rows = 37, k = 256 * 48, n = 83, ldo = rows;
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const std::vector<uint8_t> w = random_weights(rng, t, rows, k, false);
+    const std::vector<float> x = random_activations(rng, n, k);
+    const std::vector<uint8_t> a = quantize_acts(t, x, n, k);
+    std::vector<uint8_t> packed(static_cast<size_t>(repack_bytes(t, rows, k)));
+    repack_weights(t, w.data(), rows, k, packed.data());
+    std::vector<float> want(static_cast<size_t>(n * ldo)), got(want.size(), -7.0f);
+    ref::repack_gemm(t, w.data(), rows, k, a.data(), n, want.data(), ldo);
+    repack_gemm(t, packed.data(), rows, k, 0, 16, a.data(), n, got.data(), ldo);
+    repack_gemm(t, packed.data(), rows, k, 16, rows, a.data(), n, got.data(), ldo);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(&got[i], &want[i], 4)) << i << ": " << got[i] << " vs " << want[i];
+  }
 }
 
 // MXFP4's E8M0 scales at the ends of their range (the subnormal 2^-128 and 2^-127, the smallest

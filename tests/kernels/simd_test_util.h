@@ -122,6 +122,12 @@ inline std::vector<uint8_t> random_weights(Rng& rng, DType t, int64_t rows, int6
         std::memcpy(p + offsetof(BlockQ4_K, d), &d, 2);
         std::memcpy(p + offsetof(BlockQ4_K, dmin), &dmin, 2);
         break;
+      case DType::Q5_K:
+        d = rand_scale(rng, 1e-4f, 1e-2f, false);
+        dmin = rand_scale(rng, 1e-4f, 1e-2f, false);
+        std::memcpy(p + offsetof(BlockQ5_K, d), &d, 2);
+        std::memcpy(p + offsetof(BlockQ5_K, dmin), &dmin, 2);
+        break;
       case DType::Q6_K:
         d = rand_scale(rng, 1e-5f, 1e-3f, true);
         std::memcpy(p + offsetof(BlockQ6_K, d), &d, 2);

@@ -91,7 +91,7 @@ inline std::vector<float> run_attention(Backend& be, const AttentionSetup& a, DT
       seq_b(be, a.seq), table_b(be, a.tables);
   HostBuffer out(be, std::vector<float>(static_cast<size_t>(a.n * a.n_heads * a.d)));
   be.kv_write(kv, kb.matrix(a.n, a.n_kv * a.d), vb.matrix(a.n, a.n_kv * a.d), slot_b.index(a.n, 1));
-  const AttentionBatch batch{pos_b.index(a.n, 1), seq_b.index(a.n, 1), table_b.index(2, 8)};
+  const AttentionBatch batch{pos_b.index(a.n, 1), seq_b.index(a.n, 1), table_b.index(2, 8), {}};
   be.attention(qb.matrix(a.n, a.n_heads * a.d), kv, batch, a.n_heads, params,
                out.matrix(a.n, a.n_heads * a.d));
   return out.floats();

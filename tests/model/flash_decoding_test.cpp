@@ -95,7 +95,7 @@ std::vector<float> run(const Store& store, const std::vector<std::pair<int32_t, 
   std::vector<float> out(static_cast<size_t>(n * kHeads * kDim), NAN);
   std::vector<int32_t> tables = store.tables;
   AttentionBatch batch{IndexMatrix::of(pos.data(), n, 1), IndexMatrix::of(seq.data(), n, 1),
-                       IndexMatrix::of(tables.data(), static_cast<int64_t>(store.lengths.size()), store.max_blocks)};
+                       IndexMatrix::of(tables.data(), static_cast<int64_t>(store.lengths.size()), store.max_blocks), {}};
   std::vector<float> qq = q;
   cpu::attention(pool, Matrix::of(qq.data(), n, kHeads * kDim), store.kv, batch, kHeads,
                  {.scale = 0.125f, .window = window}, nullptr, Matrix::of(out.data(), n, kHeads * kDim));

@@ -185,7 +185,7 @@ TEST(LatentKernels, AttentionOverTheLatentCacheMatchesNaive) {
         seq_b(*backend, seq), table_b(*backend, table);
     HostBuffer out(*backend, std::vector<float>(static_cast<size_t>(n * n_heads * dv)));
     backend->kv_write(kv, kb.matrix(n, dk), Matrix{}, slot_b.index(n, 1));
-    const AttentionBatch batch{pos_b.index(n, 1), seq_b.index(n, 1), table_b.index(1, num_blocks)};
+    const AttentionBatch batch{pos_b.index(n, 1), seq_b.index(n, 1), table_b.index(1, num_blocks), {}};
     backend->attention(qb.matrix(n, n_heads * dk), kv, batch, n_heads, {.scale = scale},
                        out.matrix(n, n_heads * dv));
     const std::vector<float> got = out.floats();

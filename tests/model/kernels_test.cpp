@@ -21,15 +21,15 @@ namespace cadenza::kernels {
 namespace {
 
 // The activation row as the CPU backend's matmul sees it for weights of `type` at the active ISA
-// level: quantized to Q8_0 (repacked kernels, and Q8_0/Q4_0 weights) or Q8_K (Q4_K/Q6_K) and
-// decoded back, or unchanged (F16/BF16, types without a SIMD kernel, and the scalar level, which
-// multiplies decoded weights with f32 activations).
+// level: quantized to Q8_0 (repacked kernels, and Q8_0/Q4_0 weights) or Q8_K (Q4_K/Q6_K, and Q5_K
+// where it is repacked) and decoded back, or unchanged (F16/BF16, types without a SIMD kernel, and
+// the scalar level, which multiplies decoded weights with f32 activations).
 std::vector<float> activation_as_used(DType type, const float* x, int64_t k) {
   std::vector<float> out(x, x + k);
   const simd::Isa isa = simd::active_isa();
   std::optional<DType> at;
   if (simd::repack_usable(type, isa) && simd::repack_fits(type, k)) {
-    at = type == DType::Q4_K || type == DType::Q6_K ? DType::Q8_K : DType::Q8_0;
+    at = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K ? DType::Q8_K : DType::Q8_0;
   } else if (isa != simd::Isa::scalar) {
     at = simd::activation_dtype(type);
   }
@@ -114,11 +114,20 @@ TEST(CpuKernels, MatmulExpertsMatchesNaiveForEveryWeightType) {
   }
 }
 
+// The K-quants at n = 37: at amx two tiles of 16 rows on AMX (the folded-scale kernel) and 5 on
+// VNNI, each row equal to the row alone (VNNI).
 TEST(CpuKernels, MatmulIsBatchAndThreadInvariant) {
-  const int64_t k = 96, m = 50, n = 9;
-  const std::vector<float> w = random_floats(static_cast<size_t>(m * k), 3);
-  const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 4);
-  for (DType type : {DType::F16, DType::Q8_0}) {
+  struct Case {
+    DType type;
+    int64_t k, n;
+  };
+  for (const Case c : {Case{DType::F16, 96, 9}, Case{DType::Q8_0, 96, 9}, Case{DType::Q4_K, 512, 37},
+                       Case{DType::Q5_K, 512, 37}, Case{DType::Q6_K, 512, 37}}) {
+    SCOPED_TRACE(std::string(dtype_name(c.type)));
+    const DType type = c.type;
+    const int64_t k = c.k, m = 50, n = c.n;
+    const std::vector<float> w = random_floats(static_cast<size_t>(m * k), 3);
+    const std::vector<float> x = random_floats(static_cast<size_t>(n * k), 4);
     std::unique_ptr<Backend> one = make_cpu_backend({.n_threads = 1});
     std::unique_ptr<Backend> three = make_cpu_backend({.n_threads = 3});
     std::unique_ptr<Weight> w1 = upload(*one, type, w, k, m);
@@ -289,7 +298,7 @@ TEST(CpuKernels, PagedAttentionMatchesNaiveSoftmax) {
       table_b(*backend, table_matrix);
   HostBuffer out(*backend, std::vector<float>(static_cast<size_t>(n * n_heads * dv)));
   backend->kv_write(kv, kb.matrix(n, n_kv * dk), vb.matrix(n, n_kv * dv), slot_b.index(n, 1));
-  AttentionBatch batch{pos_b.index(n, 1), seq_b.index(n, 1), table_b.index(2, blocks0)};
+  AttentionBatch batch{pos_b.index(n, 1), seq_b.index(n, 1), table_b.index(2, blocks0), {}};
   backend->attention(qb.matrix(n, n_heads * dk), kv, batch, n_heads, {.scale = scale},
                      out.matrix(n, n_heads * dv));
   const std::vector<float> got = out.floats();

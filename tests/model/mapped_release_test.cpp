@@ -101,7 +101,7 @@ TEST_P(MappedRelease, LogitsAreBitForBitThoseOfAKeptMapping) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, MappedRelease,
-                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K),
+                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K),
                          [](const ::testing::TestParamInfo<DType>& info) {
                            return std::string(dtype_name(info.param));
                          });

@@ -161,6 +161,41 @@ TEST(Scheduler, LongPromptNeverStallsDecodes) {
   }
 }
 
+// Images whose tokens attend to each other both ways (ImageInput::bidirectional) are computed in
+// one step: no prompt chunk ends inside one, beside a decoding request that takes a token of
+// every step's budget; a causal image at the same place is cut like text.
+TEST(Scheduler, BidirectionalImagesAreNeverCut) {
+  for (bool bidirectional : {true, false}) {
+    SCOPED_TRACE(bidirectional ? "bidirectional" : "causal");
+    kv::KvCacheManager kv({.num_blocks = 256, .block_size = 16});
+    Scheduler s({.max_num_batched_tokens = 24, .max_num_seqs = 4}, kv);
+    FakeEngine engine(s, kv);
+    s.add(make_request(1, distinct_prompt(1, 5), 60));
+    engine.step();  // request 1 decodes from now on
+    auto r = make_request(2, distinct_prompt(2, 100), 2);
+    for (int32_t at : {20, 50}) {
+      ImageInput im;
+      im.position = at;
+      im.num_tokens = 16;
+      im.bidirectional = bidirectional;
+      r->images.push_back(im);
+    }
+    s.add(std::move(r));
+    bool cut_inside = false, finished = false;
+    while (!finished) {
+      SchedulePlan plan;
+      for (auto& done : engine.step(&plan)) finished |= done->id == 2;
+      for (const ScheduledRequest& e : plan.scheduled) {
+        if (e.request->id != 2) continue;
+        const int32_t end = e.start + e.num_tokens;
+        for (int32_t at : {20, 50}) cut_inside |= end > at && end < at + 16;
+      }
+      ASSERT_LT(engine.steps, 100);
+    }
+    EXPECT_EQ(cut_inside, !bidirectional);
+  }
+}
+
 TEST(Scheduler, PriorityClassThenArrival) {
   kv::KvCacheManager kv({.num_blocks = 64, .block_size = 16});
   Scheduler s({.max_num_batched_tokens = 64, .max_num_seqs = 1}, kv);

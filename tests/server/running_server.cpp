@@ -39,6 +39,7 @@ ServerConfig server_config(const Options& o) {
   sc.max_body_bytes = o.max_body_bytes;
   sc.drain_timeout_s = o.drain_timeout_s;
   sc.request_timeout_s = o.request_timeout_s;
+  sc.ttft_slo_factor = o.ttft_slo_factor;
   sc.responses_store = o.responses_store;
   sc.ssl_certfile = o.ssl_certfile;
   sc.ssl_keyfile = o.ssl_keyfile;
@@ -48,18 +49,31 @@ ServerConfig server_config(const Options& o) {
 
 }  // namespace
 
+std::string slow_model_path() {
+  static RemoveAtExit remover;
+  static const std::string path = [] {
+    synth::SynthOptions opts = test::tiny_model_options(11);
+    opts.shape.n_embd = 512;
+    opts.shape.n_layer = 4;
+    opts.shape.n_head = 8;
+    opts.shape.n_head_kv = 4;
+    opts.shape.head_dim = 64;
+    opts.shape.n_ff = 1536;
+    opts.shape.n_ctx = kSlowModelLen;
+    opts.weight_type = "q8_0";
+    remover.path = test::write_temp_model(opts, "slow-model");
+    return remover.path;
+  }();
+  return path;
+}
+
 std::string model_path() {
   static RemoveAtExit remover;
   static const std::string path = [] {
     synth::SynthOptions opts = test::tiny_model_options(5);
     opts.shape.n_ctx = 2048;
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("server-test-" + std::to_string(::getpid()) + ".gguf"))
-                              .string();
-    auto written = synth::write_synthetic_model(opts, p);
-    EXPECT_TRUE(written.ok()) << written.error();
-    remover.path = p;
-    return p;
+    remover.path = test::write_temp_model(opts, "server-test");
+    return remover.path;
   }();
   return path;
 }

@@ -27,6 +27,7 @@ struct Options {
   std::vector<std::string> keys;
   double drain_timeout_s = 30;
   double request_timeout_s = 0;  // --request-timeout
+  double ttft_slo_factor = 0;    // --ttft-slo-factor
   size_t responses_store = 0;  // --responses-store
   std::string ssl_certfile;  // both set: HTTPS
   std::string ssl_keyfile;
@@ -53,6 +54,12 @@ struct Running {
 
 // The tiny model's file (written once per process, removed at exit).
 std::string model_path();
+
+// A model slow enough for tests that need steps that take a while: the tiny shape widened to
+// 512 and 4 layers (about 13M parameters, Q8_0, ~14 MB, context kSlowModelLen), a few ms a
+// token on a CPU core, so thousands of tokens take seconds. Written once per process.
+inline constexpr int32_t kSlowModelLen = 4096;
+std::string slow_model_path();
 
 // Loads the model and creates the server without starting it. Errors: loading, Server::create
 // (e.g. a bad TLS certificate or key).

@@ -29,37 +29,9 @@ using testing::wait_metric;
 using Clock = std::chrono::steady_clock;
 
 // The tiny model writes its whole context in a fraction of a second; these tests need a
-// generation that runs for several seconds: the same shape widened to 512 and 4 layers (about
-// 13M parameters, Q8_0, ~14 MB), a few ms a token on a CPU core, so thousands of tokens take
-// well over the 1 s limit.
-constexpr int32_t kModelLen = 4096;
-const std::string& slow_model_path() {
-  struct Remove {
-    std::string path;
-    ~Remove() {
-      std::error_code ec;
-      std::filesystem::remove(path, ec);
-    }
-  };
-  static Remove file{[] {
-    synth::SynthOptions opts = test::tiny_model_options(11);
-    opts.shape.n_embd = 512;
-    opts.shape.n_layer = 4;
-    opts.shape.n_head = 8;
-    opts.shape.n_head_kv = 4;
-    opts.shape.head_dim = 64;
-    opts.shape.n_ff = 1536;
-    opts.shape.n_ctx = kModelLen;
-    opts.weight_type = "q8_0";
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           ("timeout-test-" + std::to_string(::getpid()) + ".gguf"))
-                              .string();
-    auto written = synth::write_synthetic_model(opts, p);
-    EXPECT_TRUE(written.ok()) << written.error();
-    return p;
-  }()};
-  return file.path;
-}
+// generation that runs for several seconds (testing::slow_model_path).
+constexpr int32_t kModelLen = testing::kSlowModelLen;
+using testing::slow_model_path;
 
 Options slow_options() {
   Options o;

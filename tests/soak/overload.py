@@ -41,6 +41,8 @@ p.add_argument("--calibrate", type=float, default=10, help="seconds of the close
 p.add_argument("--max-num-seqs", type=int, default=8)
 p.add_argument("--max-queue", type=int, default=0)
 p.add_argument("--max-tokens", type=int, default=16)
+p.add_argument("--ttft-slo-factor", type=float, default=0,
+               help="serve's --ttft-slo-factor (0: off): admission by predicted time to first token")
 p.add_argument("--max-429-p99-ms", type=float, default=500)
 p.add_argument("--recovery-bound", type=float, default=10)
 p.add_argument("--model")
@@ -64,7 +66,8 @@ if not args.model and not os.path.exists(model):
 server, port = start_listening(
     [args.cadenza, "serve", "-m", model, "--port", "0", "-t", str(args.threads),
      "--served-model-name", "overload", "--max-num-seqs", str(args.max_num_seqs),
-     "--max-model-len", "1024", "--max-queue", str(args.max_queue), "--io-threads", "2"],
+     "--max-model-len", "1024", "--max-queue", str(args.max_queue), "--io-threads", "2",
+     "--ttft-slo-factor", str(args.ttft_slo_factor)],
     os.path.join(args.work, "serve.err"), timeout_s=300)
 if port is None:
     sys.exit("serve did not start: " + open(os.path.join(args.work, "serve.err")).read()[-2000:])
@@ -95,6 +98,10 @@ BODY = json.dumps({"model": "overload", "prompt": "The server answers every clie
                    "max_tokens": args.max_tokens, "ignore_eos": True, "stream": True})
 WORDS = "the server answers every client that comes by and refuses quickly what it cannot take".split()
 serial = itertools.count()
+codes_429 = {}  # error code of each 429 (queue_full, ttft_limit)
+codes_lock = threading.Lock()
+# Per thread: the last 429's retry-after-ms (seconds), and whether its codes count (the overload's).
+retry_hint = threading.local()
 
 
 def body():
@@ -118,7 +125,17 @@ def one():
         r = c.getresponse()
         if r.status == 429:
             took = time.perf_counter() - t0
-            r.read()
+            try:
+                code = json.loads(r.read())["error"]["code"]
+            except (ValueError, KeyError, TypeError):
+                code = "?"
+            if getattr(retry_hint, "count", False):
+                with codes_lock:
+                    codes_429[code] = codes_429.get(code, 0) + 1
+            try:
+                retry_hint.s = float(r.getheader("retry-after-ms")) / 1000
+            except (TypeError, ValueError):
+                retry_hint.s = float(r.getheader("Retry-After") or 1)
             return "429", took, r.getheader("Retry-After")
         if r.status != 200:
             return "LOST", time.perf_counter() - t0, f"{r.status} {r.read()[:200]!r}"
@@ -191,6 +208,8 @@ if rate is None:
             o, _, d = one()
             with lock:
                 done.append((o, d))
+            if o == "429":  # a client that backs off as told (retry-after-ms, else Retry-After)
+                time.sleep(min(getattr(retry_hint, "s", 0.1), max(0.0, stop_at - time.time())))
 
     t0 = time.time()
     ts = [threading.Thread(target=closed) for _ in range(args.max_num_seqs)]
@@ -212,13 +231,14 @@ if rate <= 0:
              "--calibrate or the rate itself (--rate)")
 log(f"sustainable rate {rate:.2f} req/s; offering {args.factor * rate:.1f} req/s for {args.duration:.0f} s")
 
-# 3. The overload: open loop.
+# 3. The overload: open loop (its 429s' codes are counted).
 offered = args.factor * rate
 results = []  # (scheduled offset, outcome, seconds, detail)
 rlock = threading.Lock()
 
 
 def fire(offset):
+    retry_hint.count = True
     r = one()
     with rlock:
         results.append((offset,) + r)
@@ -254,8 +274,8 @@ while time.perf_counter() - burst_end < args.recovery_bound:
     if o == "ok" and s <= 2 * ttft0:
         recovered_after = time.perf_counter() - burst_end
         break
-    if o != "429":
-        time.sleep(0.05)
+    # After a 429, as a client told when to come back would (at most 0.5 s: recovery is timed).
+    time.sleep(min(0.5, getattr(retry_hint, "s", 0.05)) if o == "429" else 0.05)
 for t in workers:
     t.join(timeout=180)
 if any(t.is_alive() for t in workers):
@@ -291,6 +311,8 @@ if refused and 1000 * pct(r429, 0.99) > args.max_429_p99_ms:
     failures.append(f"429 latency P99 {1000 * pct(r429, 0.99):.1f} ms > {args.max_429_p99_ms:.0f} ms")
 if not refused:
     failures.append("no request got 429: the load did not overload the server")
+if args.ttft_slo_factor and not codes_429.get("ttft_limit"):
+    failures.append("--ttft-slo-factor is set but no 429 was ttft_limit")
 if recovered_after is None:
     failures.append(f"no recovery: no probe within {args.recovery_bound:.0f} s of the burst's end "
                     f"had a TTFT within 2x unloaded ({[(round(t, 2), o, round(1000 * s)) for t, o, s in probes[-5:]]})")
@@ -321,7 +343,7 @@ lines = [
     f"| admitted (200) | {len(admitted)} |",
     f"| admitted TTFT P50 / P99 ms | {ms(pct(admitted, 0.5))} / {ms(pct(admitted, 0.99))} |",
     f"| admitted TTFT P99 / unloaded median | {ratio:.2f}x |",
-    f"| refused (429) | {len(refused)} |",
+    f"| refused (429) | {len(refused)} ({', '.join(f'{k} {v}' for k, v in sorted(codes_429.items()))}) |",
     f"| 429 latency P50 / P99 / max ms | {ms(pct(r429, 0.5))} / {ms(pct(r429, 0.99))} / {ms(max(r429 or [float('nan')]))} |",
     f"| 429s with Retry-After | {len(refused) - no_retry} of {len(refused)} |",
     f"| lost (neither) | {len(lost)} |",

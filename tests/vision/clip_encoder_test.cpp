@@ -152,6 +152,40 @@ TEST_F(ClipEncoderTest, ConfigComesFromTheFile) {
   EXPECT_FLOAT_EQ(c->image_std[2], 0.27577711f);
 }
 
+// Gemma 3: every layer run, no class embedding, the pool from scale_factor (absent: 4), the
+// image's tokens, the text around them and their attention from the projector.
+TEST_F(ClipEncoderTest, Gemma3ConfigComesFromTheFile) {
+  for (int64_t pool : {4, 2}) {
+    synth::MmprojShape shape = *synth::find_mmproj_preset("gemma3-tiny");
+    shape.pool = pool;
+    const std::string path = dir_.file("gemma3-" + std::to_string(pool) + ".gguf");
+    ASSERT_TRUE(synth::write_synthetic_mmproj(shape, 3, path).ok());
+    auto file = gguf::GgufFile::open(path);
+    ASSERT_TRUE(file.ok());
+    EXPECT_EQ((*file)->find_tensor("v.class_embd"), nullptr);
+    auto c = read_vision_config(**file);
+    ASSERT_TRUE(c.ok()) << c.error();
+    EXPECT_EQ(c->projector, ProjectorType::kGemma3);
+    EXPECT_EQ(c->n_patches, 256);
+    EXPECT_EQ(c->n_positions, 256);
+    EXPECT_EQ(c->n_layers_used, 2);
+    EXPECT_EQ(c->pool, pool);
+    EXPECT_EQ(c->n_image_tokens, (16 / pool) * (16 / pool));
+    EXPECT_EQ(c->n_out, 64);
+    EXPECT_TRUE(c->has_post_ln && c->has_patch_bias && !c->has_pre_ln);
+    EXPECT_EQ(c->activation, Activation::kGelu);
+    EXPECT_EQ(c->image_begin, "<start_of_image>");
+    EXPECT_EQ(c->image_end, "<end_of_image>");
+    EXPECT_TRUE(c->bidirectional_image);
+    auto backend = kernels::make_cpu_backend({.n_threads = 1});
+    auto enc = VisionEncoder::open(path, *backend);
+    ASSERT_TRUE(enc.ok()) << enc.error();
+    auto out = (*enc)->encode((*enc)->preprocess(testing::make_test_image(30, 50)));
+    ASSERT_TRUE(out.ok()) << out.error();
+    EXPECT_EQ(out->size(), static_cast<size_t>(c->n_image_tokens * 64));
+  }
+}
+
 TEST_F(ClipEncoderTest, MatchesAPlainReferenceForwardPass) {
   auto backend = kernels::make_cpu_backend({.n_threads = 2});
   auto enc = VisionEncoder::open(path_, *backend);

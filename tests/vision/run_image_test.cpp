@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,8 @@
 #include "image_encode.h"
 #include "shared_data.h"
 #include "synth/mmproj.h"
+#include "synth/presets.h"
+#include "synth/synth.h"
 #include "temp_dir.h"
 #include "test_models.h"
 
@@ -93,6 +96,42 @@ TEST_F(RunImageErrors, RunsAndRefusesBadImagesAndLoneFlags) {
   auto lone = run_cadenza("run -m " + shell_quote(model_) + " --image " + shell_quote(png_));
   EXPECT_EQ(lone.status, 2);
   EXPECT_NE(lone.err.find("--mmproj and --image go together"), std::string::npos) << lone.err;
+}
+
+// Gemma 3 (golden/gemma3-tiny.json, made with llama-server): the greedy bytes after the image,
+// which `run` wraps in <start_of_image> / <end_of_image> and lets attend to itself both ways; and
+// a Gemma 3 mmproj for another width refused.
+TEST(RunImageGemma3, GreedyTokensAreTheReferenceEngines) {
+  const auto g = nlohmann::json::parse(cadenza::test::read_text_file(
+      std::string(CADENZA_SOURCE_DIR) + "/tests/vision/golden/gemma3-tiny.json"));
+  cadenza::test::TempDir dir;
+  const std::string mmproj = dir.file("mmproj.gguf"), lm = dir.file("lm.gguf");
+  ASSERT_TRUE(synth::write_synthetic_mmproj(*synth::find_mmproj_preset(g["mmproj"]["preset"]),
+                                            g["mmproj"]["seed"], mmproj).ok());
+  synth::SynthOptions o;
+  o.shape = *synth::find_preset(g["language_model"]["preset"].get<std::string>());
+  o.weight_type = g["language_model"]["type"].get<std::string>();
+  o.seed = g["language_model"]["seed"].get<uint64_t>();
+  ASSERT_TRUE(synth::write_synthetic_model(o, lm).ok());
+  const auto& im = g["images"][0];  // at the encoder's size
+  const std::string png = dir.file("image.png");
+  write_file(png, testing::encode_png(testing::make_test_image(im["width"], im["height"], im["seed"])));
+  auto r = run_cadenza("run -m " + shell_quote(lm) + " --mmproj " + shell_quote(mmproj) + " --image " +
+                       shell_quote(png) + " -p " + shell_quote(g["prompt"].get<std::string>()) + " -n " +
+                       std::to_string(g["n_predict"].get<int>()) + " -t 2 --no-echo --ignore-eos");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, im["greedy_text"].get<std::string>() + "\n") << r.err;
+  EXPECT_NE(r.err.find(fmt::format("16 tokens of 64 (encoder 64x64), prompt {} tokens", im["prompt_tokens"].get<int>())),
+            std::string::npos) << r.err;
+
+  synth::MmprojShape narrow = *synth::find_mmproj_preset("gemma3-tiny");
+  narrow.n_out = 32;
+  const std::string mm32 = dir.file("mm32.gguf");
+  ASSERT_TRUE(synth::write_synthetic_mmproj(narrow, 1, mm32).ok());
+  auto bad = run_cadenza("run -m " + shell_quote(lm) + " --mmproj " + shell_quote(mm32) + " --image " +
+                         shell_quote(png) + " -n 2");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("output width 32 is not the model's embedding width 64"), std::string::npos) << bad.err;
 }
 
 }  // namespace

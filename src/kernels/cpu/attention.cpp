@@ -1,5 +1,6 @@
 // CPU paged attention: K/V written into block-table slots (converted to the store's element type:
-// F32, F16 or Q8_0); each token attends over its sequence's positions 0..pos with an online
+// F32, F16 or Q8_0); each token attends over its sequence's positions 0..pos (0..its span's last
+// position with AttentionBatch::last_positions: non-causal spans) with an online
 // (flash-style) softmax over fixed chunks of positions (simd/attention.h: the AVX-512 path, or the
 // scalar reference below avx512 / for head sizes it does not take). Flash-decoding: positions are
 // cut into fixed splits of simd::kAttendSplit; the work items are (token, KV head, split), so one
@@ -96,15 +97,20 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
   assert(params.window >= 0 && params.chunk >= 0);
   constexpr int64_t kSplit = simd::kAttendSplit;
 
-  // Positions first .. pos of token t: all of them, or the last `window`, or (and) those of
-  // pos's chunk.
+  // Positions first .. last of token t: all of them up to its own position (or up to the end of
+  // its span: AttentionBatch::last_positions), or from the last `window` before its own
+  // position, or (and) those of its position's chunk.
+  assert(batch.last_positions.rows == 0 || batch.last_positions.rows == q.rows);
   const auto first_of = [&](int64_t t) {
     const int64_t pos = batch.positions.data[t];
     const int64_t first = params.window > 0 ? std::max<int64_t>(0, pos - params.window + 1) : 0;
     return params.chunk > 0 ? std::max<int64_t>(first, pos - pos % params.chunk) : first;
   };
+  const auto last_of = [&](int64_t t) -> int64_t {
+    return batch.last_positions.rows > 0 ? batch.last_positions.data[t] : batch.positions.data[t];
+  };
   const auto splits_of = [&](int64_t t) {
-    return (batch.positions.data[t] - first_of(t) + 1 + kSplit - 1) / kSplit;
+    return (last_of(t) - first_of(t) + 1 + kSplit - 1) / kSplit;
   };
   // One (token, KV head, split) partial: [group][dv] accumulators, [group] maxima, [group] sums.
   const int64_t part_floats = static_cast<int64_t>(group) * (dv + 2);
@@ -174,7 +180,7 @@ void attention(ThreadPool& pool, Matrix q, const KvLayer& kv, const AttentionBat
       int nt = 0;
       int64_t n_positions = 0;
       for (int64_t t = ta; t < tb; ++t) {
-        const int64_t n = std::min<int64_t>(kSplit, batch.positions.data[t] - first + 1);
+        const int64_t n = std::min<int64_t>(kSplit, last_of(t) - first + 1);
         if (n <= 0) continue;
         tok[nt] = t;
         n_tok[nt++] = n;

@@ -212,6 +212,7 @@ class CpuBackend final : public Backend {
     cpu::weighted_sum_slots(pool_, slot_rows, weights, out);
   }
   bool supports_recurrent() const override { return true; }
+  bool supports_attention_spans() const override { return true; }
   void short_conv(Matrix x, const Weight& w, const Weight* bias, Matrix state,
                   const RecurrentBatch& batch, Matrix out) override {
     assert(!bias || bias->cols() == x.cols);

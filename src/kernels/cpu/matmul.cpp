@@ -315,7 +315,7 @@ void log_matmul_path_once() {
     const simd::Isa isa = simd::active_isa();
     std::string path = "row-major SIMD kernels";
     if (simd::repack_usable(DType::Q8_0, isa)) {
-      path = fmt::format("Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K repacked to 16-row groups, VNNI GEMM{}",
+      path = fmt::format("Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q5_K/Q6_K repacked to 16-row groups, VNNI GEMM{}",
                          isa >= simd::Isa::amx ? ", AMX tiles for each 16 activation rows" : "");
     }
     spdlog::info("cpu backend: matmul kernels at ISA level {} ({}); {}", simd::isa_name(isa), path,

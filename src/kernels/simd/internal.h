@@ -53,7 +53,7 @@ const KernelTable& avx512_vnni_table();  // kernels_avx512_vnni.cpp
 const KernelTable& active_table();
 
 // repack_vnni.cpp: the repacked GEMM (repack.h) at avx512_vnni; type_code 0 = Q8_0, 1 = Q4_0,
-// 2 = Q5_0.
+// 2 = Q5_0, 3 = Q4_K, 4 = Q6_K, 5 = IQ4_NL, 6 = MXFP4, 7 = Q5_K (repack.cpp's type_code).
 void repack_gemm_vnni(int type_code, const void* packed, int64_t k, int64_t r0, int64_t r1,
                       const void* act, int64_t n, float* out, int64_t ldo);
 
@@ -62,6 +62,10 @@ void repack_gemm_vnni(int type_code, const void* packed, int64_t k, int64_t r0, 
 // the caller runs the rest on VNNI). Equal bit for bit to repack_gemm_vnni on those rows.
 int64_t repack_gemm_amx(int type_code, const void* packed, int64_t k, int64_t r0, int64_t r1,
                         const void* act, int64_t n, float* out, int64_t ldo);
+// repack_amx_k.cpp: the same contract for the K-quants with the sub-block scales folded into the
+// tiles (type codes 3 Q4_K, 4 Q6_K, 7 Q5_K); repack_gemm_amx forwards those it routes there.
+int64_t repack_gemm_amx_k(int type_code, const void* packed, int64_t k, int64_t r0, int64_t r1,
+                          const void* act, int64_t n, float* out, int64_t ldo);
 
 // amx_probe.cpp: requests tile permission and runs one tile instruction in a forked child.
 struct AmxProbe {

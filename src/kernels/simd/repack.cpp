@@ -1,4 +1,4 @@
-// Repacking of Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K rows into 16-row groups, the activation format of the repacked
+// Repacking of Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q5_K/Q6_K rows into 16-row groups, the activation format of the repacked
 // kernels, their scalar reference and the dispatch (see repack.h). Baseline x86-64 code.
 #include "kernels/simd/repack.h"
 
@@ -25,18 +25,21 @@ int type_code(DType t) {
     case DType::Q6_K: return 4;
     case DType::IQ4_NL: return 5;
     case DType::MXFP4: return 6;
+    case DType::Q5_K: return 7;
     default: return -1;
   }
 }
 
 // Elements per block and bytes of one repacked 16-row block.
-int64_t block_elems(DType t) { return t == DType::Q4_K || t == DType::Q6_K ? 256 : 32; }
+bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+int64_t block_elems(DType t) { return is_k_quant(t) ? 256 : 32; }
 int64_t packed_block_bytes(DType t) {
   switch (t) {
     case DType::Q8_0: return 32 + 512;
     case DType::Q4_0: return 32 + 256;
     case DType::Q5_0: return 32 + 256 + 64;
     case DType::Q4_K: return 64 + 128 + 128 + 2048;
+    case DType::Q5_K: return 64 + 128 + 128 + 2048 + 512;
     case DType::Q6_K: return 32 + 256 + 2048 + 1024;
     case DType::IQ4_NL: return 32 + 256;
     case DType::MXFP4: return 16 + 256;
@@ -56,6 +59,22 @@ void q4_k_codes(const uint8_t* row, int64_t b, uint8_t q[256], int sc[8], int mn
     for (int l = 0; l < 32; ++l) {
       q[64 * c + l] = blk.qs[32 * c + l] & 0x0f;
       q[64 * c + 32 + l] = blk.qs[32 * c + l] >> 4;
+    }
+  }
+}
+
+// Q5_K super-block b of a row: codes q[256] (0..31), scales, mins, d, dmin.
+void q5_k_codes(const uint8_t* row, int64_t b, uint8_t q[256], int sc[8], int mn[8], uint16_t* d,
+                uint16_t* dmin) {
+  BlockQ5_K blk;
+  std::memcpy(&blk, row + b * sizeof(BlockQ5_K), sizeof blk);
+  *d = blk.d;
+  *dmin = blk.dmin;
+  for (int j = 0; j < 8; ++j) unpack_scale_min_k4(j, blk.scales, &sc[j], &mn[j]);
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      q[64 * c + l] = static_cast<uint8_t>((blk.qs[32 * c + l] & 0x0f) | (((blk.qh[l] >> (2 * c)) & 1) << 4));
+      q[64 * c + 32 + l] = static_cast<uint8_t>((blk.qs[32 * c + l] >> 4) | (((blk.qh[l] >> (2 * c + 1)) & 1) << 4));
     }
   }
 }
@@ -100,11 +119,15 @@ void repack_q6_k_block(const uint8_t* row, int64_t b, int r, uint8_t* blk) {
   }
 }
 
-void repack_q4_k_block(const uint8_t* row, int64_t b, int r, uint8_t* blk) {
+// Q4_K, or Q5_K (five_bit): the Q4_K layout of the low 4 bits, then Q5_K's fifth bits as masks.
+void repack_q45_k_block(const uint8_t* row, int64_t b, int r, uint8_t* blk, bool five_bit) {
   uint8_t q[256];
   int sc[8], mn[8];
   uint16_t d, dmin;
-  q4_k_codes(row, b, q, sc, mn, &d, &dmin);
+  if (five_bit)
+    q5_k_codes(row, b, q, sc, mn, &d, &dmin);
+  else
+    q4_k_codes(row, b, q, sc, mn, &d, &dmin);
   std::memcpy(blk + 2 * r, &d, 2);
   std::memcpy(blk + 32 + 2 * r, &dmin, 2);
   for (int j = 0; j < 8; ++j) blk[64 + 16 * j + r] = static_cast<uint8_t>(sc[j]);
@@ -113,8 +136,16 @@ void repack_q4_k_block(const uint8_t* row, int64_t b, int r, uint8_t* blk) {
     blk[192 + 32 * p + 2 * r + 1] = static_cast<uint8_t>(mn[2 * p + 1]);
     for (int t = 0; t < 8; ++t) {
       for (int i = 0; i < 4; ++i) {
-        blk[320 + 512 * p + 64 * t + 4 * r + i] =
-            static_cast<uint8_t>(q[64 * p + 4 * t + i] | (q[64 * p + 32 + 4 * t + i] << 4));
+        const uint8_t lo = q[64 * p + 4 * t + i], hi = q[64 * p + 32 + 4 * t + i];
+        blk[320 + 512 * p + 64 * t + 4 * r + i] = static_cast<uint8_t>((lo & 0x0f) | ((hi & 0x0f) << 4));
+        if (!five_bit) continue;
+        // u64 h[p][t][e], bit 4r + i = the fifth bit of q[64p + 32e + 4t + i].
+        for (int e = 0; e < 2; ++e) {
+          if (((e ? hi : lo) & 0x10) == 0) continue;
+          uint8_t* h = blk + 2368 + 128 * p + 16 * t + 8 * e;
+          const int bit = 4 * r + i;
+          h[bit / 8] = static_cast<uint8_t>(h[bit / 8] | (1u << (bit % 8)));
+        }
       }
     }
   }
@@ -229,10 +260,10 @@ void repack_weights(DType type, const void* src, int64_t rows, int64_t k, void* 
       uint8_t* blk = d + (g * nb + b) * bb;
       for (int r = 0; r < kRepackRows; ++r) {
         const int64_t row = g * kRepackRows + r;
-        if (type == DType::Q4_K || type == DType::Q6_K) {
+        if (is_k_quant(type)) {
           if (row >= rows) continue;  // padding rows: all zero (d = dmin = 0)
-          if (type == DType::Q4_K)
-            repack_q4_k_block(s + row * rb, b, r, blk);
+          if (type == DType::Q4_K || type == DType::Q5_K)
+            repack_q45_k_block(s + row * rb, b, r, blk, type == DType::Q5_K);
           else
             repack_q6_k_block(s + row * rb, b, r, blk);
           continue;
@@ -277,7 +308,7 @@ void repack_weights(DType type, const void* src, int64_t rows, int64_t k, void* 
 
 int64_t repack_act_row_bytes(DType type, int64_t k) {
   if (type == DType::Q6_K) return k / 256 * static_cast<int64_t>(sizeof(BlockQ8_K));
-  return type == DType::Q4_K ? k / 256 * (4 + 16 + 256) : k / 32 * (4 + 4 + 32);
+  return type == DType::Q4_K || type == DType::Q5_K ? k / 256 * (4 + 16 + 256) : k / 32 * (4 + 4 + 32);
 }
 
 void repack_quantize_act(DType type, const float* x, int64_t k, void* dst) {
@@ -287,7 +318,7 @@ void repack_quantize_act(DType type, const float* x, int64_t k, void* dst) {
     quantize_q8_k(x, k, dst);  // plain Q8_K rows
     return;
   }
-  if (type == DType::Q4_K) {
+  if (type == DType::Q4_K || type == DType::Q5_K) {
     const int64_t nb = k / 256;
     thread_local std::vector<BlockQ8_K> blocks;
     blocks.resize(static_cast<size_t>(nb));
@@ -344,10 +375,11 @@ void repack_gemm(DType type, const void* packed, int64_t rows, int64_t k, int64_
 namespace ref {
 namespace {
 
-void repacked_q4_k(const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
-                   float* out, int64_t ldo) {
-  const int64_t nb = k / 256, rb = gguf_row_bytes(DType::Q4_K, k);
-  const int64_t ab = repack_act_row_bytes(DType::Q4_K, k);
+// Q4_K, or Q5_K (type): the same sums, codes 0..15 or 0..31.
+void repacked_q45_k(DType type, const void* weights, int64_t rows, int64_t k, const void* act, int64_t n,
+                    float* out, int64_t ldo) {
+  const int64_t nb = k / 256, rb = gguf_row_bytes(type, k);
+  const int64_t ab = repack_act_row_bytes(type, k);
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* a = static_cast<const uint8_t*>(act);
   uint8_t q[256];
@@ -358,7 +390,10 @@ void repacked_q4_k(const void* weights, int64_t rows, int64_t k, const void* act
       const uint8_t* aj = a + j * ab;
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        q4_k_codes(w + r * rb, b, q, sc, mn, &d, &dmin);
+        if (type == DType::Q5_K)
+          q5_k_codes(w + r * rb, b, q, sc, mn, &d, &dmin);
+        else
+          q4_k_codes(w + r * rb, b, q, sc, mn, &d, &dmin);
         float da;
         std::memcpy(&da, aj + 4 * b, 4);
         const auto* qs = reinterpret_cast<const int8_t*>(aj + 20 * nb + 256 * b);
@@ -412,7 +447,7 @@ void repacked_q6_k(const void* weights, int64_t rows, int64_t k, const void* act
 void repack_gemm(DType type, const void* weights, int64_t rows, int64_t k, const void* act,
                  int64_t n, float* out, int64_t ldo) {
   assert(repack_fits(type, k));
-  if (type == DType::Q4_K) return repacked_q4_k(weights, rows, k, act, n, out, ldo);
+  if (type == DType::Q4_K || type == DType::Q5_K) return repacked_q45_k(type, weights, rows, k, act, n, out, ldo);
   if (type == DType::Q6_K) return repacked_q6_k(weights, rows, k, act, n, out, ldo);
   const int64_t nb = k / 32, rb = gguf_row_bytes(type, k), ab = repack_act_row_bytes(type, k);
   const int32_t offset = code_offset(type);

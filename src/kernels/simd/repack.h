@@ -1,7 +1,8 @@
-// Repacked ("interleaved") weights for Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_K and Q6_K, and the AVX-512 VNNI GEMM/GEMV
-// that runs on them (prefill and decode share one kernel).
-// At the amx level, whole tiles of 16 activation rows run on AMX tiles instead (repack_amx.cpp)
-// and the remaining rows on the VNNI kernel; both give the same results bit for bit.
+// Repacked ("interleaved") weights for Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_K, Q5_K and Q6_K, and the AVX-512
+// VNNI GEMM/GEMV that runs on them (prefill and decode share one kernel).
+// At the amx level, whole tiles of 16 activation rows run on AMX tiles instead (repack_amx.cpp;
+// the K-quants with their sub-block scales folded into the tiles, repack_amx_k.cpp) and the
+// remaining rows on the VNNI kernel; both give the same results bit for bit.
 //
 // Why: the row-major kernels (kernels.h) reduce each dot product horizontally and spend a sign
 // trick, a conversion and two float ops per 32-element block and activation. Here 16 weight rows
@@ -27,6 +28,9 @@
 //   fp16 d[16], fp16 dmin[16], u8 sc[8][16], u8 mn[4][16][2] (mn[p][r][e] = min of sub-block
 //   2p+e), u8 n[4][8][16][4]: n[p][t][r][i] low nibble = q[r][64p+4t+i] (sub-block 2p), high
 //   nibble = q[r][64p+32+4t+i] (sub-block 2p+1).
+// Q5_K, per 16-row group and super-block (2880 bytes; the rows' 16 x 176 = 2816): Q4_K's 2368
+//   bytes for the scales, mins and the low 4 bits, then u64 h[4][8][2]: bit 4r+i of h[p][t][e] =
+//   the fifth bit of q[r][64p+32e+4t+i] (q = 0..31).
 // Q6_K, per 16-row group and super-block (3360 bytes = 16 x 210): fp16 d[16], int8
 //   sc[8][16][2] (sc[m][r][e] = scale of sub-block 2m+e), u8 n[4][8][16][4] (low nibble = low 4
 //   bits of q[r][64p+4t+i], high nibble = those of q[r][64p+32+4t+i]), u8 h[4][4][16][4]: bits
@@ -37,20 +41,20 @@
 // results match the row-major kernels' rounding of activations), stored as float da[k/32], int32
 // corr[k/32] (= offset * sum of the block's quants), int8 qs[k]. Q4_K: quantized to Q8_K as
 // quantize_q8_k does, stored as float da[k/256], int32 bs[k/256][4] (bs[b][p] = the sums of the
-// quants of sub-blocks 2p and 2p+1 as two int16, low and high), int8 qs[k]. Q6_K: plain Q8_K
-// rows (quantize_q8_k).
+// quants of sub-blocks 2p and 2p+1 as two int16, low and high), int8 qs[k]; Q5_K the same. Q6_K:
+// plain Q8_K rows (quantize_q8_k).
 //
 // Result, per weight row r and activation row j (the same at every n, row range and thread count,
 // and equal bit for bit to ref::repack_gemm, which works from the original GGUF rows):
 //   32-element types: acc = 0; for each block b: acc = fma(float(sumi_b), dw_b * da_b, acc)
 //   with sumi_b the exact integer dot product of block b;
-//   Q4_K: acc = 0; for each super-block b: acc = fma(float(sumq_b), d_b * da_b, acc);
+//   Q4_K, Q5_K: acc = 0; for each super-block b: acc = fma(float(sumq_b), d_b * da_b, acc);
 //   acc = fma(-float(summ_b), dmin_b * da_b, acc) with sumq_b = sum_j sc_j * (q . a over
 //   sub-block j) and summ_b = sum_j mn_j * (sum of a over sub-block j), both exact integers;
 //   Q6_K: acc = fma(float(sumi_b), d_b * da_b, acc), sumi_b = sum_j sc_j * ((q - 32) . a over
 //   sub-block j of 16), exact.
 //
-// Contracts: k a multiple of 32 (256 for Q4_K and Q6_K: see repack_fits); rows >= 1; pointers need no alignment; `packed` comes from
+// Contracts: k a multiple of 32 (256 for the K-quants: see repack_fits); rows >= 1; pointers need no alignment; `packed` comes from
 // repack_weights with the same (type, rows, k); [r0, r1) with r0 a multiple of 16, r1 <= rows;
 // out[j * ldo + r] for r in [r0, r1), j in [0, n) (ldo >= rows when n > 1) is all that is
 // written. Thread-safety: pure functions; distinct row ranges may run concurrently.
@@ -65,7 +69,7 @@ namespace cadenza::simd {
 
 inline constexpr int64_t kRepackRows = 16;
 
-// Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_K, Q6_K.
+// Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K.
 bool repack_supported(DType type);
 // Whether rows of k elements of this type can be repacked (k a multiple of the block size).
 bool repack_fits(DType type, int64_t k);

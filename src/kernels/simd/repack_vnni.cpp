@@ -1,4 +1,4 @@
-// AVX-512 VNNI GEMM over repacked Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q6_K weights (layout and math in
+// AVX-512 VNNI GEMM over repacked Q8_0/Q4_0/Q5_0/IQ4_NL/MXFP4/Q4_K/Q5_K/Q6_K weights (layout and math in
 // repack.h).
 // Compiled with the avx512 flags plus -mavx512vnni; everything in an anonymous namespace (see
 // internal.h for why).
@@ -71,15 +71,16 @@ inline void group_tile(const uint8_t* group, int64_t nb, const uint8_t* const* a
   for (int j = 0; j < N; ++j) _mm512_mask_storeu_ps(out + j * ldo, store_mask, acc[j]);
 }
 
-// ---- Q4_K: one group x N (1..4) activations, per super-block (layout in repack.h) ----
-template <int N>
+// ---- Q4_K / Q5_K (Q5): one group x N (1..4) activations, per super-block (layout in repack.h) ----
+// Q5_K's fifth bits are added to the nibbles under their 64-bit masks (vpaddb under mask).
+template <int N, bool Q5>
 inline void q4_k_tile(const uint8_t* group, int64_t nb, const uint8_t* const* acts, float* out,
                       int64_t ldo, __mmask16 store_mask) {
-  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i m4 = _mm512_set1_epi8(0x0f), bit4 = _mm512_set1_epi8(0x10);
   __m512 acc[N];
   for (int j = 0; j < N; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = group + b * 2368;
+    const uint8_t* blk = group + b * (Q5 ? 2880 : 2368);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32)));
     __m512i sumq[N], summ[N];
@@ -93,8 +94,15 @@ inline void q4_k_tile(const uint8_t* group, int64_t nb, const uint8_t* const* ac
       const uint8_t* nib = blk + 320 + 512 * p;
       for (int t = 0; t < 8; ++t) {
         const __m512i v = _mm512_loadu_si512(nib + 64 * t);
-        const __m512i lo = _mm512_and_si512(v, m4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (Q5) {
+          uint64_t h0, h1;
+          __builtin_memcpy(&h0, blk + 2368 + 128 * p + 16 * t, 8);
+          __builtin_memcpy(&h1, blk + 2368 + 128 * p + 16 * t + 8, 8);
+          lo = _mm512_mask_add_epi8(lo, _cvtu64_mask64(h0), lo, bit4);
+          hi = _mm512_mask_add_epi8(hi, _cvtu64_mask64(h1), hi, bit4);
+        }
         for (int j = 0; j < N; ++j) {
           const uint8_t* qs = acts[j] + 20 * nb + 256 * b + 64 * p + 4 * t;
           ia[j] = _mm512_dpbusd_epi32(ia[j], lo, _mm512_set1_epi32(ld32(qs)));
@@ -188,12 +196,13 @@ void run_tile(int count, const uint8_t* group, int64_t nb, const uint8_t* const*
     }
     return;
   }
-  if constexpr (Type == 3) {
+  if constexpr (Type == 3 || Type == 7) {
+    constexpr bool q5 = Type == 7;
     switch (count) {
-      case 4: q4_k_tile<4>(group, nb, acts, out, ldo, mask); break;
-      case 3: q4_k_tile<3>(group, nb, acts, out, ldo, mask); break;
-      case 2: q4_k_tile<2>(group, nb, acts, out, ldo, mask); break;
-      case 1: q4_k_tile<1>(group, nb, acts, out, ldo, mask); break;
+      case 4: q4_k_tile<4, q5>(group, nb, acts, out, ldo, mask); break;
+      case 3: q4_k_tile<3, q5>(group, nb, acts, out, ldo, mask); break;
+      case 2: q4_k_tile<2, q5>(group, nb, acts, out, ldo, mask); break;
+      case 1: q4_k_tile<1, q5>(group, nb, acts, out, ldo, mask); break;
       default: break;
     }
     return;
@@ -252,6 +261,7 @@ void repack_gemm_vnni(int type_code, const void* packed, int64_t k, int64_t r0, 
     case 4: gemm<4>(packed, k, r0, r1, act, n, out, ldo); break;
     case 5: gemm<5>(packed, k, r0, r1, act, n, out, ldo); break;
     case 6: gemm<6>(packed, k, r0, r1, act, n, out, ldo); break;
+    case 7: gemm<7>(packed, k, r0, r1, act, n, out, ldo); break;
     default: break;
   }
 }

@@ -103,7 +103,8 @@ std::vector<float> run(Backend& be, DType type, const Layout& l, const std::vect
   const std::vector<float> qs(q.begin() + first * kHeads * kDk, q.begin() + (first + count) * kHeads * kDk);
   DevMatrix dq = put(be, qs, count, kHeads * kDk);
   DevMatrix out = test::zeros(be, count, kHeads * kDv);
-  AttentionBatch batch{.positions = dpos.m, .seq_index = dseq.m, .block_tables = dtab.m};
+  AttentionBatch batch{.positions = dpos.m, .seq_index = dseq.m, .block_tables = dtab.m,
+                       .last_positions = {}};
   be.attention(dq.m, kv, batch, kHeads, {.scale = 0.125f}, out.m);
   return get(be, out);
 }

@@ -184,7 +184,9 @@ TEST(Scheduler, BidirectionalImagesAreNeverCut) {
     bool cut_inside = false, finished = false;
     while (!finished) {
       SchedulePlan plan;
-      for (auto& done : engine.step(&plan)) finished |= done->id == 2;
+      // The plan points at requests that finished this step: keep them alive while it is read.
+      const auto done_now = engine.step(&plan);
+      for (const auto& done : done_now) finished |= done->id == 2;
       for (const ScheduledRequest& e : plan.scheduled) {
         if (e.request->id != 2) continue;
         const int32_t end = e.start + e.num_tokens;

@@ -262,6 +262,23 @@ std::vector<ModelShape> make_presets() {
     s.ssm_v_dim = 32;
     s.vocab_style = "Qwen byte-level BPE (152k)";
     out.push_back(s);
+    // qwen3.5-0.8b: Qwen3.5-0.8B's published shape (model card and config: 24 layers, 3 Gated
+    // DeltaNet to 1 gated attention, width 1024, 8 query / 2 KV heads of 256 with RoPE on a
+    // quarter, FFN 3584, 16 key and 16 value heads of 128 in the linear layers, conv kernel 4,
+    // 248,320 tokens, tied output): the benchmark model of the hybrid family (0.8 G parameters).
+    ModelShape q08 = dense("qwen3.5-0.8b", "Qwen3.5-0.8B", "qwen35", 248320, 262144, 1024, 24, 8, 2,
+                           3584, 1e7, 1e-6, true);
+    q08.head_dim = 256;
+    q08.rope_dims = 64;
+    q08.qk_norm = true;
+    q08.full_attention_interval = 4;
+    q08.ssm_conv_kernel = 4;
+    q08.ssm_k_heads = 16;
+    q08.ssm_k_dim = 128;
+    q08.ssm_v_heads = 16;
+    q08.ssm_v_dim = 128;
+    q08.vocab_style = "Qwen3.5 byte-level BPE (248k)";
+    out.push_back(q08);
     // qwen35moe (Qwen3.5's MoE models): the same hybrid layers with routed experts (softmax top-k,
     // renormalised) and a sigmoid-gated shared expert in every layer. small: 16 experts of width
     // 64, 4 used, shared width 64 (Qwen3.5-35B-A3B: 256 experts, 8 used, both widths 512).
@@ -274,6 +291,18 @@ std::vector<ModelShape> make_presets() {
     moe.n_ff_expert = 64;
     moe.n_ff_shared_expert = 64;
     out.push_back(moe);
+    // mid: qwen3.5-0.8b's layers with Qwen3.5-35B-A3B's expert widths (512, shared 512), 32
+    // experts of which 8 used, 16 layers: a benchmark model of about 1 G parameters.
+    ModelShape moe_mid = q08;
+    moe_mid.preset = "qwen35moe-mid";
+    moe_mid.display_name = "Qwen3.5-MoE-style hybrid (mid)";
+    moe_mid.arch = "qwen35moe";
+    moe_mid.n_layer = 16;
+    moe_mid.n_expert = 32;
+    moe_mid.n_expert_used = 8;
+    moe_mid.n_ff_expert = 512;
+    moe_mid.n_ff_shared_expert = 512;
+    out.push_back(moe_mid);
   }
 
   // Llama 4 (llama4): Scout / Maverick's layer types scaled down. small: 4 layers (layer 3 the
@@ -292,6 +321,20 @@ std::vector<ModelShape> make_presets() {
     s.moe_interleave_step = 2;
     s.vocab_style = "Llama 3 byte-level BPE";
     out.push_back(s);
+    // mid: Scout's layer types at width 1024: 12 layers (every 4th NoPE), 8/2 heads x 128, 16
+    // experts of 1024 (1 used) and the shared expert in every layer (Scout's interleave), about
+    // 1 G parameters: a benchmark model.
+    ModelShape mid = dense("llama4-mid", "Llama-4-style (mid)", "llama4", 202048, 262144, 1024,
+                           12, 8, 2, 1024, 500000.0, 1e-5, false);
+    mid.head_dim = 128;
+    mid.n_expert = 16;
+    mid.n_expert_used = 1;
+    mid.n_ff_expert = 1024;
+    mid.n_ff_shared_expert = 1024;
+    mid.shared_expert_gated = false;
+    mid.moe_interleave_step = 1;
+    mid.vocab_style = "Llama 3 byte-level BPE";
+    out.push_back(mid);
   }
 
   // Phi-3 / Phi-4 (phi3 architecture): fused QKV and gate/up, NeoX RoPE on 3/4 of each head,

@@ -154,7 +154,7 @@ struct MoeStep {
 // routing counters were snapshotted, so they cover the pp/tg runs only.
 Result<MoeStep> measure_moe_step(model::Model& m, int n_seqs) {
   const int32_t block = 16;
-  auto kv = m.create_kv_cache({.num_blocks = n_seqs, .block_size = block});
+  auto kv = m.create_kv_cache({.num_blocks = n_seqs, .block_size = block, .num_state_slots = n_seqs});
   if (!kv) return kv.error_value();
   const int32_t n_vocab = static_cast<int32_t>(m.config().n_vocab);
   const auto ids = bench_tokens(2 * n_seqs, n_vocab);
@@ -182,7 +182,8 @@ Result<MoeStep> measure_moe_step(model::Model& m, int n_seqs) {
 Result<double> measure_batched_decode(model::Model& m, int n_seqs, int steps) {
   const int32_t block = 16;
   const int32_t blocks_per_seq = (steps + 1 + block - 1) / block;
-  auto kv = m.create_kv_cache({.num_blocks = n_seqs * blocks_per_seq, .block_size = block});
+  auto kv = m.create_kv_cache(
+      {.num_blocks = n_seqs * blocks_per_seq, .block_size = block, .num_state_slots = n_seqs});
   if (!kv) return kv.error_value();
   if (Status st = m.reserve({.max_tokens = n_seqs, .max_logit_rows = n_seqs,
                              .max_sequences = n_seqs, .max_blocks_per_sequence = blocks_per_seq});

@@ -61,7 +61,7 @@ Result<std::vector<Point>> measure_sequences(model::Model& m, const VerifyCurveA
   const int32_t n_vocab = static_cast<int32_t>(m.config().n_vocab);
   const int32_t blocks_per_seq = (a.depth + p_max + kBlock - 1) / kBlock;
   auto kv = m.create_kv_cache(
-      {.num_blocks = c * blocks_per_seq, .block_size = kBlock, .type = a.kv_type});
+      {.num_blocks = c * blocks_per_seq, .block_size = kBlock, .type = a.kv_type, .num_state_slots = c});
   if (!kv) return kv.error_value();
   const int64_t step_tokens = int64_t{c} * p_max;
   if (Status st = m.reserve({.max_tokens = std::max<int64_t>(step_tokens, kPrefillChunk),

@@ -31,7 +31,10 @@ Status run_chunks(model::Model& model, std::span<const int32_t> tokens, const Ch
   const int32_t blocks_per_seq = (o.ctx + block - 1) / block;
 
   auto kv = model.create_kv_cache(
-      {.num_blocks = per_step * blocks_per_seq, .block_size = block, .type = o.kv_type});
+      {.num_blocks = per_step * blocks_per_seq,
+       .block_size = block,
+       .type = o.kv_type,
+       .num_state_slots = per_step});
   if (!kv) return kv.error_value();
   if (Status st = model.reserve({.max_tokens = static_cast<int64_t>(per_step) * piece,
                                  .max_logit_rows = static_cast<int64_t>(per_step) * n_scored,

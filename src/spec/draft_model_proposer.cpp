@@ -91,7 +91,10 @@ Result<std::unique_ptr<DraftModelProposer>> DraftModelProposer::create(
   auto p = std::unique_ptr<DraftModelProposer>(
       new DraftModelProposer(o, std::move(*draft), n_tokens, max_positions));
   auto kv = p->draft_->create_kv_cache(
-      {.num_blocks = o.num_blocks, .block_size = o.block_size, .type = o.kv_type});
+      {.num_blocks = o.num_blocks,
+       .block_size = o.block_size,
+       .type = o.kv_type,
+       .num_state_slots = o.max_num_seqs});
   if (!kv) return make_error("draft model {}: KV cache: {}", o.path, kv.error());
   p->kv_ = std::move(*kv);
   return p;

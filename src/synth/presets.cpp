@@ -249,35 +249,35 @@ std::vector<ModelShape> make_presets() {
   // quarter of each head (multi-section), tied output. small: for tests (6 layers: 4 linear, 2
   // attention; 2 key heads shared by 4 value heads in the linear layers).
   {
-    ModelShape s = dense("qwen35-small", "Qwen3.5-style hybrid (small)", "qwen35", 151936, 262144,
-                         128, 6, 4, 2, 256, 1e7, 1e-6, true);
-    s.head_dim = 64;
-    s.rope_dims = 16;
-    s.qk_norm = true;
-    s.full_attention_interval = 3;
-    s.ssm_conv_kernel = 4;
-    s.ssm_k_heads = 2;
-    s.ssm_k_dim = 32;
-    s.ssm_v_heads = 4;
-    s.ssm_v_dim = 32;
-    s.vocab_style = "Qwen byte-level BPE (152k)";
+    // The hybrid's shape: heads of head_dim with RoPE on a quarter, attention every
+    // `interval`-th layer, linear layers of k_heads x k_dim keys and v_heads x v_dim values.
+    auto qwen35 = [](std::string preset, std::string display, int64_t vocab, int64_t embd,
+                     int64_t layers, int64_t heads, int64_t kv_heads, int64_t head_dim, int64_t ff,
+                     int64_t interval, int64_t k_heads, int64_t k_dim, int64_t v_heads,
+                     int64_t v_dim, std::string vocab_style) {
+      ModelShape q = dense(std::move(preset), std::move(display), "qwen35", vocab, 262144, embd,
+                           layers, heads, kv_heads, ff, 1e7, 1e-6, true);
+      q.head_dim = head_dim;
+      q.rope_dims = head_dim / 4;
+      q.qk_norm = true;
+      q.full_attention_interval = interval;
+      q.ssm_conv_kernel = 4;
+      q.ssm_k_heads = k_heads;
+      q.ssm_k_dim = k_dim;
+      q.ssm_v_heads = v_heads;
+      q.ssm_v_dim = v_dim;
+      q.vocab_style = std::move(vocab_style);
+      return q;
+    };
+    ModelShape s = qwen35("qwen35-small", "Qwen3.5-style hybrid (small)", 151936, 128, 6, 4, 2, 64,
+                          256, 3, 2, 32, 4, 32, "Qwen byte-level BPE (152k)");
     out.push_back(s);
     // qwen3.5-0.8b: Qwen3.5-0.8B's published shape (model card and config: 24 layers, 3 Gated
     // DeltaNet to 1 gated attention, width 1024, 8 query / 2 KV heads of 256 with RoPE on a
     // quarter, FFN 3584, 16 key and 16 value heads of 128 in the linear layers, conv kernel 4,
     // 248,320 tokens, tied output): the benchmark model of the hybrid family (0.8 G parameters).
-    ModelShape q08 = dense("qwen3.5-0.8b", "Qwen3.5-0.8B", "qwen35", 248320, 262144, 1024, 24, 8, 2,
-                           3584, 1e7, 1e-6, true);
-    q08.head_dim = 256;
-    q08.rope_dims = 64;
-    q08.qk_norm = true;
-    q08.full_attention_interval = 4;
-    q08.ssm_conv_kernel = 4;
-    q08.ssm_k_heads = 16;
-    q08.ssm_k_dim = 128;
-    q08.ssm_v_heads = 16;
-    q08.ssm_v_dim = 128;
-    q08.vocab_style = "Qwen3.5 byte-level BPE (248k)";
+    ModelShape q08 = qwen35("qwen3.5-0.8b", "Qwen3.5-0.8B", 248320, 1024, 24, 8, 2, 256, 3584, 4,
+                            16, 128, 16, 128, "Qwen3.5 byte-level BPE (248k)");
     out.push_back(q08);
     // qwen35moe (Qwen3.5's MoE models): the same hybrid layers with routed experts (softmax top-k,
     // renormalised) and a sigmoid-gated shared expert in every layer. small: 16 experts of width

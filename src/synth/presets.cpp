@@ -310,31 +310,28 @@ std::vector<ModelShape> make_presets() {
   // so the Q/K norm is on), one expert per token with an ungated shared expert of the experts'
   // width, dense layers of width 256; Llama 4's 202k vocabulary size, RoPE base 500000.
   {
-    ModelShape s = dense("llama4-small", "Llama-4-style (small)", "llama4", 202048, 262144, 128, 4,
-                         4, 2, 256, 500000.0, 1e-5, false);
-    s.head_dim = 32;
-    s.n_expert = 16;
-    s.n_expert_used = 1;
-    s.n_ff_expert = 64;
-    s.n_ff_shared_expert = 64;
-    s.shared_expert_gated = false;
-    s.moe_interleave_step = 2;
-    s.vocab_style = "Llama 3 byte-level BPE";
-    out.push_back(s);
+    // 16 experts (so the Q/K norm is on), one used per token, an ungated shared expert of the
+    // experts' width; experts every `interleave`-th layer.
+    auto llama4 = [](std::string preset, std::string display, int64_t embd, int64_t layers,
+                     int64_t heads, int64_t head_dim, int64_t ff, int64_t expert_ff,
+                     int64_t interleave) {
+      ModelShape l = dense(std::move(preset), std::move(display), "llama4", 202048, 262144, embd,
+                           layers, heads, 2, ff, 500000.0, 1e-5, false);
+      l.head_dim = head_dim;
+      l.n_expert = 16;
+      l.n_expert_used = 1;
+      l.n_ff_expert = expert_ff;
+      l.n_ff_shared_expert = expert_ff;
+      l.shared_expert_gated = false;
+      l.moe_interleave_step = interleave;
+      l.vocab_style = "Llama 3 byte-level BPE";
+      return l;
+    };
+    out.push_back(llama4("llama4-small", "Llama-4-style (small)", 128, 4, 4, 32, 256, 64, 2));
     // mid: Scout's layer types at width 1024: 12 layers (every 4th NoPE), 8/2 heads x 128, 16
     // experts of 1024 (1 used) and the shared expert in every layer (Scout's interleave), about
     // 1 G parameters: a benchmark model.
-    ModelShape mid = dense("llama4-mid", "Llama-4-style (mid)", "llama4", 202048, 262144, 1024,
-                           12, 8, 2, 1024, 500000.0, 1e-5, false);
-    mid.head_dim = 128;
-    mid.n_expert = 16;
-    mid.n_expert_used = 1;
-    mid.n_ff_expert = 1024;
-    mid.n_ff_shared_expert = 1024;
-    mid.shared_expert_gated = false;
-    mid.moe_interleave_step = 1;
-    mid.vocab_style = "Llama 3 byte-level BPE";
-    out.push_back(mid);
+    out.push_back(llama4("llama4-mid", "Llama-4-style (mid)", 1024, 12, 8, 128, 1024, 1024, 1));
   }
 
   // Phi-3 / Phi-4 (phi3 architecture): fused QKV and gate/up, NeoX RoPE on 3/4 of each head,

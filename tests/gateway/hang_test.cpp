@@ -60,7 +60,7 @@ TEST(GatewayHang, RequestsInFlightToAStoppedReplicaAreRetriedElsewhereWithoutWai
   ASSERT_NE(gw, nullptr);
   const uint16_t port = gw->ports()[0];
 
-  a->signal(SIGSTOP);
+  ASSERT_TRUE(a->stop_and_wait());
   // Sent at once, before the check notices: ties rotate, so some go to the stopped replica.
   constexpr int kRequests = 6;
   std::vector<Response> got(kRequests);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -156,6 +157,17 @@ void ReplicaProcess::kill() { kill_and_reap(pid_); }
 
 void ReplicaProcess::signal(int sig) const {
   if (pid_ > 0) ::kill(pid_, sig);
+}
+
+bool ReplicaProcess::stop_and_wait() {
+  if (pid_ <= 0) return false;
+  ::kill(pid_, SIGSTOP);
+  int status = 0;
+  pid_t r;
+  do {
+    r = waitpid(pid_, &status, WUNTRACED);
+  } while (r < 0 && errno == EINTR);
+  return r == pid_ && WIFSTOPPED(status);
 }
 
 ReplicaProcess::~ReplicaProcess() { kill(); }

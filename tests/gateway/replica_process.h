@@ -28,7 +28,12 @@ class ReplicaProcess {
   uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
   void kill();  // SIGKILL and reap
-  void signal(int sig) const;  // e.g. SIGSTOP / SIGCONT (a hung replica); no reaping
+  void signal(int sig) const;  // e.g. SIGCONT; no reaping
+  // SIGSTOP, then waits until every thread has stopped (waitpid WUNTRACED). kill() returns
+  // before that: the stop starts only when one of the replica's threads next runs, and on a
+  // loaded machine its other threads can still answer a request in that window. False if the
+  // process exited instead.
+  bool stop_and_wait();
   bool alive() const { return pid_ > 0; }
 
  private:

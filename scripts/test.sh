@@ -21,7 +21,6 @@
 # CADENZA_SKIP_FUZZ=1, CADENZA_FUZZ_SECONDS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --test
 jobs="${JOBS:-$(nproc)}"
 if [ -d ../shared ]; then echo "test: using shared test data in $(cd ../shared && pwd)";
 else echo "test: ../shared not found: golden-data tests will be SKIPPED"; fi
@@ -37,20 +36,31 @@ run_suite() {
   return "$rc"
 }
 
-scripts/build.sh release
+# timed LABEL COMMAND...: runs it and prints how long it took, so that a CI log shows where the
+# run's time went (a cold ccache costs most of it in the builds).
+timed() {
+  local label="$1" start=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  echo "== time: $label $((SECONDS - start)) s (exit $rc)"
+  return "$rc"
+}
+
+timed "setup" scripts/setup.sh --test
+timed "release build" scripts/build.sh release
 echo "== release tests"
-run_suite build
+timed "release tests" run_suite build
 
 if [ "${CADENZA_SKIP_ASAN:-0}" != "1" ]; then
-  scripts/build.sh asan
+  timed "ASan build" scripts/build.sh asan
   echo "== ASan+UBSan tests"
   # The configure step prints "cadenza: assertions ON"; Build.AssertionsAsConfigured fails here
   # if NDEBUG is defined.
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    run_suite build-asan -E "${CADENZA_ASAN_EXCLUDE:-^test_model_isa_|ValidityTest|LongContextGolden.*llama_3_2}"
+    timed "ASan tests" run_suite build-asan -E "${CADENZA_ASAN_EXCLUDE:-^test_model_isa_|ValidityTest|LongContextGolden.*llama_3_2}"
 fi
 
 if [ "${CADENZA_SKIP_FUZZ:-0}" != "1" ]; then
   echo "== fuzzers (libFuzzer + ASan/UBSan, ${CADENZA_FUZZ_SECONDS:-60} s each)"
-  scripts/fuzz.sh all "${CADENZA_FUZZ_SECONDS:-60}"
+  timed "fuzzers" scripts/fuzz.sh all "${CADENZA_FUZZ_SECONDS:-60}"
 fi

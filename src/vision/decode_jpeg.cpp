@@ -30,14 +30,21 @@ void on_message(j_common_ptr cinfo, int level) {
 }
 
 // Returns false with err->message set on failure. `out` is sized here once the header is checked.
+// Out of line: a function that calls setjmp must hold no locals that live across a longjmp (the
+// Status's string would, once inlined into run_decoder; GCC's -Wclobbered says so at -O1).
+[[gnu::noinline]] bool dimensions_ok(const jpeg_decompress_struct* cinfo, const DecodeLimits& limits,
+                                     Status* limit_status) {
+  *limit_status = check_dimensions("JPEG", cinfo->image_width, cinfo->image_height, limits);
+  return limit_status->ok();
+}
+
 bool run_decoder(jpeg_decompress_struct* cinfo, JpegError* err, std::span<const uint8_t> data,
                  const DecodeLimits& limits, Image* out, Status* limit_status) {
   if (setjmp(err->jump)) return false;
   jpeg_create_decompress(cinfo);
   jpeg_mem_src(cinfo, data.data(), static_cast<unsigned long>(data.size()));
   jpeg_read_header(cinfo, TRUE);
-  *limit_status = check_dimensions("JPEG", cinfo->image_width, cinfo->image_height, limits);
-  if (!limit_status->ok()) return true;
+  if (!dimensions_ok(cinfo, limits, limit_status)) return true;
   // Progressive files buffer their coefficients: bound the decoder's own memory too.
   cinfo->mem->max_memory_to_use = 512L << 20;
   cinfo->out_color_space = JCS_RGB;

@@ -167,7 +167,9 @@ bool ReplicaProcess::stop_and_wait() {
   do {
     r = waitpid(pid_, &status, WUNTRACED);
   } while (r < 0 && errno == EINTR);
-  return r == pid_ && WIFSTOPPED(status);
+  if (r == pid_ && WIFSTOPPED(status)) return true;
+  if (r == pid_) pid_ = -1;  // it exited (and is reaped now): nothing left to kill
+  return false;
 }
 
 ReplicaProcess::~ReplicaProcess() { kill(); }

@@ -29,7 +29,6 @@ void on_message(j_common_ptr cinfo, int level) {
   if (level < 0) on_error(cinfo);
 }
 
-// Returns false with err->message set on failure. `out` is sized here once the header is checked.
 // Out of line: a function that calls setjmp must hold no locals that live across a longjmp (the
 // Status's string would, once inlined into run_decoder; GCC's -Wclobbered says so at -O1).
 [[gnu::noinline]] bool dimensions_ok(const jpeg_decompress_struct* cinfo, const DecodeLimits& limits,
@@ -38,6 +37,7 @@ void on_message(j_common_ptr cinfo, int level) {
   return limit_status->ok();
 }
 
+// Returns false with err->message set on failure. `out` is sized here once the header is checked.
 bool run_decoder(jpeg_decompress_struct* cinfo, JpegError* err, std::span<const uint8_t> data,
                  const DecodeLimits& limits, Image* out, Status* limit_status) {
   if (setjmp(err->jump)) return false;

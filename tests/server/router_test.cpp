@@ -236,7 +236,9 @@ TEST_F(RouterTest, WaitersShareOneLoad) {
   EXPECT_EQ(sample(m, "cadenza_model_loads_total{model=\"c\",result=\"ok\"}"), 1);
 }
 
-// Reads one SSE response on its own connection, timing each read that carries data.
+// Reads one SSE response on its own connection, timing each read that carries data. When
+// `first_chunk` is given it is set once the first data chunk has arrived, so a caller knows the
+// request is running (the running-requests gauge can still show the previous request).
 struct StreamTimes {
   int status = 0;
   bool done = false;  // saw [DONE]
@@ -244,7 +246,7 @@ struct StreamTimes {
   std::vector<Clock::time_point> chunks;
 };
 
-StreamTimes stream(uint16_t port, const json& body) {
+StreamTimes stream(uint16_t port, const json& body, std::promise<void>* first_chunk = nullptr) {
   namespace net = boost::asio;
   StreamTimes out;
   net::io_context ioc;
@@ -262,9 +264,12 @@ StreamTimes stream(uint16_t port, const json& body) {
     const size_t n = sock.read_some(net::buffer(buf), ec);
     if (n == 0) continue;
     out.body.append(buf, n);
-    if (std::string_view(buf, n).find("data:") != std::string_view::npos)
+    if (std::string_view(buf, n).find("data:") != std::string_view::npos) {
       out.chunks.push_back(Clock::now());
+      if (first_chunk != nullptr && out.chunks.size() == 1) first_chunk->set_value();
+    }
   }
+  if (first_chunk != nullptr && out.chunks.empty()) first_chunk->set_value();
   if (out.body.rfind("HTTP/1.1 ", 0) == 0) out.status = std::stoi(out.body.substr(9, 3));
   out.done = out.body.find("data: [DONE]") != std::string::npos;
   return out;
@@ -326,16 +331,15 @@ TEST_F(RouterTest, UnloadWaitsForRequestsInFlight) {
   ASSERT_TRUE(s);
   const uint16_t port = s->port();
   ASSERT_EQ(post(port, "/v1/completions", completion("a")).status, 200);
+  // Ask for b only once a's stream has sent its first chunk: then a has a request running.
+  std::promise<void> a_running;
+  auto a_started = a_running.get_future();
   auto long_stream = std::async(std::launch::async, [&] {
     return stream(port, {{"model", "a"}, {"prompt", "x"}, {"max_tokens", 600},
-                         {"ignore_eos", true}, {"stream", true}});
+                         {"ignore_eos", true}, {"stream", true}},
+                  &a_running);
   });
-  // Wait for a's stream to run, then ask for b.
-  for (int i = 0; i < 500; ++i) {
-    const std::string m = get(port, "/metrics").body;
-    if (sample(m, "cadenza_num_requests_running{model=\"a\"}") >= 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  ASSERT_EQ(a_started.wait_for(std::chrono::seconds(60)), std::future_status::ready);
   auto rb = post(port, "/v1/completions", completion("b"));
   EXPECT_EQ(rb.status, 200) << rb.body;
   StreamTimes a = long_stream.get();

@@ -356,20 +356,21 @@ TEST_F(RouterTest, IdleModelsAreUnloaded) {
   auto s = start({.idle_unload_s = 0.3});
   ASSERT_TRUE(s);
   ASSERT_EQ(post(s->port(), "/v1/completions", completion("a")).status, 200);
+  // Deadlines far above the 0.3 s idle limit: the unload (an engine thread joined) is slow under
+  // ASan on a loaded machine; a model that never unloads still fails, after 60 s.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   bool unloaded = false;
-  for (int i = 0; i < 500 && !unloaded; ++i) {
-    unloaded = statuses(s->port())["a"] == "unloaded";
-    if (!unloaded) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(unloaded);
+  while (!(unloaded = statuses(s->port())["a"] == "unloaded") &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(unloaded);
   // The status turns "unloaded" when the pool lets the model go; the counter follows once its
   // engine thread is joined.
   double idle_unloads = -1;
-  for (int i = 0; i < 500 && idle_unloads < 1; ++i) {
-    idle_unloads = sample(get(s->port(), "/metrics").body,
-                          "cadenza_model_unloads_total{model=\"a\",reason=\"idle\"}");
-    if (idle_unloads < 1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  while ((idle_unloads = sample(get(s->port(), "/metrics").body,
+                                "cadenza_model_unloads_total{model=\"a\",reason=\"idle\"}")) < 1 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(idle_unloads, 1);
   // And it comes back on demand.
   EXPECT_EQ(post(s->port(), "/v1/completions", completion("a")).status, 200);
@@ -438,8 +439,13 @@ TEST_F(RouterTest, DrainAnswersRequestsWaitingForALoad) {
   ASSERT_TRUE(s);
   auto waiting = std::async(std::launch::async,
                             [&] { return post(s->port(), "/v1/completions", completion("b")); });
-  for (int i = 0; i < 200 && statuses(s->port())["b"] != "loading"; ++i)
+  // Drain only once b's load has begun (the request waits on it): a drain that came first would
+  // answer the request 503 without it ever having waited for a load.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (statuses(s->port())["b"] != "loading") {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "b's load never began";
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   s->request_drain();
   auto r = waiting.get();
   EXPECT_EQ(r.status, 503) << r.body;

@@ -134,9 +134,14 @@ std::unique_ptr<Running> start_built(Result<std::unique_ptr<Running>> built) {
   EXPECT_TRUE(st.ok()) << st.error();
   if (!st) return nullptr;
   r->port = r->server->port();
-  for (int i = 0; i < 500 && !r->server->ready(); ++i)
+  // The engine warms up (and calibrates the TTFT estimate) before it is ready: seconds under ASan
+  // on a loaded machine, so a generous deadline; a server that never gets ready fails the test
+  // here rather than in its first request.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!r->server->ready() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(r->server->ready());
+  EXPECT_TRUE(r->server->ready()) << "the server was not ready within 60 s";
+  if (!r->server->ready()) return nullptr;
   return r;
 }
 

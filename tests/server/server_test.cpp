@@ -494,12 +494,15 @@ TEST(ServerQueue, FullQueueGets429) {
   EXPECT_EQ(r.header("retry-after"), "1");
   c.close();
   EXPECT_TRUE(wait_metric(p, "cadenza_kv_cache_usage_ratio", 0));
-  // Room again once the first request is gone.
+  // Room again once the first request is gone. The server notices the closed connection at its
+  // next write and the abort lands a step later (the KV gauge above may still show the value from
+  // before the stream's first step): slow under ASan on a loaded machine, so a generous deadline.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   bool ok = false;
-  for (int i = 0; i < 100 && !ok; ++i) {
-    ok = testing::post(p, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status == 200;
-    if (!ok) std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  while (!(ok = testing::post(p, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}}).status ==
+                200) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_TRUE(ok);
 }
 
@@ -535,6 +538,16 @@ TEST(ServerDrain, EndedConnectionsHoldNoGeneration) {
   }
   EXPECT_TRUE(wait_metric(p, "cadenza_num_requests_running", 0));
   EXPECT_TRUE(wait_metric(p, "cadenza_kv_cache_usage_ratio", 0));
+  // The gauges above may still show the 0 published before gone's first step (they are published
+  // after each step's replies), and gone's session notices the hang-up only at its next write: so
+  // wait for the count itself (one held by an ended connection is never given back; 60 s only
+  // bounds a loaded machine's delay) before timing the drain, which must then have nothing to
+  // wait for.
+  auto& open = s->server->context().open_generations;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (open.load() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(open.load(), 0) << "an ended connection still holds an open generation";
   const auto t0 = std::chrono::steady_clock::now();
   s->server->request_drain();
   s->server->wait();

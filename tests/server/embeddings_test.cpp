@@ -185,12 +185,16 @@ TEST(EmbeddingsServer, ComputedWithoutHoldingAnIoThread) {
   auto embedding = std::async(std::launch::async, [&] {
     return testing::post(r->port, "/v1/embeddings", {{"input", "hello"}});
   });
-  // The request is queued behind the task once the bridge counts two in flight.
-  for (int i = 0; i < 1000 && bridge.in_flight() < 2; ++i)
+  // The request is queued behind the task once the bridge counts two in flight (the client's
+  // thread, connection and request: slow under ASan on a loaded machine, hence 60 s).
+  const auto queued_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (bridge.in_flight() < 2 && std::chrono::steady_clock::now() < queued_by)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(bridge.in_flight(), 2);
   auto health = std::async(std::launch::async, [&] { return testing::get(r->port, "/health"); });
-  const bool answered = health.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  // A blocked I/O thread would not answer until the task is released below: 60 s only bounds a
+  // loaded machine's delay.
+  const bool answered = health.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
   release.set_value();  // whatever happened, let both finish
   EXPECT_TRUE(answered) << "/health waited for the engine";
   EXPECT_EQ(health.get().status, 200);
@@ -198,7 +202,8 @@ TEST(EmbeddingsServer, ComputedWithoutHoldingAnIoThread) {
   EXPECT_EQ(res.status, 200) << res.body;
   // The wait's drain count is given back once the reply is written.
   auto& open = r->server->context().open_generations;
-  for (int i = 0; i < 1000 && open.load() != 0; ++i)
+  const auto given_back_by = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (open.load() != 0 && std::chrono::steady_clock::now() < given_back_by)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(open.load(), 0);
 }

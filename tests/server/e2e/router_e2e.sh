@@ -100,8 +100,12 @@ def load_c():
 th = threading.Thread(target=load_c)
 t0 = time.monotonic()
 th.start()
-time.sleep(0.05)
-assert models()["c"] == "loading", models()
+# Wait for c's load to begin (the request's thread, connection and parse take a while on a loaded
+# machine; a fixed 50 ms sleep was not always enough); a load that never shows is a failure.
+deadline = time.monotonic() + 60
+while (st := models())["c"] != "loading":
+    assert th.is_alive() and time.monotonic() < deadline, ("c was never seen loading", st)
+    time.sleep(0.01)
 worst, streams = 0.0, 0
 while th.is_alive():
     worst = max(worst, stream("a", 64))

@@ -41,9 +41,11 @@ inline json chat(const std::string& system, const std::string& user, int max_tok
            {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", user}}}}};
 }
 
-// Polls `done` every 10 ms until it holds or `timeout` passes; whether it held.
+// Polls `done` every 10 ms until it holds or `timeout` passes; whether it held. The default is
+// generous: the gateway and its replicas may run under ASan on a loaded 2-core machine, and every
+// caller waits for something that must happen (a deadline that passes is a failure).
 template <typename F>
-bool eventually(F done, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+bool eventually(F done, std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (done()) return true;

@@ -1,7 +1,11 @@
 // End-to-end tests of the gateway: three real `cadenza serve` replicas (child processes over a
 // tiny synthesized model) behind an in-process Gateway, a scripted fake replica for broken and
 // held streams, and a real redis-server for the shared cache.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -187,15 +191,16 @@ TEST_F(ThreeReplicas, CacheHitsSkipTheUpstream) {
   json body = chat("sys", "cache me", 5);
   body["temperature"] = 0;
   // The replicas count a request once its last byte is written: poll until `want` is reached
-  // (at most 2 s), then report what is there.
+  // (at most 60 s: the replicas run under ASan on a loaded machine too), then report what is there.
   auto upstream_total = [&](double want) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     double t = 0;
-    for (int i = 0; i < 200; ++i) {
+    for (;;) {
       t = 0;
       for (const auto& r : replicas)
         t += replica_metric(
             r->port(), "cadenza_http_requests_total{route=\"/v1/chat/completions\",status=\"200\"}");
-      if (t >= want) break;
+      if (t >= want || std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return t;
@@ -619,7 +624,7 @@ TEST(GatewayProcessTest, SighupReloadsTheFileAndABrokenFileKeepsTheOldConfigurat
   EXPECT_EQ(reloads("ok"), 1);
 
   gw->signal(SIGTERM);
-  EXPECT_EQ(gw->wait_exit(10000), 0);
+  EXPECT_EQ(gw->wait_exit(60000), 0);  // a clean exit; 60 s: an ASan build on a loaded machine
   std::filesystem::remove(path);
 }
 
@@ -742,12 +747,33 @@ TEST(GatewayStreams, ASlowClientGetsBackpressureNotUnboundedBuffering) {
             size_t{FakeUpstream::kFloodEvents} * (FakeUpstream::kFloodEventBytes + 8));
 }
 
-// A redis-server on a free port for the life of the test.
+// A redis-server on a free port for the life of the test. free_port() only names a port that
+// was free a moment ago: another process may bind it before redis-server does (which then exits),
+// and another test's redis-server may be the one answering there. So the constructor waits (up to
+// 60 s) until the server on the port reports this child's process id (INFO server), and starts
+// again on another port when the child exits first.
 class RedisServer {
  public:
   RedisServer() {
-    port_ = testing::free_port();
-    const std::string p = std::to_string(port_);
+    for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) {
+      port_ = testing::free_port();
+      const pid_t pid = spawn(port_);
+      if (pid <= 0) break;
+      if (wait_until_serving(pid)) {
+        pid_ = pid;
+      } else {
+        stop(pid);
+      }
+    }
+    if (pid_ <= 0) port_ = 0;
+  }
+  ~RedisServer() { stop(pid_); }
+  uint16_t port() const { return port_; }
+  bool running() const { return pid_ > 0; }
+
+ private:
+  static pid_t spawn(uint16_t port) {
+    const std::string p = std::to_string(port);
     std::vector<std::string> args = {"redis-server", "--port", p, "--bind", "127.0.0.1",
                                      "--save", "", "--appendonly", "no"};
     std::vector<char*> argv;
@@ -756,20 +782,56 @@ class RedisServer {
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (posix_spawnp(&pid_, "redis-server", &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    pid_t pid = -1;
+    if (posix_spawnp(&pid, "redis-server", &fa, nullptr, argv.data(), environ) != 0) pid = -1;
     posix_spawn_file_actions_destroy(&fa);
+    return pid;
   }
-  ~RedisServer() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
+  static void stop(pid_t pid) {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+  }
+  // Whether the redis-server answering on port_ is `pid`; false once `pid` has exited.
+  bool wait_until_serving(pid_t pid) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
       int st = 0;
-      waitpid(pid_, &st, 0);
+      if (waitpid(pid, &st, WNOHANG) == pid) return false;  // exited: reaped; the port was taken
+      if (server_pid() == pid) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
+    return false;
   }
-  uint16_t port() const { return port_; }
-  bool running() const { return pid_ > 0; }
+  // The process_id that the redis-server on port_ reports, or -1.
+  pid_t server_pid() const {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return -1;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port_);
+    timeval tv{.tv_sec = 5, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    std::string got;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      const std::string cmd = "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n";
+      if (::write(fd, cmd.data(), cmd.size()) == static_cast<ssize_t>(cmd.size())) {
+        char buf[4096];
+        while (got.find("process_id:") == std::string::npos ||
+               got.find("\r\n", got.find("process_id:")) == std::string::npos) {
+          const ssize_t n = ::read(fd, buf, sizeof buf);
+          if (n <= 0) break;
+          got.append(buf, static_cast<size_t>(n));
+        }
+      }
+    }
+    close(fd);
+    const size_t at = got.find("process_id:");
+    return at == std::string::npos ? -1 : static_cast<pid_t>(std::atol(got.c_str() + at + 11));
+  }
 
- private:
   pid_t pid_ = -1;
   uint16_t port_ = 0;
 };

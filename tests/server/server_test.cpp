@@ -381,12 +381,24 @@ TEST_F(ServerTest, RequestIdHeader) {
   EXPECT_EQ(g.header("x-request-id").rfind("req-", 0), 0u);
 }
 
+// Its own server on the slow model: the tiny model writes its 1,000 tokens in ~30 ms, so a client
+// descheduled that long between its first chunk and the hang-up (a loaded machine) saw the
+// request finish instead of being aborted, and the abort count never came.
 TEST_F(ServerTest, DisconnectMidStreamFreesKv) {
-  const auto before = testing::get(port(), "/metrics");
+  Options o;
+  o.model_path = testing::slow_model_path();
+  o.max_model_len = testing::kSlowModelLen;
+  auto slow = start(o);
+  ASSERT_NE(slow, nullptr);
+  const uint16_t p = slow->port;
+  const auto before = testing::get(p, "/metrics");
   const double aborts_before =
       metric_value(before.body, "cadenza_request_success_total{finished_reason=\"abort\"}");
-  Client c(port());
-  json req = {{"prompt", "Long story"}, {"max_tokens", 1000}, {"stream", true}, {"ignore_eos", true}};
+  Client c(p);
+  json req = {{"prompt", "Long story"},
+              {"max_tokens", testing::kSlowModelLen - 256},
+              {"stream", true},
+              {"ignore_eos", true}};
   const std::string body = req.dump();
   ASSERT_TRUE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
                          "application/json\r\nContent-Length: " +
@@ -398,10 +410,10 @@ TEST_F(ServerTest, DisconnectMidStreamFreesKv) {
     got += s;
   }
   c.close();
-  EXPECT_TRUE(wait_metric(port(), "cadenza_request_success_total{finished_reason=\"abort\"}",
+  EXPECT_TRUE(wait_metric(p, "cadenza_request_success_total{finished_reason=\"abort\"}",
                           aborts_before + 1));
-  EXPECT_TRUE(wait_metric(port(), "cadenza_kv_cache_usage_ratio", 0));
-  EXPECT_TRUE(wait_metric(port(), "cadenza_num_requests_running", 0));
+  EXPECT_TRUE(wait_metric(p, "cadenza_kv_cache_usage_ratio", 0));
+  EXPECT_TRUE(wait_metric(p, "cadenza_num_requests_running", 0));
 }
 
 TEST_F(ServerTest, MetricsText) {
@@ -475,15 +487,22 @@ TEST(ServerKeys, UnauthorizedAndAuthorized) {
   EXPECT_EQ(testing::get(p, "/metrics").status, 200);
 }
 
+// The slow model: the holder must still run when the second request comes (the tiny model's
+// 1,000 tokens take ~30 ms, less than a loaded machine may take to send it).
 TEST(ServerQueue, FullQueueGets429) {
   Options o;
   o.max_num_seqs = 1;
   o.max_queue = 0;
+  o.model_path = testing::slow_model_path();
+  o.max_model_len = testing::kSlowModelLen;
   auto s = start(o);
   ASSERT_NE(s, nullptr);
   const uint16_t p = s->port;
   Client c(p);
-  json req = {{"prompt", "Long"}, {"max_tokens", 1000}, {"stream", true}, {"ignore_eos", true}};
+  json req = {{"prompt", "Long"},
+              {"max_tokens", testing::kSlowModelLen - 256},
+              {"stream", true},
+              {"ignore_eos", true}};
   const std::string body = req.dump();
   ASSERT_TRUE(c.send_raw("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
                          std::to_string(body.size()) + "\r\n\r\n" + body));

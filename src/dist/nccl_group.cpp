@@ -2,7 +2,8 @@
 
 #ifdef CADENZA_HAS_NCCL
 #include <cuda_runtime.h>
-#include <nccl.h>
+
+#include "dist/nccl_api.h"
 #endif
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@ namespace cadenza::dist {
 #ifdef CADENZA_HAS_NCCL
 
 struct NcclGroup::State {
+  const NcclApi* nccl = nullptr;  // process-wide (nccl_api())
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
   int device = 0;
@@ -26,9 +28,9 @@ Status cuda_check(cudaError_t e, const char* what) {
   return make_error("nccl group: {}: {}", what, cudaGetErrorString(e));
 }
 
-Status nccl_check(ncclResult_t r, const char* what) {
+Status nccl_check(const NcclApi& nccl, ncclResult_t r, const char* what) {
   if (r == ncclSuccess) return {};
-  return make_error("nccl group: {}: {}", what, ncclGetErrorString(r));
+  return make_error("nccl group: {}: {}", what, nccl.error_string(r));
 }
 
 }  // namespace
@@ -39,22 +41,30 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create(Communicator& group, int de
   g->state_->device = device;
   g->rank_ = group.rank();
   g->size_ = group.size();
+  // NCCL is opened now, by a rank that joins a group, never by one that does not. Every rank
+  // takes part in the id's broadcast before it reports a failure, so that none is left waiting.
+  Result<const NcclApi*> api = nccl_api();
   ncclUniqueId id{};
   if (group.rank() == 0) {
-    if (Status st = nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId"); !st) {
+    Status st = api ? nccl_check(**api, (*api)->get_unique_id(&id), "ncclGetUniqueId")
+                    : Status(make_error("nccl group: {}", api.error()));
+    if (!st) {
       // The others wait for the id: send them a zeroed one so that they fail too, not hang.
       (void)group.broadcast(&id, sizeof id, 0);
       return st.error_value();
     }
   }
   if (Status st = group.broadcast(&id, sizeof id, 0); !st) return st.error_value();
+  if (!api) return make_error("nccl group: {}", api.error());
+  const NcclApi& nccl = **api;
+  g->state_->nccl = &nccl;
   if (Status st = cuda_check(cudaSetDevice(device), "cudaSetDevice"); !st) return st.error_value();
   if (Status st = cuda_check(cudaStreamCreateWithFlags(&g->state_->stream, cudaStreamNonBlocking),
                              "cudaStreamCreate");
       !st) {
     return st.error_value();
   }
-  if (Status st = nccl_check(ncclCommInitRank(&g->state_->comm, g->size_, id, g->rank_),
+  if (Status st = nccl_check(nccl, nccl.comm_init_rank(&g->state_->comm, g->size_, id, g->rank_),
                              "ncclCommInitRank");
       !st) {
     return st.error_value();
@@ -64,14 +74,16 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create(Communicator& group, int de
 
 NcclGroup::~NcclGroup() {
   if (!state_) return;
-  if (state_->comm) ncclCommDestroy(state_->comm);
+  if (state_->comm) state_->nccl->comm_destroy(state_->comm);
   if (state_->stream) cudaStreamDestroy(state_->stream);
 }
 
 Status NcclGroup::all_gather(const void* send, size_t bytes, void* recv) {
   if (Status st = cuda_check(cudaSetDevice(state_->device), "cudaSetDevice"); !st) return st;
-  if (Status st = nccl_check(ncclAllGather(send, recv, bytes, ncclUint8, state_->comm,
-                                           state_->stream), "ncclAllGather");
+  if (Status st = nccl_check(*state_->nccl,
+                             state_->nccl->all_gather(send, recv, bytes, ncclUint8, state_->comm,
+                                                      state_->stream),
+                             "ncclAllGather");
       !st) {
     return st;
   }

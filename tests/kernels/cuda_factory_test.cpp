@@ -3,8 +3,13 @@
 // error, never a crash.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "kernels/backend_factory.h"
 #ifdef CADENZA_TEST_HAS_CUDA
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_backend.h"
 #endif
 
@@ -79,6 +84,53 @@ TEST(BackendFactory, CudaIsAClearErrorWhereItCannotWork) {
   FAIL() << "cuda_built() but the test was compiled without CADENZA_TEST_HAS_CUDA";
 #endif
 }
+
+// The libraries this process has mapped (/proc/self/maps), one path a line.
+std::string mapped_files() {
+  std::ifstream in("/proc/self/maps");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// cuBLAS and NCCL are opened when a CUDA backend or an NCCL group is made, not linked: a process
+// that runs on the CPU never maps them (a linked cuBLAS costs ~144 MiB resident). ctest runs each
+// test in a process of its own, so no earlier CUDA test can have opened them here.
+TEST(BackendFactory, CpuRunsMapNoGpuLibraries) {
+  const std::string before = mapped_files();
+  ASSERT_NE(before.find("libc.so.6"), std::string::npos) << "unreadable /proc/self/maps:\n" << before;
+  Result<std::unique_ptr<Backend>> b = create_backend("cpu", {.n_threads = 1});
+  ASSERT_TRUE(b) << b.error();
+  (void)cuda_devices();  // the CUDA runtime's device query needs the driver only
+  const std::string after = mapped_files();
+  for (const char* lib : {"libcublas", "libcublasLt", "libnccl"}) {
+    EXPECT_EQ(after.find(lib), std::string::npos) << lib << " is mapped:\n" << after;
+  }
+}
+
+#ifdef CADENZA_TEST_HAS_CUDA
+// The loader itself, without a device: the toolkit's libcublas opens and every function binds.
+TEST(CublasApi, OpensTheToolkitsLibraryWithoutADevice) {
+  Result<const cuda::CublasApi*> api = cuda::cublas_api();
+  ASSERT_TRUE(api) << api.error();
+  const cuda::CublasApi& a = **api;
+  EXPECT_NE(a.create, nullptr);
+  EXPECT_NE(a.destroy, nullptr);
+  EXPECT_NE(a.set_stream, nullptr);
+  EXPECT_NE(a.sgemm, nullptr);
+  EXPECT_NE(a.gemm_ex, nullptr);
+  ASSERT_NE(a.status_string, nullptr);
+  // Called through the pointer: texts that differ by status (their wording is the library's).
+  ASSERT_NE(a.status_string(CUBLAS_STATUS_SUCCESS), nullptr);
+  EXPECT_STRNE(a.status_string(CUBLAS_STATUS_SUCCESS),
+               a.status_string(CUBLAS_STATUS_NOT_INITIALIZED));
+  EXPECT_NE(mapped_files().find("libcublas"), std::string::npos);
+  // A second call returns the same table.
+  Result<const cuda::CublasApi*> again = cuda::cublas_api();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(*again, *api);
+}
+#endif
 
 }  // namespace
 }  // namespace cadenza::kernels

@@ -10,6 +10,7 @@
 #include <cuda_runtime_api.h>
 #include <spdlog/spdlog.h>
 
+#include "kernels/cuda/cublas_api.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_memory.h"
 
@@ -66,15 +67,20 @@ bool env_cublas(bool fallback) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(CudaDeviceInfo info, cudaStream_t stream, cublasHandle_t cublas, bool use_cublas)
-      : info_(std::move(info)), stream_(stream), cublas_(cublas), use_cublas_(use_cublas) {}
+  CudaBackend(CudaDeviceInfo info, cudaStream_t stream, const cuda::CublasApi& blas,
+              cublasHandle_t cublas, bool use_cublas)
+      : info_(std::move(info)),
+        stream_(stream),
+        blas_(blas),
+        cublas_(cublas),
+        use_cublas_(use_cublas) {}
 
   ~CudaBackend() override {
     cudaSetDevice(info_.ordinal);
     cudaStreamSynchronize(stream_);
     x_half_.reset();
     w_tile_.reset();
-    cublasDestroy(cublas_);
+    blas_.destroy(cublas_);
     cudaStreamDestroy(stream_);
   }
 
@@ -384,7 +390,7 @@ class CudaBackend final : public Backend {
     const cuda::DevWeight& d = w.dev;
     if (d.type == cuda::WType::F32) {
       const cublasStatus_t st =
-          cublasSgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha,
+          blas_.sgemm(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha,
                       static_cast<const float*>(d.data), k, x.data, static_cast<int>(x.stride), &beta,
                       y.data, static_cast<int>(y.stride));
       check_cublas(st, "cublasSgemm");
@@ -415,21 +421,22 @@ class CudaBackend final : public Backend {
                int64_t ldy) {
     const float alpha = 1.0f, beta = 0.0f;
     const cublasStatus_t st =
-        cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, type, k, xh, type, k,
-                     &beta, y, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
-                     CUBLAS_GEMM_DEFAULT);
+        blas_.gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, type, k, xh, type, k,
+                      &beta, y, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
     check_cublas(st, "cublasGemmEx");
   }
 
-  static void check_cublas(cublasStatus_t st, std::string_view what) {
+  void check_cublas(cublasStatus_t st, std::string_view what) const {
     if (st != CUBLAS_STATUS_SUCCESS) {
-      spdlog::critical("cuda backend: {} failed: {}", what, cublasGetStatusString(st));
+      spdlog::critical("cuda backend: {} failed: {}", what, blas_.status_string(st));
       std::abort();
     }
   }
 
   CudaDeviceInfo info_;
   cudaStream_t stream_;
+  const cuda::CublasApi& blas_;  // process-wide (cublas_api())
   cublasHandle_t cublas_;
   bool use_cublas_;
   DevicePtr x_half_, w_tile_;
@@ -476,18 +483,21 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opt
   if (cudaError_t e = cudaMemGetInfo(&info.free_bytes, &info.total_bytes); e != cudaSuccess) {
     return make_error("CUDA device {}: {}", options.device, cuda::cuda_error_text("cudaMemGetInfo", e));
   }
+  // cuBLAS is opened now, on the first CUDA backend, never by a process that runs on the CPU.
+  Result<const cuda::CublasApi*> blas = cuda::cublas_api();
+  if (!blas) return make_error("CUDA device {}: {}", options.device, blas.error());
   cudaStream_t stream = nullptr;
   if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess) {
     return make_error("CUDA device {}: {}", options.device,
                       cuda::cuda_error_text("cudaStreamCreate", e));
   }
   cublasHandle_t cublas = nullptr;
-  if (cublasStatus_t st = cublasCreate(&cublas); st != CUBLAS_STATUS_SUCCESS) {
+  if (cublasStatus_t st = (*blas)->create(&cublas); st != CUBLAS_STATUS_SUCCESS) {
     cudaStreamDestroy(stream);
     return make_error("CUDA device {}: cublasCreate failed: {}", options.device,
-                      cublasGetStatusString(st));
+                      (*blas)->status_string(st));
   }
-  cublasSetStream(cublas, stream);
+  (*blas)->set_stream(cublas, stream);
   const bool use_cublas = env_cublas(options.cublas_gemm);
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   spdlog::info(
@@ -497,7 +507,7 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opt
       static_cast<double>(info.total_bytes) / kGiB, static_cast<double>(info.free_bytes) / kGiB,
       use_cublas ? "cuBLAS for more than 8 rows (not batch invariant), invariant GEMV below"
                  : "batch-invariant kernels (CADENZA_CUDA_GEMM=cublas for the cuBLAS prefill path)");
-  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(std::move(info), stream, cublas, use_cublas));
+  return std::unique_ptr<Backend>(std::make_unique<CudaBackend>(std::move(info), stream, **blas, cublas, use_cublas));
 }
 
 const CudaDeviceInfo* cuda_device_info(const Backend& backend) {

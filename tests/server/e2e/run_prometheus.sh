@@ -51,7 +51,9 @@ for _ in $(seq 1 10); do
   prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
     --web.listen-address="127.0.0.1:$p" >"$work/prometheus.log" 2>&1 &
   prom_pid=$!
-  for _ in $(seq 1 100); do
+  # Up to 60 s while it runs (a loaded machine starts it slowly); it exits at once when the port
+  # was taken, and the next port is tried.
+  for _ in $(seq 1 600); do
     if curl -sf "http://127.0.0.1:$p/-/ready" >/dev/null 2>&1; then prom_port=$p; break; fi
     kill -0 "$prom_pid" 2>/dev/null || break
     sleep 0.1

@@ -419,10 +419,13 @@ TEST_F(ServerTest, DisconnectMidStreamFreesKv) {
 TEST_F(ServerTest, MetricsText) {
   ASSERT_EQ(testing::post(port(), "/v1/completions", {{"prompt", "m"}, {"max_tokens", 3}}).status, 200);
   // The HTTP counter of a request is recorded once its response has been written, which can be
-  // just after the client has read it: wait (bounded) until the scrape shows it.
+  // just after the client has read it: wait (up to 60 s: the I/O thread may be descheduled on a
+  // loaded machine) until the scrape shows it.
   const std::string http_sample = "cadenza_http_requests_total{route=\"/v1/completions\",status=\"200\"}";
   auto m = testing::get(port(), "/metrics");
-  for (int i = 0; i < 200 && m.body.find(http_sample) == std::string::npos; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (m.body.find(http_sample) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     m = testing::get(port(), "/metrics");
   }

@@ -300,6 +300,14 @@ void EngineBridge::deliver(engine::RequestOutput out) {
   }
 }
 
+size_t EngineBridge::waiting_submissions() {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  for (const auto& p : pending_)
+    for (const GenInput& in : p.inputs) n += in.samples();
+  return n;
+}
+
 void EngineBridge::publish_gauges(size_t pending) {
   if (!engine_) return;  // an encoder: no engine state to report
   const engine::EngineStats s = engine_->stats();
@@ -415,7 +423,11 @@ void EngineBridge::loop() {
     const bool stepped = has_work();
     if (stepped) {
       ttft_.step_started(engine::Clock::now());
-      for (auto& out : engine_->step()) deliver(std::move(out));
+      auto outputs = engine_->step();
+      // The gauges first: a client that reads /metrics right after its reply sees the state
+      // after the step that produced it, not the one before (a finished request still counted).
+      publish_gauges(waiting_submissions());
+      for (auto& out : outputs) deliver(std::move(out));
       if (!failed_) {
         if (Status st = engine_->health(); !st) fail_engine(st.error());
       }
@@ -426,13 +438,7 @@ void EngineBridge::loop() {
         heartbeat();
       }
     }
-    size_t waiting_submissions = 0;
-    {
-      std::lock_guard lock(mu_);
-      for (const auto& p : pending_)
-        for (const GenInput& in : p.inputs) waiting_submissions += in.samples();
-    }
-    publish_gauges(waiting_submissions);
+    publish_gauges(waiting_submissions());
     if (stepped && engine_) {
       // Tokens computed beyond one per sampled row: prompt chunks (0 in a decode-only step).
       const int64_t tokens = last_computed_tokens_ - computed_tokens_seen_;

@@ -162,7 +162,11 @@ class EngineBridge {
   void finish_task(EngineTask& task, bool run);
   void deliver(engine::RequestOutput out);
   void record_finished(const engine::RequestOutput& out, const Live& live);
+  // Engine thread: the gauges from the engine's stats, `pending` submissions not yet admitted
+  // counted as waiting. Called after each step before its outputs are delivered.
   void publish_gauges(size_t pending);
+  // Sequences submitted but not yet taken by the engine thread (locks mu_).
+  size_t waiting_submissions();
   // A request's first output (or its end without one): its prompt no longer waits.
   void count_started(int64_t prompt_tokens, uint64_t ttft_id);
 

@@ -416,6 +416,20 @@ TEST_F(ServerTest, DisconnectMidStreamFreesKv) {
   EXPECT_TRUE(wait_metric(p, "cadenza_num_requests_running", 0));
 }
 
+// The engine thread publishes the gauges after each step and before it delivers the step's
+// outputs, so a scrape right after a reply never still counts that request as running or waiting
+// (it did: the gauges came after the delivery, and a client that scraped at once could see its
+// own finished request; RouterTest.UnloadWaitsForRequestsInFlight failed on that in CI).
+TEST_F(ServerTest, AScrapeAfterAReplyNoLongerCountsTheRequest) {
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_EQ(testing::post(port(), "/v1/completions", {{"prompt", "g"}, {"max_tokens", 2}}).status,
+              200);
+    const std::string m = testing::get(port(), "/metrics").body;
+    ASSERT_EQ(metric_value(m, "cadenza_num_requests_running"), 0) << "after request " << i;
+    ASSERT_EQ(metric_value(m, "cadenza_num_requests_waiting"), 0) << "after request " << i;
+  }
+}
+
 TEST_F(ServerTest, MetricsText) {
   ASSERT_EQ(testing::post(port(), "/v1/completions", {{"prompt", "m"}, {"max_tokens", 3}}).status, 200);
   // The HTTP counter of a request is recorded once its response has been written, which can be

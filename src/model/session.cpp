@@ -28,6 +28,7 @@ Result<std::unique_ptr<Session>> Session::create(Model& model, const SessionOpti
   kv_options.block_size = options.block_size;
   kv_options.num_blocks = static_cast<int32_t>((max_tokens + options.block_size - 1) / options.block_size);
   kv_options.type = options.kv_type;
+  kv_options.num_state_slots = 1;  // a hybrid model's recurrent state: for the one sequence only
   Result<std::unique_ptr<KvCache>> kv = model.create_kv_cache(kv_options);
   if (!kv) return kv.error_value();
   // One sequence, steps of up to max_batch_tokens tokens and one logit row (eval_all reserves

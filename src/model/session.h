@@ -69,6 +69,8 @@ class Session {
   void reset() { n_past_ = 0; }
 
   Model& model() const { return model_; }
+  // Its cache: KV blocks for capacity() tokens and, for a hybrid model, one recurrent-state slot.
+  const KvCache& kv() const { return *kv_; }
 
  private:
   Session(Model& model, std::unique_ptr<KvCache> kv, int32_t capacity, int32_t max_batch_tokens,

@@ -127,6 +127,9 @@ TEST_P(HybridTest, SessionRewindsOnlyToTheStart) {
   auto again = (*session)->eval(a);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(*first, *again);
+  // One sequence, one recurrent-state slot (the cache's default of 8 cost Qwen3.5-0.8B ~130 MiB
+  // of never-used state in `cadenza run` and `bench`).
+  EXPECT_EQ((*session)->kv().num_state_slots(), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, HybridTest,

@@ -41,23 +41,28 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create(Communicator& group, int de
   g->state_->device = device;
   g->rank_ = group.rank();
   g->size_ = group.size();
-  // NCCL is opened now, by a rank that joins a group, never by one that does not. Every rank
-  // takes part in the id's broadcast before it reports a failure, so that none is left waiting.
+  // NCCL is opened now, by a rank that joins a group, never by one that does not. The ranks
+  // agree on whether all of them could open it before any goes on, so that none is left waiting
+  // in a collective that another has given up on.
   Result<const NcclApi*> api = nccl_api();
+  float ranks_without_nccl = api ? 0.0f : 1.0f;
+  if (Status st = group.all_reduce_sum(&ranks_without_nccl, 1); !st) return st.error_value();
+  if (!api) return make_error("nccl group: {}", api.error());
+  if (ranks_without_nccl > 0) {
+    return make_error("nccl group: {} of the {} ranks could not open NCCL (each one's own error names the library)",
+                      static_cast<int>(ranks_without_nccl), g->size_);
+  }
+  const NcclApi& nccl = **api;
+  g->state_->nccl = &nccl;
   ncclUniqueId id{};
   if (group.rank() == 0) {
-    Status st = api ? nccl_check(**api, (*api)->get_unique_id(&id), "ncclGetUniqueId")
-                    : Status(make_error("nccl group: {}", api.error()));
-    if (!st) {
+    if (Status st = nccl_check(nccl, nccl.get_unique_id(&id), "ncclGetUniqueId"); !st) {
       // The others wait for the id: send them a zeroed one so that they fail too, not hang.
       (void)group.broadcast(&id, sizeof id, 0);
       return st.error_value();
     }
   }
   if (Status st = group.broadcast(&id, sizeof id, 0); !st) return st.error_value();
-  if (!api) return make_error("nccl group: {}", api.error());
-  const NcclApi& nccl = **api;
-  g->state_->nccl = &nccl;
   if (Status st = cuda_check(cudaSetDevice(device), "cudaSetDevice"); !st) return st.error_value();
   if (Status st = cuda_check(cudaStreamCreateWithFlags(&g->state_->stream, cudaStreamNonBlocking),
                              "cudaStreamCreate");

@@ -49,7 +49,8 @@ Result<std::unique_ptr<NcclGroup>> NcclGroup::create(Communicator& group, int de
   if (Status st = group.all_reduce_sum(&ranks_without_nccl, 1); !st) return st.error_value();
   if (!api) return make_error("nccl group: {}", api.error());
   if (ranks_without_nccl > 0) {
-    return make_error("nccl group: {} of the {} ranks could not open NCCL (each one's own error names the library)",
+    return make_error("nccl group: {} of the {} ranks could not open NCCL (each one's own "
+                      "error names the library)",
                       static_cast<int>(ranks_without_nccl), g->size_);
   }
   const NcclApi& nccl = **api;

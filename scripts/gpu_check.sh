@@ -78,7 +78,7 @@ elapsed() { echo $(($(date +%s) - T0)); }
 
 export PATH="/usr/local/cuda/bin:$PATH"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-# cuBLAS 13 (linked dynamically): the toolkit's copy, else any other (PyTorch's wheels carry one).
+# cuBLAS 13 (opened at run time by --device cuda): the toolkit's copy, else any other (PyTorch's wheels carry one).
 if ! ls /usr/local/cuda/lib64/libcublas.so.13 >/dev/null 2>&1; then
   for d in $(find /usr /opt -name 'libcublas.so.13' 2>/dev/null | xargs -r -n1 dirname | sort -u); do
     export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"

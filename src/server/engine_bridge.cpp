@@ -421,12 +421,14 @@ void EngineBridge::loop() {
       }
     }
     const bool stepped = has_work();
+    bool gauges_current = false;  // published since the engine's state last changed
     if (stepped) {
       ttft_.step_started(engine::Clock::now());
       auto outputs = engine_->step();
       // The gauges first: a client that reads /metrics right after its reply sees the state
       // after the step that produced it, not the one before (a finished request still counted).
       publish_gauges(waiting_submissions());
+      gauges_current = true;
       for (auto& out : outputs) deliver(std::move(out));
       if (!failed_) {
         if (Status st = engine_->health(); !st) fail_engine(st.error());
@@ -436,9 +438,11 @@ void EngineBridge::loop() {
           engine::Clock::now() - last_heartbeat_ >
               std::chrono::duration<double>(bridge_config_.heartbeat_interval_s)) {
         heartbeat();
+        gauges_current = false;  // the workers' new reports
       }
     }
-    publish_gauges(waiting_submissions());
+    // Once per pass: after a step it was done before the delivery, unless a heartbeat came since.
+    if (!gauges_current) publish_gauges(waiting_submissions());
     if (stepped && engine_) {
       // Tokens computed beyond one per sampled row: prompt chunks (0 in a decode-only step).
       const int64_t tokens = last_computed_tokens_ - computed_tokens_seen_;

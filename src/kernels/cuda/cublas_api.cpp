@@ -1,6 +1,5 @@
 #include "kernels/cuda/cublas_api.h"
 
-#include <mutex>
 #include <string>
 
 #include "util/shared_library.h"
